@@ -1,0 +1,1 @@
+"""FuseForge REST API (FastAPI). `api.db` and `api.settings` import no FastAPI so the worker can use them."""

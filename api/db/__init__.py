@@ -1,0 +1,1 @@
+"""Database layer shared by the API and the worker: models, sessions, job state (no FastAPI)."""

@@ -1,0 +1,55 @@
+"""The FastAPI application: routers and the one place errors become JSON."""
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from api.routes import health, jobs, models
+from api.services.errors import ServiceError
+
+__all__ = ["app", "create_app"]
+
+logger = logging.getLogger(__name__)
+
+
+def _field_path(location: tuple[object, ...]) -> str:
+    # ("body", "validation", "samples") → "validation.samples"; the request part is noise.
+    parts = [str(p) for p in location if p not in ("body", "query", "path")]
+    return ".".join(parts) or "request"
+
+
+async def _service_error(_: Request, err: Exception) -> JSONResponse:
+    assert isinstance(err, ServiceError)
+    return JSONResponse({"error": type(err).__name__, "detail": str(err)}, err.status_code)
+
+
+async def _validation_error(_: Request, err: Exception) -> JSONResponse:
+    assert isinstance(err, RequestValidationError)
+    problems = [f"{_field_path(tuple(e['loc']))}: {e['msg']}" for e in err.errors()]
+    return JSONResponse({"error": "ValidationError", "detail": "; ".join(problems)}, 422)
+
+
+async def _http_error(_: Request, err: Exception) -> JSONResponse:
+    assert isinstance(err, HTTPException)
+    name = {404: "NotFound", 405: "MethodNotAllowed"}.get(err.status_code, "HTTPError")
+    return JSONResponse({"error": name, "detail": str(err.detail)}, err.status_code)
+
+
+def create_app() -> FastAPI:
+    app = FastAPI(
+        title="FuseForge",
+        summary="Upload ONNX models; get fused, validated and benchmarked inference engines.",
+        version="0.1.0",
+    )
+    app.add_exception_handler(ServiceError, _service_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(HTTPException, _http_error)
+    for router in (models.router, jobs.router, health.router):
+        app.include_router(router)
+    return app
+
+
+app = create_app()

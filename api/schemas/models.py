@@ -1,0 +1,34 @@
+"""Bodies of /v1/models."""
+
+import uuid
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict
+
+from api.schemas.common import Page
+
+__all__ = ["ModelList", "ModelRead", "TensorInfo"]
+
+
+class TensorInfo(BaseModel):
+    name: str
+    dtype: str
+    shape: list[int | str | None]  # a dynamic dimension is its symbolic name, or null
+
+
+class ModelRead(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: uuid.UUID
+    name: str
+    sha256: str
+    size_bytes: int
+    ir_version: int
+    opset: int
+    producer: str
+    inputs: list[TensorInfo]
+    outputs: list[TensorInfo]
+    created_at: datetime
+
+
+ModelList = Page[ModelRead]

@@ -1,0 +1,1 @@
+"""Business logic behind the routes; services take the session as a keyword and import no FastAPI."""

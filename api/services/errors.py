@@ -1,0 +1,59 @@
+"""Errors services raise; api/main.py renders each as {"error": <class name>, "detail": ...}."""
+
+__all__ = [
+    "ArtifactNotFound",
+    "BrokerUnavailable",
+    "InvalidJobConfig",
+    "InvalidModelFile",
+    "InvalidUpload",
+    "JobNotCancellable",
+    "JobNotFound",
+    "ModelNotFound",
+    "ServiceError",
+    "UploadTooLarge",
+]
+
+
+class ServiceError(Exception):
+    status_code = 400
+
+    def __init__(self, message: str, status_code: int | None = None) -> None:
+        super().__init__(message)
+        if status_code is not None:
+            self.status_code = status_code
+
+
+class ModelNotFound(ServiceError):
+    status_code = 404
+
+
+class JobNotFound(ServiceError):
+    status_code = 404
+
+
+class ArtifactNotFound(ServiceError):
+    status_code = 404
+
+
+class JobNotCancellable(ServiceError):
+    status_code = 409
+
+
+class InvalidJobConfig(ServiceError):
+    status_code = 422
+
+
+class InvalidModelFile(ServiceError):
+    status_code = 422
+
+
+class InvalidUpload(ServiceError):
+    status_code = 422
+
+
+class UploadTooLarge(ServiceError):
+    status_code = 413
+
+
+class BrokerUnavailable(ServiceError):
+    status_code = 503

@@ -1,0 +1,74 @@
+"""Turn Job rows into the response schemas (artifact URLs, error object, validation verdict)."""
+
+from api.db.models import Job
+from api.schemas.jobs import (
+    ArtifactRead,
+    BenchmarkRead,
+    JobConfig,
+    JobError,
+    JobEventRead,
+    JobRead,
+    JobSummary,
+    OutputValidationRead,
+    ValidationRead,
+)
+
+__all__ = ["job_read", "job_summary"]
+
+
+def _error(job: Job) -> JobError | None:
+    if job.error_code is None:
+        return None
+    return JobError(code=job.error_code, message=job.error_message or "")
+
+
+def job_summary(job: Job) -> JobSummary:
+    return JobSummary(
+        id=job.id,
+        model_id=job.model_id,
+        status=job.status,
+        stage=job.stage,
+        progress=job.progress,
+        error=_error(job),
+        created_at=job.created_at,
+        started_at=job.started_at,
+        finished_at=job.finished_at,
+    )
+
+
+def job_read(job: Job) -> JobRead:
+    outputs = [
+        OutputValidationRead(
+            name=r.output_name,
+            samples=r.samples,
+            max_abs_err=r.max_abs_err,
+            max_rel_err=r.max_rel_err,
+            mean_abs_err=r.mean_abs_err,
+            cosine_similarity=r.cosine_similarity,
+            atol=r.atol,
+            rtol=r.rtol,
+            min_cosine=r.min_cosine,
+            passed=r.passed,
+        )
+        for r in job.validation_results
+    ]
+    validation = ValidationRead(passed=all(o.passed for o in outputs), outputs=outputs) if outputs else None
+    return JobRead(
+        **job_summary(job).model_dump(),
+        config=JobConfig.model_validate(job.config),
+        worker=job.worker,
+        attempts=job.attempts,
+        artifacts=[
+            ArtifactRead(
+                name=a.name,
+                kind=a.kind,
+                size_bytes=a.size_bytes,
+                sha256=a.sha256,
+                url=f"/v1/jobs/{job.id}/artifacts/{a.name}",
+            )
+            for a in job.artifacts
+        ],
+        validation=validation,
+        benchmarks=[BenchmarkRead.model_validate(b) for b in job.benchmarks],
+        events=[JobEventRead.model_validate(e) for e in job.events],
+    )

@@ -1,0 +1,120 @@
+"""Jobs: create (commit, then dispatch), read, list, cancel, and find their artifacts."""
+
+import logging
+import uuid
+from collections.abc import Callable
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, selectinload
+
+from api.db import job_state
+from api.db.models import Artifact, Job, JobStatus
+from api.schemas.jobs import JobConfig, JobCreate
+from api.services.errors import (
+    ArtifactNotFound,
+    BrokerUnavailable,
+    InvalidJobConfig,
+    JobNotCancellable,
+    JobNotFound,
+)
+from api.services.models import get_model
+from optimizer.errors import InputShapeError
+from optimizer.shapes import resolve_input_shapes
+from optimizer.tensor_specs import TensorSpec
+
+__all__ = ["cancel_job", "create_job", "get_artifact", "get_job", "list_jobs"]
+
+logger = logging.getLogger(__name__)
+
+Dispatch = Callable[[Job], None]
+
+
+def create_job(*, session: Session, spec: JobCreate, dispatch: Dispatch) -> Job:
+    """Insert a queued job, commit, and only then send its id to the broker."""
+    model = get_model(session=session, model_id=spec.model_id)
+    inputs = [TensorSpec.from_dict(spec) for spec in model.inputs]
+    try:
+        shapes = resolve_input_shapes(inputs, spec.input_shapes)
+    except InputShapeError as err:
+        field = f"input_shapes.{err.input_name}" if err.input_name else "input_shapes"
+        raise InvalidJobConfig(f"{field}: {err}") from err
+    config = JobConfig.model_validate(spec.model_dump(exclude={"model_id"}))
+    config.input_shapes = {name: list(shape) for name, shape in shapes.items()}
+    job = Job(model_id=model.id, config=config.model_dump(mode="json"))
+    session.add(job)
+    session.flush()
+    job_state.record_event(session, job.id, "queued")
+    session.commit()
+    try:
+        dispatch(job)
+    except Exception as err:
+        logger.exception("could not send job %s to the broker", job.id)
+        message = f"the job could not be sent to the broker ({type(err).__name__}: {err})"
+        job_state.fail(session, job.id, "BrokerUnavailable", message)
+        session.commit()
+        raise BrokerUnavailable(f"{message}; job {job.id} was marked failed, try again") from err
+    return job
+
+
+def get_job(*, session: Session, job_id: uuid.UUID) -> Job:
+    job = session.scalars(
+        select(Job)
+        .where(Job.id == job_id)
+        .options(
+            selectinload(Job.artifacts),
+            selectinload(Job.validation_results),
+            selectinload(Job.benchmarks),
+            selectinload(Job.events),
+        )
+        .execution_options(populate_existing=True)
+    ).one_or_none()
+    if job is None:
+        raise JobNotFound(f"job {job_id} does not exist; GET /v1/jobs lists jobs")
+    return job
+
+
+def list_jobs(
+    *,
+    session: Session,
+    limit: int,
+    offset: int,
+    status: JobStatus | None = None,
+    model_id: uuid.UUID | None = None,
+) -> tuple[list[Job], int]:
+    conditions = []
+    if status is not None:
+        conditions.append(Job.status == status.value)
+    if model_id is not None:
+        conditions.append(Job.model_id == model_id)
+    total = session.scalar(select(func.count()).select_from(Job).where(*conditions)) or 0
+    rows = session.scalars(
+        select(Job)
+        .where(*conditions)
+        .order_by(Job.created_at.desc(), Job.id.desc())
+        .limit(limit)
+        .offset(offset)
+    ).all()
+    return list(rows), total
+
+
+def cancel_job(*, session: Session, job_id: uuid.UUID) -> Job:
+    """Cancel a queued or running job (a running worker stops at its next stage boundary)."""
+    cancelled = job_state.cancel(session, job_id)
+    if cancelled is None:
+        job = session.get(Job, job_id)
+        if job is None:
+            raise JobNotFound(f"job {job_id} does not exist; GET /v1/jobs lists jobs")
+        raise JobNotCancellable(f"job {job_id} is already {job.status}; only queued or running jobs can be cancelled")
+    session.commit()
+    return get_job(session=session, job_id=job_id)
+
+
+def get_artifact(*, session: Session, job_id: uuid.UUID, name: str) -> Artifact:
+    artifact = session.scalars(
+        select(Artifact).where(Artifact.job_id == job_id, Artifact.name == name)
+    ).one_or_none()
+    if artifact is not None:
+        return artifact
+    job = get_job(session=session, job_id=job_id)  # 404 for an unknown job first
+    names = ", ".join(a.name for a in job.artifacts) or f"none yet (the job is {job.status})"
+    raise ArtifactNotFound(f"job {job_id} has no artifact {name!r}; it has: {names}")

@@ -1,0 +1,116 @@
+"""Artifact storage: content-hashed files addressed by `store://<key>` URIs.
+
+`LocalArtifactStore` keeps them under a folder (the embedded default and the compose volume). Other
+stores (S3, GCS) implement the same `ArtifactStore` protocol and pass the same contract tests.
+"""
+
+import hashlib
+import os
+import shutil
+import uuid
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import BinaryIO, Protocol
+
+__all__ = ["ArtifactStore", "LocalArtifactStore", "StoredObject", "sha256_of_file"]
+
+_URI_PREFIX = "store://"
+_CHUNK = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class StoredObject:
+    uri: str
+    sha256: str
+    size_bytes: int
+
+
+class ArtifactStore(Protocol):
+    def put_file(self, source: Path, key: str) -> StoredObject:
+        """Copy `source` in under `key` atomically and return its URI, hash and size."""
+        ...
+
+    def move_in(self, source: Path, key: str) -> str:
+        """Move `source` (already hashed by the caller) in under `key`; return its URI."""
+        ...
+
+    def open(self, uri: str) -> BinaryIO: ...
+
+    def local_path(self, uri: str) -> Path:
+        """A readable local path for `uri` (downloaded first by remote stores)."""
+        ...
+
+    def exists(self, uri: str) -> bool: ...
+
+    def delete(self, uri: str) -> None:
+        """Remove `uri`; a missing object is not an error (deletes are retried after failures)."""
+        ...
+
+
+def sha256_of_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+class LocalArtifactStore:
+    """Files under `root`; writes go to a temporary name first, then an atomic rename."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root.resolve()
+
+    def _path_for_key(self, key: str) -> Path:
+        relative = PurePosixPath(key)
+        if relative.is_absolute() or ".." in relative.parts or not relative.parts:
+            raise ValueError(f"artifact key {key!r} must be a relative path without '..'")
+        return self.root.joinpath(*relative.parts)
+
+    def _path_for_uri(self, uri: str) -> Path:
+        if not uri.startswith(_URI_PREFIX):
+            raise ValueError(f"artifact URI {uri!r} does not start with {_URI_PREFIX!r}")
+        return self._path_for_key(uri.removeprefix(_URI_PREFIX))
+
+    def put_file(self, source: Path, key: str) -> StoredObject:
+        target = self._path_for_key(key)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(f".{target.name}.{uuid.uuid4().hex}.partial")
+        digest = hashlib.sha256()
+        size = 0
+        try:
+            with source.open("rb") as src, partial.open("wb") as dst:
+                while chunk := src.read(_CHUNK):
+                    digest.update(chunk)
+                    size += len(chunk)
+                    dst.write(chunk)
+                dst.flush()
+                os.fsync(dst.fileno())
+            os.replace(partial, target)
+        finally:
+            partial.unlink(missing_ok=True)
+        return StoredObject(uri=_URI_PREFIX + key, sha256=digest.hexdigest(), size_bytes=size)
+
+    def move_in(self, source: Path, key: str) -> str:
+        target = self._path_for_key(key)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.replace(source, target)
+        except OSError:  # another filesystem: copy, then rename into place
+            partial = target.with_name(f".{target.name}.{uuid.uuid4().hex}.partial")
+            shutil.copyfile(source, partial)
+            os.replace(partial, target)
+            source.unlink()
+        return _URI_PREFIX + key
+
+    def open(self, uri: str) -> BinaryIO:
+        return self._path_for_uri(uri).open("rb")
+
+    def local_path(self, uri: str) -> Path:
+        return self._path_for_uri(uri)
+
+    def exists(self, uri: str) -> bool:
+        return self._path_for_uri(uri).is_file()
+
+    def delete(self, uri: str) -> None:
+        self._path_for_uri(uri).unlink(missing_ok=True)

@@ -1,0 +1,1 @@
+"""The `fuseforge` command line: serve, worker, migrate, run."""

@@ -1,0 +1,146 @@
+"""`fuseforge serve | worker | migrate | run`: what the Makefile and the containers call."""
+
+import argparse
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+
+from api.settings import get_settings
+
+__all__ = ["main"]
+
+_STOP_TIMEOUT_S = 20
+
+
+def _alembic_ini() -> Path:
+    # The repo root (editable installs, `make run`) or the working directory (containers).
+    for candidate in (Path(__file__).resolve().parents[1] / "alembic.ini", Path("alembic.ini")):
+        if candidate.is_file():
+            return candidate
+    raise SystemExit("alembic.ini not found: run fuseforge from the FuseForge checkout")
+
+
+def migrate(_: argparse.Namespace | None = None) -> int:
+    from alembic import command
+    from alembic.config import Config
+
+    settings = get_settings()
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    command.upgrade(Config(str(_alembic_ini())), "head")
+    print(f"database migrated: {_redacted(settings.resolved_database_url)}", flush=True)
+    return 0
+
+
+def _redacted(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def serve(_: argparse.Namespace) -> int:
+    import uvicorn
+
+    settings = get_settings()
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    print(f"FuseForge API on http://{settings.host}:{settings.port} (docs: /docs)", flush=True)
+    uvicorn.run("api.main:app", host=settings.host, port=settings.port, log_level="info")
+    return 0
+
+
+def worker(args: argparse.Namespace) -> int:
+    from worker.celery_app import celery_app
+
+    get_settings().data_dir.mkdir(parents=True, exist_ok=True)
+    argv = [
+        "worker",
+        f"--loglevel={args.loglevel}",
+        f"--queues={args.queues}",
+        f"--concurrency={args.concurrency}",
+        f"--pool={args.pool}",
+        "--without-gossip",
+        "--without-mingle",
+    ]
+    if args.beat:
+        argv.append("--beat")
+    celery_app.worker_main(argv)
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    """Migrate, then run the API and a worker (with the stale-job sweep) until Ctrl-C/SIGTERM."""
+    migrate()
+    settings = get_settings()
+    me = [sys.executable, "-m", "fuseforge_cli.main"]
+    children = {
+        "api": subprocess.Popen([*me, "serve"]),
+        "worker": subprocess.Popen([*me, "worker", "--beat", "--queues", "cpu"]),
+    }
+    stopping = False
+
+    def _request_stop(signum: int, _frame: FrameType | None) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGINT, _request_stop)
+    signal.signal(signal.SIGTERM, _request_stop)
+    print(
+        f"FuseForge is up: http://{settings.host}:{settings.port} "
+        f"(data in {settings.data_dir.resolve()}). Ctrl-C stops it.",
+        flush=True,
+    )
+    exit_code = 0
+    while not stopping:
+        for name, child in children.items():
+            if child.poll() is not None:
+                print(f"fuseforge: the {name} exited with code {child.returncode}; stopping", flush=True)
+                exit_code = child.returncode or 1
+                stopping = True
+        time.sleep(0.2)
+    _stop_children(children)
+    print("FuseForge stopped.", flush=True)
+    return exit_code
+
+
+def _stop_children(children: dict[str, subprocess.Popen[bytes]]) -> None:
+    for child in children.values():
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM)  # uvicorn and celery both shut down warmly on TERM
+    deadline = time.monotonic() + _STOP_TIMEOUT_S
+    for name, child in children.items():
+        try:
+            child.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            print(f"fuseforge: the {name} did not stop in {_STOP_TIMEOUT_S} s; killing it", flush=True)
+            child.kill()
+            child.wait()
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fuseforge", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("migrate", help="apply database migrations").set_defaults(func=migrate)
+    sub.add_parser("serve", help="run the REST API").set_defaults(func=serve)
+    sub.add_parser("run", help="migrate, then run API + worker (what `make run` calls)").set_defaults(func=run)
+    w = sub.add_parser("worker", help="run a Celery worker")
+    w.add_argument("--queues", default="cpu", help="comma-separated: cpu, gpu")
+    w.add_argument("--concurrency", type=int, default=1, help="jobs at once (each uses all cores)")
+    w.add_argument("--pool", default="prefork", choices=["prefork", "solo", "threads"])
+    w.add_argument("--loglevel", default="info")
+    w.add_argument("--beat", action="store_true", help="also run the periodic stale-job sweep")
+    w.set_defaults(func=worker)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=os.environ.get("FUSEFORGE_LOG_LEVEL", "INFO"))
+    args = _parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

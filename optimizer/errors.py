@@ -1,0 +1,63 @@
+"""Errors raised by the optimizer library.
+
+`OptimizerError` and its subclasses are faults in (or limits met by) the user's model or job
+configuration: the worker stores their class name and message on the job. `InternalError` is a
+broken assumption of ours and is kept apart so it is never blamed on the user.
+"""
+
+__all__ = [
+    "AccuracyMismatchError",
+    "EngineBuildError",
+    "InferenceError",
+    "InputShapeError",
+    "InternalError",
+    "InvalidModelError",
+    "OptimizerError",
+    "PassError",
+    "PluginNotFoundError",
+    "UnsupportedModelError",
+]
+
+
+class OptimizerError(Exception):
+    """A problem with the user's model or job that the user can act on."""
+
+
+class InvalidModelError(OptimizerError):
+    """The file is not a valid ONNX model (empty, truncated, fails the ONNX checker...)."""
+
+
+class UnsupportedModelError(OptimizerError):
+    """A valid model that FuseForge refuses to handle (e.g. external data outside the upload)."""
+
+
+class InputShapeError(OptimizerError):
+    """Requested input shapes do not fit the model's declared inputs."""
+
+    def __init__(self, message: str, *, input_name: str | None = None) -> None:
+        super().__init__(message)
+        self.input_name = input_name
+
+
+class PassError(OptimizerError):
+    """A graph pass could not be applied safely."""
+
+
+class EngineBuildError(OptimizerError):
+    """The backend could not build an engine from the model."""
+
+
+class InferenceError(OptimizerError):
+    """The backend failed while running the model (e.g. a Reshape that does not fit the shapes)."""
+
+
+class PluginNotFoundError(OptimizerError):
+    """A fused op needs a plugin that is not registered."""
+
+
+class AccuracyMismatchError(OptimizerError):
+    """The optimized model's outputs differ from the original's beyond tolerance."""
+
+
+class InternalError(Exception):
+    """A broken internal assumption: a bug in FuseForge, never the user's fault."""

@@ -1,0 +1,153 @@
+"""Uploading models: stored once per content, bad files refused with nothing left behind."""
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from fastapi.testclient import TestClient
+from onnx import TensorProto, helper, numpy_helper
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from api.db.models import Model
+from api.settings import Settings
+from tests.models import model_bytes, small_cnn
+
+
+def _model_with_unknown_op() -> onnx.ModelProto:
+    graph = helper.make_graph(
+        [helper.make_node("NoSuchOp", ["x"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _stored_files(settings: Settings) -> list[Path]:
+    return [p for p in settings.data_dir.rglob("*") if p.is_file()]
+
+
+def _assert_nothing_stored(db_session: Session, settings: Settings) -> None:
+    assert db_session.scalar(select(func.count()).select_from(Model)) == 0
+    assert _stored_files(settings) == []
+
+
+def test_upload_returns_201_with_model_description(client: TestClient) -> None:
+    data = model_bytes(small_cnn())
+    response = client.post("/v1/models", files={"file": ("cnn.onnx", data)})
+    assert response.status_code == 201, response.text
+    body = response.json()
+    assert body["name"] == "cnn.onnx"
+    assert body["sha256"] == hashlib.sha256(data).hexdigest()
+    assert body["size_bytes"] == len(data)
+    assert body["opset"] == 17
+    assert body["inputs"] == [{"name": "input", "dtype": "float32", "shape": ["N", 3, 32, 32]}]
+    assert body["outputs"] == [{"name": "logits", "dtype": "float32", "shape": ["N", 10]}]
+    assert client.get(f"/v1/models/{body['id']}").json() == body
+
+
+def test_same_bytes_again_returns_200_with_existing_model(client: TestClient, settings: Settings) -> None:
+    data = model_bytes(small_cnn())
+    first = client.post("/v1/models", files={"file": ("a.onnx", data)})
+    again = client.post("/v1/models", files={"file": ("b.onnx", data)})
+    assert (first.status_code, again.status_code) == (201, 200)
+    assert again.json()["id"] == first.json()["id"]
+    assert len(_stored_files(settings)) == 1
+
+
+def test_raw_octet_stream_upload_takes_name_from_query(client: TestClient) -> None:
+    response = client.post(
+        "/v1/models?name=pipeline-model",
+        content=model_bytes(small_cnn()),
+        headers={"Content-Type": "application/octet-stream"},
+    )
+    assert response.status_code == 201, response.text
+    assert response.json()["name"] == "pipeline-model"
+
+
+@pytest.mark.parametrize(
+    ("payload", "expected"),
+    [
+        (b"", "empty"),
+        (model_bytes(small_cnn())[:200], "not an ONNX protobuf"),
+        (np.random.default_rng(1).bytes(4096), "not"),
+        (_model_with_unknown_op().SerializeToString(), "NoSuchOp"),
+    ],
+    ids=["empty", "truncated-protobuf", "random-bytes", "checker-failure"],
+)
+def test_invalid_file_is_422_and_nothing_is_stored(
+    client: TestClient, db_session: Session, settings: Settings, payload: bytes, expected: str
+) -> None:
+    response = client.post("/v1/models", files={"file": ("bad.onnx", payload)})
+    assert response.status_code == 422, response.text
+    body = response.json()
+    assert body["error"] == "InvalidModelFile"
+    assert expected in body["detail"]
+    _assert_nothing_stored(db_session, settings)
+
+
+def test_external_data_path_traversal_is_422_and_never_read(
+    client: TestClient, db_session: Session, settings: Settings, tmp_path: Path
+) -> None:
+    secret = tmp_path / "secret.bin"
+    secret.write_bytes(np.ones(16, np.float32).tobytes())
+    weights = numpy_helper.from_array(np.zeros(16, np.float32), "w")
+    weights.data_location = TensorProto.EXTERNAL
+    weights.ClearField("raw_data")
+    for key, value in (("location", "../../../../secret.bin"), ("length", "64")):
+        weights.external_data.add(key=key, value=value)
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "w"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16])],
+        initializer=[weights],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    response = client.post("/v1/models", files={"file": ("ext.onnx", model.SerializeToString())})
+    assert response.status_code == 422, response.text
+    assert "outside" in response.json()["detail"]
+    _assert_nothing_stored(db_session, settings)
+
+
+def test_over_limit_upload_is_413_and_nothing_is_stored(
+    client: TestClient, db_session: Session, settings: Settings
+) -> None:
+    settings.max_upload_bytes = 1000
+    response = client.post("/v1/models", files={"file": ("big.onnx", model_bytes(small_cnn()))})
+    assert response.status_code == 413, response.text
+    assert "FUSEFORGE_MAX_UPLOAD_BYTES" in response.json()["detail"]
+    _assert_nothing_stored(db_session, settings)
+
+
+def test_form_without_file_field_is_422(client: TestClient) -> None:
+    response = client.post("/v1/models", files={"model": ("m.onnx", b"abc")})
+    assert response.status_code == 422
+    assert "'model'" in response.json()["detail"]
+
+
+def test_unsupported_content_type_is_415(client: TestClient) -> None:
+    response = client.post("/v1/models", content=b"{}", headers={"Content-Type": "application/json"})
+    assert response.status_code == 415
+    assert "multipart/form-data" in response.json()["detail"]
+
+
+def test_unknown_model_is_404(client: TestClient) -> None:
+    response = client.get("/v1/models/00000000-0000-0000-0000-000000000000")
+    assert response.status_code == 404
+    assert response.json()["error"] == "ModelNotFound"
+
+
+def test_models_are_listed_newest_first_with_paging(client: TestClient) -> None:
+    ids = [
+        client.post("/v1/models", files={"file": ("m.onnx", model_bytes(small_cnn(seed=s)))}).json()["id"]
+        for s in range(3)
+    ]
+    page = client.get("/v1/models?limit=2&offset=0").json()
+    rest = client.get("/v1/models?limit=2&offset=2").json()
+    assert page["total"] == 3 and rest["total"] == 3
+    assert [m["id"] for m in page["items"] + rest["items"]] == ids[::-1]
+    assert client.get("/v1/models?limit=0").status_code == 422

@@ -1,0 +1,86 @@
+"""Shared fixtures: real PostgreSQL and SQLite databases, migrated once; a rolled-back session
+per test; an API client wired to them; the Redis broker the API sends jobs to."""
+
+import os
+
+# Settings are read once per process; point the broker at a test Redis database before any
+# api/worker module builds the Celery app from them.
+os.environ.setdefault("FUSEFORGE_ENV", "test")
+os.environ.setdefault("FUSEFORGE_BROKER_URL", "redis://127.0.0.1:6379/15")
+
+import uuid  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+import redis  # noqa: E402
+from fastapi.testclient import TestClient  # noqa: E402
+from sqlalchemy import Engine  # noqa: E402
+from sqlalchemy.orm import Session  # noqa: E402
+
+from api.deps import get_session  # noqa: E402
+from api.main import create_app  # noqa: E402
+from api.settings import Settings, get_settings  # noqa: E402
+from tests.support.databases import (  # noqa: E402
+    create_postgres_database,
+    drop_postgres_database,
+    migrated_engine,
+)
+
+TEST_REDIS_URL = os.environ["FUSEFORGE_BROKER_URL"]
+
+
+@pytest.fixture(scope="session", params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Each database-backed test runs on the embedded SQLite and on real PostgreSQL."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path_factory.mktemp('sqlite') / 'test.sqlite'}"
+        return
+    url = create_postgres_database(f"fuseforge_test_{uuid.uuid4().hex[:8]}")
+    yield url
+    drop_postgres_database(url)
+
+
+@pytest.fixture(scope="session")
+def engine(database_url: str) -> Iterator[Engine]:
+    engine = migrated_engine(database_url)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def db_session(engine: Engine) -> Iterator[Session]:
+    """A session whose commits are savepoints inside one transaction rolled back after the test."""
+    with engine.connect() as connection:
+        transaction = connection.begin()
+        session = Session(
+            bind=connection, join_transaction_mode="create_savepoint", expire_on_commit=False
+        )
+        try:
+            yield session
+        finally:
+            session.close()
+            transaction.rollback()
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(env="test", data_dir=tmp_path / "data", broker_url=TEST_REDIS_URL)
+
+
+@pytest.fixture
+def broker() -> Iterator[redis.Redis]:
+    """The test Redis database the API sends jobs to, emptied before and after."""
+    client = redis.Redis.from_url(TEST_REDIS_URL)
+    client.flushdb()
+    yield client
+    client.flushdb()
+
+
+@pytest.fixture
+def client(db_session: Session, settings: Settings, broker: redis.Redis) -> Iterator[TestClient]:
+    app = create_app()
+    app.dependency_overrides[get_session] = lambda: db_session
+    app.dependency_overrides[get_settings] = lambda: settings
+    with TestClient(app) as test_client:
+        yield test_client

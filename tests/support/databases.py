@@ -1,0 +1,65 @@
+"""Create, migrate and drop real test databases."""
+
+import os
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.engine import make_url
+
+from api.db.session import make_engine
+
+__all__ = [
+    "PG_ADMIN_URL",
+    "alembic_config",
+    "create_postgres_database",
+    "drop_postgres_database",
+    "migrated_engine",
+    "run_alembic",
+]
+
+# The test machine's PostgreSQL: trust auth on 127.0.0.1 (scripts/test-services.sh starts it).
+PG_ADMIN_URL = os.environ.get(
+    "FUSEFORGE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+)
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _admin_engine() -> Engine:
+    return create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+
+
+def create_postgres_database(name: str) -> str:
+    admin = _admin_engine()
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    return make_url(PG_ADMIN_URL).set(database=name).render_as_string(hide_password=False)
+
+
+def drop_postgres_database(url: str) -> None:
+    name = make_url(url).database
+    admin = _admin_engine()
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+def alembic_config() -> Config:
+    return Config(os.path.join(REPO_ROOT, "alembic.ini"))
+
+
+def run_alembic(engine: Engine, *revision_command: str) -> None:
+    """`run_alembic(engine, "upgrade", "head")` against exactly this engine's database."""
+    verb, revision = revision_command
+    config = alembic_config()
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        getattr(command, verb)(config, revision)
+
+
+def migrated_engine(url: str) -> Engine:
+    engine = make_engine(url)
+    run_alembic(engine, "upgrade", "head")
+    return engine

@@ -1,0 +1,36 @@
+"""What one job's stages share while it runs: its config, scratch folder and results so far."""
+
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from optimizer.backends.onnxruntime.build import OrtEngine
+from optimizer.benchmark import BenchmarkResult
+from optimizer.tensor_specs import TensorSpec
+from optimizer.validation import ValidationReport
+
+__all__ = ["JobContext", "PendingArtifact"]
+
+
+@dataclass(frozen=True)
+class PendingArtifact:
+    """A file in the scratch folder that becomes an artifact if the job succeeds."""
+
+    name: str
+    kind: str
+    path: Path
+
+
+@dataclass
+class JobContext:
+    job_id: uuid.UUID
+    config: dict[str, Any]
+    model_path: Path  # the uploaded model, read-only
+    scratch_dir: Path
+    input_specs: tuple[TensorSpec, ...] = ()  # model inputs with the job's static shapes
+    static_model_path: Path | None = None
+    engine: OrtEngine | None = None
+    validation: ValidationReport | None = None
+    benchmarks: list[BenchmarkResult] = field(default_factory=list)
+    artifacts: list[PendingArtifact] = field(default_factory=list)

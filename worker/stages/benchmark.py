@@ -1,0 +1,33 @@
+"""Stage `benchmark`: time the original and the engine interleaved in one process."""
+
+from optimizer.backends.onnxruntime.build import runner_for_engine
+from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
+from optimizer.benchmark import BenchmarkOptions, benchmark_interleaved
+from optimizer.errors import InternalError
+from optimizer.inputs import random_feeds
+from worker.context import JobContext
+
+
+def benchmark_variants(ctx: JobContext) -> None:
+    if ctx.engine is None:
+        raise InternalError("benchmark ran before build_engine")
+    settings = ctx.config["benchmark"]
+    options = BenchmarkOptions(
+        warmup=settings["warmup"],
+        iterations=settings["iterations"],
+        measure_memory=settings["measure_memory"],
+    )
+    feeds = random_feeds(ctx.input_specs, count=1, seed=ctx.config["validation"]["seed"])[0]
+    first_shape = ctx.input_specs[0].shape if ctx.input_specs else ()
+    batch_size = int(first_shape[0]) if first_shape else 1
+    with (
+        OnnxRuntimeRunner(ctx.model_path, optimization_level="disabled") as original,
+        runner_for_engine(ctx.engine.manifest_path) as engine,
+    ):
+        ctx.benchmarks = benchmark_interleaved(
+            {"original": original, "engine": engine},
+            feeds,
+            options,
+            reference="original",
+            batch_size=batch_size,
+        )

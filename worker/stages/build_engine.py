@@ -1,0 +1,24 @@
+"""Stage `build_engine`: build the backend's engine from the static-shape model."""
+
+from optimizer.backends.onnxruntime.build import OrtBuildOptions, build_ort_engine
+from optimizer.errors import InternalError
+from worker.context import JobContext, PendingArtifact
+
+
+def build_engine(ctx: JobContext) -> None:
+    if ctx.static_model_path is None:
+        raise InternalError("build_engine ran before load")
+    backend = ctx.config["backend"]
+    if backend != "onnxruntime":  # the API accepts no other backend yet
+        raise InternalError(f"no engine builder for backend {backend!r}")
+    options = OrtBuildOptions(optimization_level=ctx.config["ort_optimization_level"])
+    engine_dir = ctx.scratch_dir / "engine"
+    engine_dir.mkdir()
+    shapes = {spec.name: spec.shape for spec in ctx.input_specs}
+    ctx.engine = build_ort_engine(
+        ctx.static_model_path, engine_dir, options=options, input_shapes=shapes
+    )
+    ctx.artifacts += [
+        PendingArtifact("engine.onnx", "engine", ctx.engine.model_path),
+        PendingArtifact("manifest.json", "manifest", ctx.engine.manifest_path),
+    ]
