@@ -31,6 +31,7 @@ def migrate(_: argparse.Namespace | None = None) -> int:
 
     settings = get_settings()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # its plugin chatter buries the URL
     command.upgrade(Config(str(_alembic_ini())), "head")
     print(f"database migrated: {_redacted(settings.resolved_database_url)}", flush=True)
     return 0

@@ -24,8 +24,6 @@ def _make_celery_app() -> Celery:
         worker_prefetch_multiplier=1,
         task_default_queue="cpu",
         broker_connection_retry_on_startup=True,
-        # Redis re-sends an unacked message after this; a job may legitimately run this long.
-        broker_transport_options={"visibility_timeout": settings.jobs.max_runtime_s + 600},
         worker_hijack_root_logger=False,
         beat_schedule_filename=str(settings.data_dir / "celerybeat-schedule"),
         beat_schedule={
@@ -36,6 +34,9 @@ def _make_celery_app() -> Celery:
             }
         },
     )
+    if app.conf.broker_url.startswith(("redis://", "rediss://")):
+        # Redis re-sends an unacked message after this; a job may legitimately run this long.
+        app.conf.broker_transport_options = {"visibility_timeout": settings.jobs.max_runtime_s + 600}
     return app
 
 

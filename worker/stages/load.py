@@ -10,7 +10,7 @@ from worker.context import JobContext
 
 
 def load_model(ctx: JobContext) -> None:
-    model = onnx.load(ctx.model_path)
+    model = onnx.load(ctx.model_path, format="protobuf")
     summary = summarize_model(model)
     shapes = resolve_input_shapes(summary.inputs, ctx.config.get("input_shapes"))
     static_model = fix_input_shapes(model, shapes)

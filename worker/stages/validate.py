@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from optimizer.backends.onnxruntime.build import runner_for_engine
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
-from optimizer.errors import AccuracyMismatchError, InternalError
+from optimizer.errors import InternalError
 from optimizer.inputs import random_feeds
 from optimizer.validation import default_tolerances, validate
 from worker.context import JobContext
@@ -27,16 +27,4 @@ def validate_engine(ctx: JobContext) -> None:
         runner_for_engine(ctx.engine.manifest_path) as candidate,
     ):
         ctx.validation = validate(reference, candidate, feeds, tolerances)
-    if not ctx.validation.passed:
-        failed = [o for o in ctx.validation.outputs if not o.passed]
-        details = "; ".join(
-            f"output '{o.name}': max_abs_err {o.max_abs_err:.3g}, max_rel_err {o.max_rel_err:.3g}, "
-            f"cosine {o.cosine_similarity:.6f}"
-            for o in failed
-        )
-        raise AccuracyMismatchError(
-            f"the engine's outputs differ from the original model's beyond tolerance "
-            f"(atol {tolerances.atol:g}, rtol {tolerances.rtol:g}, min cosine "
-            f"{tolerances.min_cosine:g}) on {len(failed)} of {len(ctx.validation.outputs)} "
-            f"output(s): {details}"
-        )
+    ctx.validation.raise_if_failed(f"the engine of job {ctx.job_id}")

@@ -1,0 +1,194 @@
+"""Build a portable ONNX Runtime engine: an offline-optimized model file plus its manifest.
+
+ONNX Runtime's "all" level adds layout transforms (NCHWc Conv, ReorderInput/Output in the
+com.microsoft.nchwc domain) chosen for the building CPU's vector width; a model saved with them
+"should only be used in the same environment the model was optimized in" (ORT's own warning),
+and a worker on another CPU may fail to load it or run it slowly. So when "all" is requested the
+engine is saved at "extended", which holds only portable fusions, and the manifest says to load
+it at "all": ONNX Runtime then redoes the layout transforms for the CPU it actually runs on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import onnx
+import onnxruntime as ort
+from google.protobuf.message import DecodeError
+
+from optimizer.backends.onnxruntime.runner import (
+    BACKEND,
+    PROVIDERS,
+    OnnxRuntimeRunner,
+    OptimizationLevel,
+    session_options,
+)
+from optimizer.errors import EngineBuildError, InternalError
+from optimizer.graphs import op_histogram
+from optimizer.shapes import fix_input_shapes, resolve_input_shapes
+from optimizer.tensor_specs import summarize_model
+
+__all__ = [
+    "ENGINE_FILE",
+    "MANIFEST_FILE",
+    "OrtBuildOptions",
+    "OrtEngine",
+    "build_ort_engine",
+    "runner_for_engine",
+]
+
+ENGINE_FILE = "engine.onnx"
+MANIFEST_FILE = "manifest.json"
+MANIFEST_VERSION = 1
+# The level an engine is saved at, for each requested level; see the module docstring.
+_SAVED_LEVEL: dict[str, OptimizationLevel] = {
+    "disabled": "disabled", "basic": "basic", "extended": "extended", "all": "extended"}
+
+
+@dataclass(frozen=True)
+class OrtBuildOptions:
+    optimization_level: OptimizationLevel = "all"
+    intra_op_threads: int | None = None
+
+
+@dataclass(frozen=True)
+class OrtEngine:
+    """A built engine: the optimized model, and the manifest saying how to load it."""
+
+    model_path: Path
+    manifest_path: Path
+    manifest: dict[str, Any]
+
+
+def build_ort_engine(
+    model_path: Path,
+    out_dir: Path,
+    *,
+    options: OrtBuildOptions,
+    input_shapes: Mapping[str, Sequence[int]],
+) -> OrtEngine:
+    """Optimize `model_path` for the given input shapes into `out_dir`/engine.onnx.
+
+    Inputs missing from `input_shapes` get the defaults of `resolve_input_shapes`. Writes
+    `out_dir`/manifest.json (backend, versions, levels, input shapes, op histograms) and
+    checks that the engine loads at its load level before returning.
+
+    Raises:
+        InvalidModelError, InputShapeError: the model or the shapes are unusable.
+        EngineBuildError: ONNX Runtime cannot optimize, save or reload the model.
+    """
+    model_path, out_dir = Path(model_path), Path(out_dir)
+    requested = options.optimization_level
+    if requested not in _SAVED_LEVEL:
+        raise InternalError(f"Unknown ONNX Runtime optimization level {requested!r}; expected "
+                            f"one of {', '.join(_SAVED_LEVEL)}.")
+    original = _load(model_path)
+    shapes = resolve_input_shapes(summarize_model(original).inputs, input_shapes)
+    static = fix_input_shapes(original, shapes)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    engine_path = out_dir / ENGINE_FILE
+    saved_level = _SAVED_LEVEL[requested]
+    save_optimized_model(static, engine_path, level=saved_level,
+                         intra_op_threads=options.intra_op_threads, source_name=model_path.name)
+    # Loading once at the load level proves the engine works where it will be used.
+    try:
+        OnnxRuntimeRunner(engine_path, optimization_level=requested,
+                          intra_op_threads=options.intra_op_threads).close()
+    except EngineBuildError as err:
+        raise EngineBuildError(
+            f"The engine built from model {model_path.name!r} does not load at level "
+            f"{requested!r}: {err}") from err
+    manifest = {
+        "manifest_version": MANIFEST_VERSION,
+        "backend": BACKEND,
+        "onnxruntime_version": ort.__version__,
+        "providers": list(PROVIDERS),
+        "engine_file": ENGINE_FILE,
+        "requested_optimization_level": requested,
+        "saved_optimization_level": saved_level,
+        "load_optimization_level": requested,
+        "intra_op_threads": options.intra_op_threads,
+        "input_shapes": {name: list(shape) for name, shape in shapes.items()},
+        "source_model": _graph_stats(original),
+        "engine_model": _graph_stats(_load(engine_path)),
+    }
+    manifest_path = out_dir / MANIFEST_FILE
+    _write_json(manifest_path, manifest)
+    return OrtEngine(model_path=engine_path, manifest_path=manifest_path, manifest=manifest)
+
+
+def save_optimized_model(model: onnx.ModelProto, engine_path: Path, *, level: OptimizationLevel,
+                         intra_op_threads: int | None, source_name: str) -> Path:
+    """Let ONNX Runtime optimize `model` at `level` and write the result to `engine_path`.
+
+    Raises:
+        EngineBuildError: ONNX Runtime fails, or writes no file.
+    """
+    options = session_options(level, intra_op_threads)
+    options.optimized_model_filepath = str(engine_path)
+    engine_path.unlink(missing_ok=True)
+    try:
+        ort.InferenceSession(model.SerializeToString(), sess_options=options,
+                             providers=list(PROVIDERS))
+    # ONNX Runtime's errors share no base class below Exception.
+    except Exception as err:
+        raise EngineBuildError(
+            f"ONNX Runtime could not optimize model {source_name!r} at level {level!r}: {err}"
+        ) from err
+    if not engine_path.is_file():
+        raise EngineBuildError(
+            f"ONNX Runtime optimized model {source_name!r} at level {level!r} but wrote no "
+            f"file at {str(engine_path)!r}.")
+    return engine_path
+
+
+def runner_for_engine(engine_dir_or_manifest: Path) -> OnnxRuntimeRunner:
+    """Load a built engine at the optimization level its manifest records.
+
+    Accepts the engine's folder or its manifest.json.
+
+    Raises:
+        InternalError: the manifest is missing, unreadable or not an ONNX Runtime manifest
+            (engines are our own artifacts, so this is never the user's fault).
+        EngineBuildError: ONNX Runtime cannot load the engine.
+    """
+    path = Path(engine_dir_or_manifest)
+    manifest_path = path / MANIFEST_FILE if path.is_dir() else path
+    try:
+        manifest = json.loads(manifest_path.read_text())
+        backend = manifest["backend"]
+        engine_file = manifest["engine_file"]
+        load_level = manifest["load_optimization_level"]
+        threads = manifest.get("intra_op_threads")
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise InternalError(
+            f"Engine manifest {str(manifest_path)!r} is missing or malformed: {err!r}") from err
+    if backend != BACKEND:
+        raise InternalError(
+            f"Engine manifest {str(manifest_path)!r} is for backend {backend!r}, not {BACKEND!r}.")
+    return OnnxRuntimeRunner(manifest_path.parent / engine_file, optimization_level=load_level,
+                             intra_op_threads=threads)
+
+
+def _load(path: Path) -> onnx.ModelProto:
+    try:
+        return onnx.load(path, format="protobuf", load_external_data=False)
+    except (OSError, DecodeError) as err:
+        raise EngineBuildError(f"Could not read model {str(path)!r}: {err}") from err
+
+
+def _graph_stats(model: onnx.ModelProto) -> dict[str, Any]:
+    histogram = op_histogram(model)
+    return {"node_count": sum(histogram.values()), "op_histogram": histogram}
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    # Write then rename, so a reader never sees half a manifest.
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    os.replace(partial, path)

@@ -1,0 +1,161 @@
+"""Run an ONNX model with ONNX Runtime on the CPU behind the `Runner` interface."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal, Self, get_args
+
+import numpy as np
+import onnxruntime as ort
+from onnx import TensorProto
+
+from optimizer.errors import EngineBuildError, InferenceError, InternalError
+from optimizer.runner import RunnerSpec
+from optimizer.tensor_specs import TensorSpec, dtype_name
+
+__all__ = ["BACKEND", "OnnxRuntimeRunner", "OptimizationLevel", "PROVIDERS", "session_options"]
+
+BACKEND = "onnxruntime"
+PROVIDERS = ("CPUExecutionProvider",)
+
+OptimizationLevel = Literal["disabled", "basic", "extended", "all"]
+_GRAPH_OPTIMIZATION_LEVELS = {
+    "disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+    "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+    "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+    "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+}
+
+
+def session_options(level: OptimizationLevel, intra_op_threads: int | None) -> ort.SessionOptions:
+    """ONNX Runtime session options for an optimization level and thread count.
+
+    Raises:
+        InternalError: `level` is not one of "disabled", "basic", "extended", "all", or
+            `intra_op_threads` is below 1 (callers validate user input before this).
+    """
+    if level not in _GRAPH_OPTIMIZATION_LEVELS:
+        raise InternalError(
+            f"Unknown ONNX Runtime optimization level {level!r}; expected one of "
+            f"{', '.join(get_args(OptimizationLevel))}.")
+    options = ort.SessionOptions()
+    options.graph_optimization_level = _GRAPH_OPTIMIZATION_LEVELS[level]
+    if intra_op_threads is not None:
+        if intra_op_threads < 1:
+            raise InternalError(f"intra_op_threads must be >= 1 or None, got {intra_op_threads}.")
+        options.intra_op_num_threads = intra_op_threads
+    return options
+
+
+class OnnxRuntimeRunner:
+    """An ONNX Runtime CPU session for one model file, created on construction.
+
+    >>> with OnnxRuntimeRunner("model.onnx", optimization_level="all") as runner:  # doctest: +SKIP
+    ...     logits = runner.infer({"input": batch})["logits"]
+
+    Raises (on construction):
+        EngineBuildError: ONNX Runtime cannot load the model (its message is included).
+    """
+
+    def __init__(
+        self,
+        model_path: Path | str,
+        *,
+        optimization_level: OptimizationLevel = "disabled",
+        intra_op_threads: int | None = None,
+    ) -> None:
+        self.model_path = Path(model_path).resolve()
+        self.optimization_level = optimization_level
+        self.intra_op_threads = intra_op_threads
+        options = session_options(optimization_level, intra_op_threads)
+        try:
+            self._session: ort.InferenceSession | None = ort.InferenceSession(
+                str(self.model_path), sess_options=options, providers=list(PROVIDERS))
+        # ONNX Runtime's errors share no base class below Exception.
+        except Exception as err:
+            raise EngineBuildError(
+                f"ONNX Runtime could not load model {self.model_path.name!r} at optimization "
+                f"level {optimization_level!r}: {err}") from err
+        self._inputs = tuple(_tensor_spec(arg) for arg in self._session.get_inputs())
+        self._output_names = tuple(arg.name for arg in self._session.get_outputs())
+
+    @property
+    def inputs(self) -> tuple[TensorSpec, ...]:
+        return self._inputs
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        return self._output_names
+
+    def infer(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Run once; returns output name -> array.
+
+        Raises:
+            InternalError: `feeds` does not name exactly the model's inputs, or the runner is
+                closed.
+            InferenceError: ONNX Runtime fails while running (its message is included).
+        """
+        session = self._open_session()
+        expected = {spec.name for spec in self._inputs}
+        if set(feeds) != expected:
+            raise InternalError(
+                f"Feeds for model {self.model_path.name!r} name {sorted(feeds)}, but its inputs "
+                f"are {sorted(expected)}.")
+        try:
+            outputs = session.run(list(self._output_names), dict(feeds))
+        except Exception as err:
+            shapes = ", ".join(f"{name}={list(np.shape(value))}" for name, value in feeds.items())
+            raise InferenceError(
+                f"ONNX Runtime failed to run model {self.model_path.name!r} on inputs "
+                f"{shapes}: {err}") from err
+        return {name: np.asarray(value) for name, value in zip(self._output_names, outputs,
+                                                                strict=True)}
+
+    def spec(self) -> RunnerSpec:
+        return RunnerSpec(
+            backend=BACKEND,
+            model_path=str(self.model_path),
+            options={"optimization_level": self.optimization_level,
+                     "intra_op_threads": self.intra_op_threads},
+        )
+
+    def close(self) -> None:
+        """Release the session; `infer` raises afterwards. Safe to call twice."""
+        self._session = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.close()
+
+    def _open_session(self) -> ort.InferenceSession:
+        if self._session is None:
+            raise InternalError(f"Runner for {self.model_path.name!r} was used after close().")
+        return self._session
+
+
+def _tensor_spec(arg: Any) -> TensorSpec:
+    # ORT names tensor types "tensor(float)", "tensor(int64)"...: the ONNX type names.
+    type_name = str(arg.type)
+    if type_name.startswith("tensor(") and type_name.endswith(")"):
+        onnx_name = type_name[len("tensor("):-1].upper()
+        try:
+            dtype = dtype_name(TensorProto.DataType.Value(onnx_name))
+        except ValueError:
+            dtype = type_name
+    else:
+        dtype = type_name
+    shape = tuple(_dim(dim) for dim in (arg.shape or ()))
+    return TensorSpec(name=arg.name, dtype=dtype, shape=shape)
+
+
+def _dim(dim: Any) -> int | str | None:
+    if isinstance(dim, int):
+        return dim if dim >= 0 else None
+    if isinstance(dim, str) and dim:
+        return dim
+    return None

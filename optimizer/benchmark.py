@@ -1,0 +1,117 @@
+"""Time several runners on the same batch, interleaved so drifting machine load hits them alike."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from optimizer.errors import InternalError
+from optimizer.memory_probe import measure_peak_memory_mb
+from optimizer.runner import Runner
+
+__all__ = ["BenchmarkOptions", "BenchmarkResult", "benchmark_interleaved"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BenchmarkOptions:
+    warmup: int = 5  # untimed runs per variant first: allocators, caches, lazy init
+    iterations: int = 30  # timed rounds; every variant runs once per round
+    measure_memory: bool = True  # one child process per variant (see optimizer.memory_probe)
+
+
+@dataclass(frozen=True)
+class BenchmarkResult:
+    variant: str
+    backend: str
+    batch_size: int
+    iterations: int
+    warmup: int
+    latency_ms_p50: float
+    latency_ms_p90: float
+    latency_ms_p99: float
+    latency_ms_mean: float
+    throughput_per_s: float  # samples per second: batch_size / mean latency
+    peak_memory_mb: float | None  # None when not measured or the probe failed
+    speedup_vs_reference: float | None  # median over rounds of reference / this; None for it
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def benchmark_interleaved(
+    variants: Mapping[str, Runner],
+    feeds: Mapping[str, np.ndarray],
+    options: BenchmarkOptions,
+    *,
+    reference: str,
+    batch_size: int,
+) -> list[BenchmarkResult]:
+    """Benchmark every variant on `feeds`, one result per variant in the order given.
+
+    Each round times every variant once, rotating which goes first, so a slow spell on the
+    machine lands on all of them and speedups are taken within a round.
+
+    >>> benchmark_interleaved({"original": a, "optimized": b}, feeds, BenchmarkOptions(),
+    ...                       reference="original", batch_size=8)   # doctest: +SKIP
+
+    Raises:
+        InternalError: `reference` is not a variant, or the counts are not positive.
+        InferenceError: a runner fails while running.
+    """
+    names = list(variants)
+    if reference not in variants:
+        raise InternalError(
+            f"Benchmark reference {reference!r} is not among the variants {names}.")
+    if options.iterations < 1 or options.warmup < 0 or batch_size < 1:
+        raise InternalError(
+            f"Benchmark needs iterations >= 1, warmup >= 0 and batch_size >= 1; got "
+            f"{options.iterations}, {options.warmup} and {batch_size}.")
+    for name in names:
+        for _ in range(options.warmup):
+            variants[name].infer(feeds)
+    times_ns: dict[str, list[int]] = {name: [] for name in names}
+    for round_index in range(options.iterations):
+        shift = round_index % len(names)
+        for name in names[shift:] + names[:shift]:
+            start = time.perf_counter_ns()
+            variants[name].infer(feeds)
+            times_ns[name].append(time.perf_counter_ns() - start)
+    reference_ns = np.array(times_ns[reference], dtype=np.float64)
+    results = []
+    for name in names:
+        ns = np.array(times_ns[name], dtype=np.float64)
+        latency_ms = ns / 1e6
+        mean_ms = float(latency_ms.mean())
+        results.append(BenchmarkResult(
+            variant=name,
+            backend=variants[name].spec().backend,
+            batch_size=batch_size,
+            iterations=options.iterations,
+            warmup=options.warmup,
+            latency_ms_p50=float(np.percentile(latency_ms, 50)),
+            latency_ms_p90=float(np.percentile(latency_ms, 90)),
+            latency_ms_p99=float(np.percentile(latency_ms, 99)),
+            latency_ms_mean=mean_ms,
+            throughput_per_s=batch_size / max(mean_ms / 1e3, 1e-12),
+            peak_memory_mb=_peak_memory_mb(name, variants[name], feeds)
+            if options.measure_memory else None,
+            speedup_vs_reference=None if name == reference
+            else float(np.median(reference_ns / np.maximum(ns, 1.0))),
+        ))
+    return results
+
+
+def _peak_memory_mb(name: str, runner: Runner, feeds: Mapping[str, np.ndarray]) -> float | None:
+    try:
+        return measure_peak_memory_mb(runner.spec(), feeds)
+    except InternalError as err:
+        # Memory is a nice-to-have figure: a failed probe must not lose the timings.
+        logger.warning("Peak memory of variant %r not measured: %s", name, err)
+        return None

@@ -1,0 +1,128 @@
+"""Check that an uploaded file is a self-contained ONNX model FuseForge can work on."""
+
+from __future__ import annotations
+
+import posixpath
+from pathlib import Path
+
+import onnx
+from google.protobuf.message import DecodeError
+from onnx.external_data_helper import ExternalDataInfo
+
+from optimizer.errors import InternalError, InvalidModelError, UnsupportedModelError
+from optimizer.graphs import iter_tensors
+from optimizer.tensor_specs import ModelSummary, summarize_model
+
+__all__ = ["check_model_file"]
+
+# Protobuf cannot serialize a message this large, so the checker must be given the path.
+_PROTOBUF_LIMIT_BYTES = 2**31 - 1
+_SAVE_INLINE_HINT = (
+    "Save the model with every tensor inside the .onnx file, e.g. "
+    "onnx.save(model, path, save_as_external_data=False), and upload that file."
+)
+
+
+def check_model_file(path: Path) -> ModelSummary:
+    """Parse and check the uploaded model at `path`, and summarize its inputs and outputs.
+
+    Reads no file other than `path`: tensors stored as external data are refused before the
+    ONNX checker runs, since the checker would open the files they name.
+
+    Raises:
+        InvalidModelError: the file is empty, is not an ONNX protobuf, parses but is not a model,
+            or fails the ONNX checker (whose message is included).
+        UnsupportedModelError: a tensor refers to external data (the upload is a single file),
+            or an input or output is not a tensor.
+        InternalError: `path` does not exist, which means the upload was not stored.
+    """
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError as err:
+        raise InternalError(f"Uploaded model file {str(path)!r} does not exist.") from err
+    if size == 0:
+        raise InvalidModelError(
+            f"Model file {path.name!r} is not a valid ONNX model: the file is empty.")
+    try:
+        # format="protobuf": without it onnx picks a parser from the file's extension.
+        model = onnx.load(path, format="protobuf", load_external_data=False)
+    except DecodeError as err:
+        raise InvalidModelError(
+            f"Model file {path.name!r} ({size} bytes) is not an ONNX protobuf: {err}. "
+            "Upload the binary .onnx file written by onnx.save or torch.onnx.export."
+        ) from err
+    _require_model_fields(model, path)
+    _refuse_external_data(model, path)
+    _run_checker(model, path)
+    _require_tensor_io(model, path)
+    return summarize_model(model)
+
+
+def _require_model_fields(model: onnx.ModelProto, path: Path) -> None:
+    # Arbitrary bytes often parse as a ModelProto with nothing in it; say so plainly rather
+    # than let the checker report a confusing detail.
+    missing = []
+    if model.ir_version <= 0:
+        missing.append("no ir_version")
+    if not model.opset_import:
+        missing.append("no opset_import")
+    if not model.HasField("graph"):
+        missing.append("no graph")
+    if missing:
+        raise InvalidModelError(
+            f"Model file {path.name!r} parses as protobuf but is not an ONNX model: it has "
+            f"{', '.join(missing)}. Upload the binary .onnx file written by onnx.save or "
+            "torch.onnx.export.")
+
+
+def _refuse_external_data(model: onnx.ModelProto, path: Path) -> None:
+    for tensor in iter_tensors(model):
+        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        location = ExternalDataInfo(tensor).location
+        if _escapes_directory(location):
+            raise UnsupportedModelError(
+                f"Model file {path.name!r}: tensor {tensor.name!r} stores its data at "
+                f"{location!r}, which refers outside the upload. {_SAVE_INLINE_HINT}")
+        raise UnsupportedModelError(
+            f"Model file {path.name!r}: tensor {tensor.name!r} stores its data in the external "
+            f"file {location!r}, but an upload is a single file, so external data files are "
+            f"not available. {_SAVE_INLINE_HINT}")
+
+
+def _escapes_directory(location: str) -> bool:
+    """True if `location` is absolute or, once normalized, climbs out of the model's folder."""
+    unified = location.replace("\\", "/")
+    if not unified or unified.startswith("/") or (len(unified) > 1 and unified[1] == ":"):
+        return True
+    normalized = posixpath.normpath(unified)
+    return normalized == ".." or normalized.startswith("../")
+
+
+def _run_checker(model: onnx.ModelProto, path: Path) -> None:
+    try:
+        too_large = model.ByteSize() > _PROTOBUF_LIMIT_BYTES
+    except ValueError:
+        too_large = True
+    try:
+        # External data was refused above, so checking by path reads only `path` itself.
+        onnx.checker.check_model(str(path) if too_large else model, full_check=False)
+    except onnx.checker.ValidationError as err:
+        raise InvalidModelError(
+            f"Model file {path.name!r} fails the ONNX checker: {err}") from err
+
+
+def _require_tensor_io(model: onnx.ModelProto, path: Path) -> None:
+    initializer_names = {tensor.name for tensor in model.graph.initializer}
+    values = [("input", value) for value in model.graph.input
+              if value.name not in initializer_names]
+    values += [("output", value) for value in model.graph.output]
+    for role, value in values:
+        kind = value.type.WhichOneof("value") or "untyped"
+        if kind != "tensor_type":
+            raise UnsupportedModelError(
+                f"Model file {path.name!r}: {role} {value.name!r} is a "
+                f"{kind.removesuffix('_type')} value, not a tensor; only tensor inputs and "
+                "outputs are supported. Export the model so that it takes and returns plain "
+                "tensors.")

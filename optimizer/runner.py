@@ -1,0 +1,70 @@
+"""The interface every backend's runner offers, so validation and benchmarking accept any two."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Protocol, Self, runtime_checkable
+
+import numpy as np
+
+from optimizer.tensor_specs import TensorSpec
+
+__all__ = ["Runner", "RunnerSpec"]
+
+
+@dataclass(frozen=True)
+class RunnerSpec:
+    """A picklable, JSON-able recipe from which another process can recreate a runner.
+
+    `options` holds only JSON values (str, int, float, bool, None, lists, dicts); rebuild a
+    runner with `optimizer.runners.runner_from_spec`.
+    """
+
+    backend: str  # e.g. "onnxruntime"
+    model_path: str  # absolute, so the recipe works from any working directory
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"backend": self.backend, "model_path": self.model_path,
+                "options": dict(self.options)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunnerSpec:
+        return cls(backend=data["backend"], model_path=data["model_path"],
+                   options=dict(data.get("options", {})))
+
+
+@runtime_checkable
+class Runner(Protocol):
+    """A loaded model that maps input arrays to output arrays.
+
+    Use it as a context manager so the backend's memory is released when done:
+
+    >>> with OnnxRuntimeRunner(path) as runner:            # doctest: +SKIP
+    ...     outputs = runner.infer({"input": batch})
+    """
+
+    @property
+    def inputs(self) -> tuple[TensorSpec, ...]:
+        """The inputs `infer` expects, with the shapes the loaded model declares."""
+        ...
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        """The keys of the dict `infer` returns, in the model's order."""
+        ...
+
+    def infer(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Run the model once; returns output name -> array."""
+        ...
+
+    def spec(self) -> RunnerSpec:
+        """How to recreate this runner in another process."""
+        ...
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None: ...

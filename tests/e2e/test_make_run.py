@@ -1,0 +1,36 @@
+"""`make run` on embedded defaults (SQLite, local artifacts, SQLite broker): the whole flow works
+and Ctrl-C/SIGTERM stops the API and the worker cleanly."""
+
+import shutil
+import signal
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.e2e.flows import assert_optimize_flow_succeeds
+from tests.support.processes import Service, free_port, fuseforge_env, wait_healthy
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_run_serves_the_whole_flow_without_external_services(tmp_path: Path) -> None:
+    port = free_port()
+    data_dir = tmp_path / "data"
+    env = fuseforge_env(FUSEFORGE_DATA_DIR=str(data_dir), FUSEFORGE_PORT=str(port))
+    service = Service(["make", "--no-print-directory", "run"], env, tmp_path / "make-run.log")
+    base_url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(base_url, service, timeout=300)
+        assert f"http://127.0.0.1:{port}" in service.output()
+        assert_optimize_flow_succeeds(base_url)
+        assert (data_dir / "fuseforge.sqlite").is_file()
+        assert (data_dir / "broker.sqlite").is_file()
+    finally:
+        service.stop(signal.SIGTERM, timeout=60)
+
+    assert "FuseForge stopped." in service.output(), service.output()[-3000:]
+    assert service.group_is_gone(), "the API or the worker outlived make run"
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{base_url}/healthz", timeout=2)

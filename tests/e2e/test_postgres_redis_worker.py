@@ -1,0 +1,91 @@
+"""End to end on the production parts: PostgreSQL, Redis, a real Celery worker and the API server."""
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import redis
+from celery import Celery
+from onnx import TensorProto, helper
+
+from tests.e2e.flows import assert_optimize_flow_succeeds, upload
+from tests.support.databases import create_postgres_database, drop_postgres_database
+from tests.support.processes import FUSEFORGE, Service, free_port, fuseforge_env, wait_for_job, wait_healthy
+
+pytestmark = pytest.mark.e2e
+
+E2E_REDIS_URL = "redis://127.0.0.1:6379/14"
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """Migrated database, a worker on the cpu queue and the API, as separate processes."""
+    tmp = tmp_path_factory.mktemp("e2e")
+    database_url = create_postgres_database(f"fuseforge_e2e_{uuid.uuid4().hex[:8]}")
+    redis.Redis.from_url(E2E_REDIS_URL).flushdb()
+    port = free_port()
+    env = fuseforge_env(
+        FUSEFORGE_DATABASE_URL=database_url,
+        FUSEFORGE_BROKER_URL=E2E_REDIS_URL,
+        FUSEFORGE_DATA_DIR=str(tmp / "data"),
+        FUSEFORGE_PORT=str(port),
+    )
+    migrate = Service([*FUSEFORGE, "migrate"], env, tmp / "migrate.log")
+    assert migrate.process.wait(timeout=120) == 0, migrate.output()
+    worker = Service([*FUSEFORGE, "worker", "--queues", "cpu"], env, tmp / "worker.log")
+    api = Service([*FUSEFORGE, "serve"], env, tmp / "api.log")
+    base_url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(base_url, api)
+        yield {"base_url": base_url, "broker_url": E2E_REDIS_URL, "data_dir": str(tmp / "data")}
+    finally:
+        api.stop()
+        worker.stop()
+        print("--- worker log (tail) ---\n" + worker.output()[-3000:])
+        drop_postgres_database(database_url)
+        redis.Redis.from_url(E2E_REDIS_URL).flushdb()
+
+
+def test_uploaded_cnn_is_optimized_validated_and_benchmarked(stack: dict[str, str]) -> None:
+    assert_optimize_flow_succeeds(stack["base_url"])
+
+
+def test_redelivered_message_does_not_run_a_finished_job_again(stack: dict[str, str]) -> None:
+    base_url = stack["base_url"]
+    job = assert_optimize_flow_succeeds(base_url)
+    # The broker delivers the same job id again, as Redis does after a visibility timeout.
+    Celery(broker=stack["broker_url"]).send_task("jobs.run", args=[job["id"]], queue="cpu")
+    # The worker takes one message at a time, so a job sent after it finishes after it.
+    later = assert_optimize_flow_succeeds(base_url)
+    again = httpx.get(f"{base_url}/v1/jobs/{job['id']}", timeout=10).json()
+    assert later["status"] == "succeeded"
+    assert again["attempts"] == 1 and again["status"] == "succeeded"
+    assert again["events"] == job["events"]
+
+
+def test_model_the_backend_cannot_run_fails_with_a_clear_error_and_no_artifacts(
+    stack: dict[str, str],
+) -> None:
+    base_url = stack["base_url"]
+    graph = helper.make_graph(
+        [helper.make_node("Mystery", ["x"], ["y"], domain="com.example")],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)]
+    )
+    model.ir_version = 10
+    uploaded = upload(base_url, model.SerializeToString(), "mystery.onnx")
+    created = httpx.post(f"{base_url}/v1/jobs", json={"model_id": uploaded["id"]}, timeout=30)
+    job = wait_for_job(base_url, created.json()["id"])
+
+    assert job["status"] == "failed"
+    assert job["error"]["code"] == "EngineBuildError"
+    assert "Mystery" in job["error"]["message"]
+    assert job["artifacts"] == [] and job["benchmarks"] == []
+    assert not (Path(stack["data_dir"]) / "artifacts" / "jobs" / job["id"]).exists()
+    assert not (Path(stack["data_dir"]) / "scratch" / job["id"]).exists()

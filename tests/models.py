@@ -1,0 +1,120 @@
+"""Tiny ONNX models built in code, with random weights, for tests that need a real model."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+__all__ = ["IR_VERSION", "OPSET", "mlp", "model_bytes", "small_cnn"]
+
+OPSET = 17
+# helper.make_model stamps the newest IR version this onnx knows, which can be newer than
+# onnxruntime loads; 10 covers opset 17 and loads in every onnxruntime we support.
+IR_VERSION = 10
+
+
+def small_cnn(seed: int = 0, batch: int | str = "N") -> onnx.ModelProto:
+    """A residual CNN: input "input" [batch, 3, 32, 32] float32 -> output "logits" [batch, 10].
+
+    Conv -> BatchNormalization -> Relu -> Conv -> BatchNormalization -> Add (residual)
+    -> Relu -> GlobalAveragePool -> Flatten -> Gemm. The BatchNormalization statistics are
+    random (running variance positive) so a fold that ignores them changes the outputs.
+    """
+    rng = np.random.default_rng(seed)
+    channels = 8
+    initializers = [
+        _tensor("conv1.w", rng.normal(0, 0.3, (channels, 3, 3, 3))),
+        _tensor("conv1.b", rng.normal(0, 0.1, channels)),
+        *_batch_norm_params("bn1", rng, channels),
+        _tensor("conv2.w", rng.normal(0, 0.2, (channels, channels, 3, 3))),
+        _tensor("conv2.b", rng.normal(0, 0.1, channels)),
+        *_batch_norm_params("bn2", rng, channels),
+        _tensor("fc.w", rng.normal(0, 0.3, (10, channels))),
+        _tensor("fc.b", rng.normal(0, 0.1, 10)),
+    ]
+    bn_inputs = ["scale", "bias", "mean", "var"]
+    nodes = [
+        helper.make_node("Conv", ["input", "conv1.w", "conv1.b"], ["c1"], name="conv1",
+                         pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["c1", *[f"bn1.{p}" for p in bn_inputs]],
+                         ["b1"], name="bn1", epsilon=1e-5),
+        helper.make_node("Relu", ["b1"], ["r1"], name="relu1"),
+        helper.make_node("Conv", ["r1", "conv2.w", "conv2.b"], ["c2"], name="conv2",
+                         pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["c2", *[f"bn2.{p}" for p in bn_inputs]],
+                         ["b2"], name="bn2", epsilon=1e-5),
+        helper.make_node("Add", ["b2", "r1"], ["sum"], name="residual"),
+        helper.make_node("Relu", ["sum"], ["r2"], name="relu2"),
+        helper.make_node("GlobalAveragePool", ["r2"], ["pooled"], name="pool"),
+        helper.make_node("Flatten", ["pooled"], ["flat"], name="flatten", axis=1),
+        helper.make_node("Gemm", ["flat", "fc.w", "fc.b"], ["logits"], name="fc", transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "small_cnn",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, 3, 32, 32])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, 10])],
+        initializers,
+    )
+    return _model(graph)
+
+
+def mlp(seed: int = 0) -> onnx.ModelProto:
+    """Two dense layers: input "input" [N, 16] float32 -> output "output" [N, 4].
+
+    MatMul -> Add -> Relu -> MatMul -> Add.
+    """
+    rng = np.random.default_rng(seed)
+    initializers = [
+        _tensor("fc1.w", rng.normal(0, 0.3, (16, 32))),
+        _tensor("fc1.b", rng.normal(0, 0.1, 32)),
+        _tensor("fc2.w", rng.normal(0, 0.3, (32, 4))),
+        _tensor("fc2.b", rng.normal(0, 0.1, 4)),
+    ]
+    nodes = [
+        helper.make_node("MatMul", ["input", "fc1.w"], ["m1"], name="fc1"),
+        helper.make_node("Add", ["m1", "fc1.b"], ["a1"], name="fc1_bias"),
+        helper.make_node("Relu", ["a1"], ["h"], name="relu"),
+        helper.make_node("MatMul", ["h", "fc2.w"], ["m2"], name="fc2"),
+        helper.make_node("Add", ["m2", "fc2.b"], ["output"], name="fc2_bias"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "mlp",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 16])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["N", 4])],
+        initializers,
+    )
+    return _model(graph)
+
+
+def model_bytes(model: onnx.ModelProto) -> bytes:
+    """The serialized protobuf, as an upload would carry it."""
+    return model.SerializeToString()
+
+
+def _model(graph: onnx.GraphProto) -> onnx.ModelProto:
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", OPSET)],
+        producer_name="fuseforge-tests",
+        producer_version="0.1",
+    )
+    model.ir_version = IR_VERSION
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def _batch_norm_params(prefix: str, rng: np.random.Generator,
+                       channels: int) -> list[onnx.TensorProto]:
+    return [
+        _tensor(f"{prefix}.scale", rng.uniform(0.5, 1.5, channels)),
+        _tensor(f"{prefix}.bias", rng.normal(0, 0.1, channels)),
+        _tensor(f"{prefix}.mean", rng.normal(0, 0.2, channels)),
+        _tensor(f"{prefix}.var", rng.uniform(0.5, 2.0, channels)),
+    ]
+
+
+def _tensor(name: str, values: np.ndarray) -> onnx.TensorProto:
+    return numpy_helper.from_array(np.asarray(values, dtype=np.float32), name)

@@ -1,0 +1,1 @@
+"""Tests for the optimizer library, mirroring optimizer/."""

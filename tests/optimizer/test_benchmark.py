@@ -1,0 +1,114 @@
+"""benchmark_interleaved: one sane record per variant, timed in alternating order."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Self
+
+import numpy as np
+import pytest
+
+from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
+from optimizer.benchmark import BenchmarkOptions, benchmark_interleaved
+from optimizer.errors import InternalError
+from optimizer.runner import RunnerSpec
+from optimizer.tensor_specs import TensorSpec
+
+FEEDS = {"input": np.zeros((2, 3, 32, 32), np.float32)}
+QUICK = BenchmarkOptions(warmup=1, iterations=6, measure_memory=False)
+
+
+class RecordingRunner:
+    """A runner that records the order of calls and describes an unloadable spec."""
+
+    def __init__(self, name: str, calls: list[str]) -> None:
+        self.name, self.calls = name, calls
+
+    @property
+    def inputs(self) -> tuple[TensorSpec, ...]:
+        return (TensorSpec("input", "float32", (2, 3, 32, 32)),)
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        return ("y",)
+
+    def infer(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        self.calls.append(self.name)
+        return {"y": np.zeros(1)}
+
+    def spec(self) -> RunnerSpec:
+        return RunnerSpec(backend="recording", model_path="/nonexistent/model.onnx")
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        pass
+
+
+def test_benchmark_interleaved_returns_a_sane_record_per_variant(cnn_path):
+    with OnnxRuntimeRunner(cnn_path) as original, \
+            OnnxRuntimeRunner(cnn_path, optimization_level="all") as optimized:
+        results = benchmark_interleaved(
+            {"original": original, "optimized": optimized}, FEEDS,
+            BenchmarkOptions(warmup=2, iterations=10, measure_memory=True),
+            reference="original", batch_size=2)
+
+    assert [result.variant for result in results] == ["original", "optimized"]
+    for result in results:
+        assert result.backend == "onnxruntime"
+        assert (result.batch_size, result.iterations, result.warmup) == (2, 10, 2)
+        assert 0 < result.latency_ms_p50 <= result.latency_ms_p90 <= result.latency_ms_p99
+        assert result.latency_ms_mean > 0
+        assert result.throughput_per_s == pytest.approx(2 / (result.latency_ms_mean / 1e3))
+        assert result.peak_memory_mb is not None and result.peak_memory_mb > 0
+    assert results[0].speedup_vs_reference is None
+    assert results[1].speedup_vs_reference is not None and results[1].speedup_vs_reference > 0
+
+
+def test_benchmark_interleaved_alternates_which_variant_goes_first():
+    calls: list[str] = []
+    variants = {name: RecordingRunner(name, calls) for name in ("a", "b")}
+
+    benchmark_interleaved(variants, FEEDS, QUICK, reference="a", batch_size=2)
+
+    timed = calls[2 * QUICK.warmup:]
+    assert [timed[i] for i in range(0, len(timed), 2)] == ["a", "b"] * (QUICK.iterations // 2)
+
+
+def test_benchmark_interleaved_records_no_memory_when_the_probe_fails(caplog):
+    calls: list[str] = []
+    variants = {"a": RecordingRunner("a", calls)}
+
+    with caplog.at_level(logging.WARNING, logger="optimizer.benchmark"):
+        (result,) = benchmark_interleaved(
+            variants, FEEDS, BenchmarkOptions(warmup=0, iterations=2, measure_memory=True),
+            reference="a", batch_size=2)
+
+    assert result.peak_memory_mb is None
+    assert "Peak memory of variant 'a' not measured" in caplog.text
+
+
+def test_benchmark_interleaved_skips_memory_when_not_asked():
+    (result,) = benchmark_interleaved({"a": RecordingRunner("a", [])}, FEEDS, QUICK,
+                                      reference="a", batch_size=2)
+
+    assert result.peak_memory_mb is None
+
+
+def test_benchmark_interleaved_refuses_a_reference_that_is_not_a_variant():
+    with pytest.raises(InternalError, match="reference 'original' is not among the variants"):
+        benchmark_interleaved({"a": RecordingRunner("a", [])}, FEEDS, QUICK,
+                              reference="original", batch_size=2)
+
+
+def test_benchmark_result_to_dict_holds_every_field():
+    (result,) = benchmark_interleaved({"a": RecordingRunner("a", [])}, FEEDS, QUICK,
+                                      reference="a", batch_size=2)
+
+    data = result.to_dict()
+    assert data["variant"] == "a" and data["speedup_vs_reference"] is None
+    assert set(data) >= {"latency_ms_p50", "latency_ms_p99", "throughput_per_s", "peak_memory_mb"}

@@ -1,0 +1,159 @@
+"""check_model_file: every way an upload can fail, and that it never reads beyond the upload."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from optimizer.errors import InternalError, InvalidModelError, UnsupportedModelError
+from optimizer.model_check import check_model_file
+from optimizer.tensor_specs import TensorSpec
+from tests import models
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+def _with_external_data(tmp_path: Path, location: str) -> Path:
+    """small_cnn saved with its weights in a separate file named by `location`.
+
+    onnx.save refuses locations with "..", so the model is saved with a plain name and the
+    recorded location rewritten afterwards, as a hostile upload would be.
+    """
+    upload_dir = tmp_path / "upload"
+    upload_dir.mkdir()
+    path = upload_dir / "model.onnx"
+    onnx.save(models.small_cnn(), path, save_as_external_data=True, location="weights.bin",
+              size_threshold=0)
+    model = onnx.load(path, load_external_data=False)
+    for tensor in model.graph.initializer:
+        for entry in tensor.external_data:
+            if entry.key == "location":
+                entry.value = location
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+def test_check_model_file_accepts_small_cnn_and_summarizes_it(cnn_path):
+    summary = check_model_file(cnn_path)
+
+    assert summary.opset == models.OPSET
+    assert summary.inputs == (TensorSpec("input", "float32", ("N", 3, 32, 32)),)
+    assert summary.outputs == (TensorSpec("logits", "float32", ("N", 10)),)
+
+
+def test_check_model_file_rejects_empty_file(tmp_path):
+    with pytest.raises(InvalidModelError, match="the file is empty"):
+        check_model_file(_write(tmp_path / "model.onnx", b""))
+
+
+def test_check_model_file_rejects_truncated_protobuf(tmp_path):
+    data = models.model_bytes(models.small_cnn())
+
+    with pytest.raises(InvalidModelError, match="not an ONNX protobuf"):
+        check_model_file(_write(tmp_path / "model.onnx", data[: len(data) // 2]))
+
+
+def test_check_model_file_rejects_random_bytes(tmp_path):
+    noise = np.random.default_rng(0).bytes(4096)
+
+    with pytest.raises(InvalidModelError, match="not an ONNX protobuf"):
+        check_model_file(_write(tmp_path / "model.onnx", noise))
+
+
+@pytest.mark.parametrize(("data", "missing"), [
+    (b"\x08\x07", "no opset_import, no graph"),  # field 1 (ir_version) = 7, nothing else
+    (b"\x12\x03abc", "no ir_version, no opset_import, no graph"),  # producer_name only
+])
+def test_check_model_file_rejects_bytes_that_parse_but_are_not_a_model(tmp_path, data, missing):
+    with pytest.raises(InvalidModelError, match=f"is not an ONNX model: it has {missing}"):
+        check_model_file(_write(tmp_path / "model.onnx", data))
+
+
+def test_check_model_file_includes_the_checker_message(tmp_path):
+    model = models.small_cnn()
+    model.graph.node[0].op_type = "Cnov"
+
+    with pytest.raises(InvalidModelError, match="fails the ONNX checker: .*Cnov"):
+        check_model_file(_write(tmp_path / "model.onnx", models.model_bytes(model)))
+
+
+def test_check_model_file_parses_protobuf_whatever_the_extension(tmp_path):
+    # onnx.load would pick its JSON parser for ".json"; uploads are stored under any name.
+    path = _write(tmp_path / "upload.json", models.model_bytes(models.mlp()))
+
+    assert check_model_file(path).outputs[0].name == "output"
+
+
+@pytest.mark.parametrize("location", ["../x.bin", "../../etc/passwd", "/etc/passwd",
+                                      "sub/../../x.bin", "C:\\weights.bin"])
+def test_check_model_file_refuses_external_data_outside_the_upload(tmp_path, location,
+                                                                   opened_files):
+    path = _with_external_data(tmp_path, location)
+    (tmp_path / "x.bin").write_bytes(b"\0" * 4096)
+    opened_files.clear()
+
+    with pytest.raises(UnsupportedModelError, match="refers outside the upload") as caught:
+        check_model_file(path)
+
+    assert "'conv1.w'" in str(caught.value) and repr(location) in str(caught.value)
+    assert opened_files == [str(path.resolve())]
+
+
+def test_check_model_file_refuses_external_data_inside_the_upload_folder(tmp_path,
+                                                                         opened_files):
+    path = _with_external_data(tmp_path, "weights.bin")
+    opened_files.clear()
+
+    with pytest.raises(UnsupportedModelError, match="save_as_external_data=False") as caught:
+        check_model_file(path)
+
+    assert "'weights.bin'" in str(caught.value)
+    assert "external data files are not available" in str(caught.value)
+    assert opened_files == [str(path.resolve())]
+
+
+def test_check_model_file_finds_external_data_in_a_constant_node(tmp_path):
+    value = helper.make_tensor("c", TensorProto.FLOAT, [4], [0.0] * 4)
+    value.ClearField("float_data")
+    value.data_location = TensorProto.EXTERNAL
+    value.external_data.add(key="location", value="../secret.bin")
+    model = models.mlp()
+    model.graph.node.append(helper.make_node("Constant", [], ["c"], value=value))
+
+    with pytest.raises(UnsupportedModelError, match="tensor 'c' .*refers outside the upload"):
+        check_model_file(_write(tmp_path / "model.onnx", models.model_bytes(model)))
+
+
+def test_check_model_file_rejects_an_input_of_unknown_rank(tmp_path):
+    model = models.mlp()
+    model.graph.input[0].type.tensor_type.ClearField("shape")
+
+    # The ONNX checker requires a shape (dims may be symbolic) on every graph input.
+    with pytest.raises(InvalidModelError, match="fails the ONNX checker: .*'shape'"):
+        check_model_file(_write(tmp_path / "model.onnx", models.model_bytes(model)))
+
+
+def test_check_model_file_refuses_a_sequence_input(tmp_path):
+    sequence_type = helper.make_sequence_type_proto(
+        helper.make_tensor_type_proto(TensorProto.FLOAT, [2]))
+    graph = helper.make_graph(
+        [helper.make_node("SequenceLength", ["seq"], ["length"])], "seq",
+        [helper.make_value_info("seq", sequence_type)],
+        [helper.make_tensor_value_info("length", TensorProto.INT64, [])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", models.OPSET)])
+    model.ir_version = models.IR_VERSION
+
+    with pytest.raises(UnsupportedModelError, match="input 'seq' is a sequence value"):
+        check_model_file(_write(tmp_path / "model.onnx", models.model_bytes(model)))
+
+
+def test_check_model_file_blames_us_for_a_missing_file(tmp_path):
+    with pytest.raises(InternalError, match="does not exist"):
+        check_model_file(tmp_path / "never-stored.onnx")

@@ -1,0 +1,91 @@
+"""Start real FuseForge processes for end-to-end tests, wait for them, stop them."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+import httpx
+
+__all__ = ["REPO_ROOT", "Service", "fuseforge_env", "free_port", "wait_for_job", "wait_healthy"]
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+FUSEFORGE = [sys.executable, "-m", "fuseforge_cli.main"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def fuseforge_env(**overrides: str) -> dict[str, str]:
+    """This environment without any FUSEFORGE_* variable, plus `overrides`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FUSEFORGE_")}
+    env.update(overrides)
+    return env
+
+
+class Service:
+    """A process in its own process group, its output captured in a log file."""
+
+    def __init__(self, argv: list[str], env: Mapping[str, str], log_path: Path) -> None:
+        self.log_path = log_path
+        self._log = log_path.open("wb")
+        self.process = subprocess.Popen(
+            argv, cwd=REPO_ROOT, env=dict(env), stdout=self._log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
+        """Signal the whole group (as Ctrl-C would) and wait; kill it if it will not stop."""
+        try:
+            os.killpg(self.process.pid, sig)
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+            raise
+        except ProcessLookupError:
+            return self.process.wait()
+        finally:
+            self._log.close()
+
+    def group_is_gone(self) -> bool:
+        try:
+            os.killpg(self.process.pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+
+def wait_healthy(base_url: str, service: Service, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if service.process.poll() is not None:
+            raise AssertionError(f"service exited early:\n{service.output()[-4000:]}")
+        try:
+            if httpx.get(f"{base_url}/healthz", timeout=5).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    raise AssertionError(f"{base_url} not healthy after {timeout} s:\n{service.output()[-4000:]}")
+
+
+def wait_for_job(base_url: str, job_id: str, timeout: float = 180.0) -> dict:  # type: ignore[type-arg]
+    """Poll the job until it is final; return its body."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = httpx.get(f"{base_url}/v1/jobs/{job_id}", timeout=10).json()
+        if job["status"] in ("succeeded", "failed", "cancelled"):
+            return job  # type: ignore[no-any-return]
+        time.sleep(0.5)
+    raise AssertionError(f"job {job_id} not finished after {timeout} s: {job}")
