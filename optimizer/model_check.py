@@ -114,6 +114,10 @@ def _run_checker(model: onnx.ModelProto, path: Path) -> None:
 
 
 def _require_tensor_io(model: onnx.ModelProto, path: Path) -> None:
+    if not model.graph.output:
+        raise InvalidModelError(
+            f"Model file {path.name!r}: the graph declares no outputs, so there is nothing to "
+            "compute. Export the model with its outputs.")
     initializer_names = {tensor.name for tensor in model.graph.initializer}
     values = [("input", value) for value in model.graph.input
               if value.name not in initializer_names]

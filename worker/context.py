@@ -29,6 +29,7 @@ class JobContext:
     model_path: Path  # the uploaded model, read-only
     scratch_dir: Path
     input_specs: tuple[TensorSpec, ...] = ()  # model inputs with the job's static shapes
+    input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     static_model_path: Path | None = None
     engine: OrtEngine | None = None
     validation: ValidationReport | None = None

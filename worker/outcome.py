@@ -18,22 +18,19 @@ def _validation_rows(ctx: JobContext) -> list[ValidationResult]:
     report = ctx.validation
     if report is None:
         return []
-    return [
-        ValidationResult(
-            job_id=ctx.job_id,
-            output_name=output.name,
-            samples=report.samples,
-            max_abs_err=output.max_abs_err,
-            max_rel_err=output.max_rel_err,
-            mean_abs_err=output.mean_abs_err,
-            cosine_similarity=output.cosine_similarity,
-            atol=report.tolerances.atol,
-            rtol=report.tolerances.rtol,
-            min_cosine=report.tolerances.min_cosine,
-            passed=output.passed,
+    rows = []
+    for output in report.outputs:
+        values = output.to_dict()  # non-finite errors become None: JSON and SQLite lack NaN
+        rows.append(
+            ValidationResult(
+                job_id=ctx.job_id,
+                output_name=values.pop("name"),
+                samples=report.samples,
+                **values,
+                **report.tolerances.to_dict(),
+            )
         )
-        for output in report.outputs
-    ]
+    return rows
 
 
 def _benchmark_rows(ctx: JobContext) -> list[BenchmarkRecord]:

@@ -153,10 +153,10 @@ class ValidationResult(Base):
     )
     output_name: Mapped[str] = mapped_column(String(255))
     samples: Mapped[int] = mapped_column(Integer)
-    max_abs_err: Mapped[float] = mapped_column(Float)
-    max_rel_err: Mapped[float] = mapped_column(Float)
-    mean_abs_err: Mapped[float] = mapped_column(Float)
-    cosine_similarity: Mapped[float] = mapped_column(Float)
+    max_abs_err: Mapped[float | None] = mapped_column(Float)  # None: not finite
+    max_rel_err: Mapped[float | None] = mapped_column(Float)  # None: not finite
+    mean_abs_err: Mapped[float | None] = mapped_column(Float)  # None: not finite
+    cosine_similarity: Mapped[float | None] = mapped_column(Float)  # None: not finite
     atol: Mapped[float] = mapped_column(Float)
     rtol: Mapped[float] = mapped_column(Float)
     min_cosine: Mapped[float] = mapped_column(Float)

@@ -82,10 +82,11 @@ class OutputValidationRead(BaseModel):
 
     name: str
     samples: int
-    max_abs_err: float
-    max_rel_err: float
-    mean_abs_err: float
-    cosine_similarity: float
+    # null where the value is not finite (a NaN/Inf output, a shape mismatch): passed is false
+    max_abs_err: float | None
+    max_rel_err: float | None
+    mean_abs_err: float | None
+    cosine_similarity: float | None
     atol: float
     rtol: float
     min_cosine: float

@@ -1,5 +1,6 @@
 """End to end on the production parts: PostgreSQL, Redis, a real Celery worker and the API server."""
 
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +12,7 @@ from celery import Celery
 from onnx import TensorProto, helper
 
 from tests.e2e.flows import assert_optimize_flow_succeeds, upload
+from tests.models import model_bytes, small_cnn
 from tests.support.databases import create_postgres_database, drop_postgres_database
 from tests.support.processes import FUSEFORGE, Service, free_port, fuseforge_env, wait_for_job, wait_healthy
 
@@ -89,3 +91,50 @@ def test_model_the_backend_cannot_run_fails_with_a_clear_error_and_no_artifacts(
     assert job["artifacts"] == [] and job["benchmarks"] == []
     assert not (Path(stack["data_dir"]) / "artifacts" / "jobs" / job["id"]).exists()
     assert not (Path(stack["data_dir"]) / "scratch" / job["id"]).exists()
+
+
+def test_engine_outside_tolerance_fails_the_job_and_keeps_the_validation_records(
+    stack: dict[str, str],
+) -> None:
+    base_url = stack["base_url"]
+    uploaded = upload(base_url, model_bytes(small_cnn(seed=5)), "cnn.onnx")
+    # Folding BatchNorm into Conv reorders float arithmetic: equal to ~1e-6, never to 1e-12.
+    created = httpx.post(
+        f"{base_url}/v1/jobs",
+        json={"model_id": uploaded["id"], "validation": {"atol": 1e-12, "rtol": 0}},
+        timeout=30,
+    )
+    job = wait_for_job(base_url, created.json()["id"])
+
+    assert job["status"] == "failed"
+    assert job["error"]["code"] == "AccuracyMismatchError"
+    assert "'logits'" in job["error"]["message"] and "atol=1e-12" in job["error"]["message"]
+    assert job["validation"]["passed"] is False
+    [output] = job["validation"]["outputs"]
+    assert output["max_abs_err"] > 1e-12 and output["passed"] is False
+    assert job["artifacts"] == [] and job["benchmarks"] == []
+    assert not (Path(stack["data_dir"]) / "artifacts" / "jobs" / job["id"]).exists()
+
+
+def test_cancelling_a_running_job_stops_it_and_leaves_no_artifacts(stack: dict[str, str]) -> None:
+    base_url = stack["base_url"]
+    uploaded = upload(base_url, model_bytes(small_cnn(seed=6)), "cnn.onnx")
+    slow = {"benchmark": {"warmup": 0, "iterations": 5000, "measure_memory": False}}
+    job_id = httpx.post(
+        f"{base_url}/v1/jobs", json={"model_id": uploaded["id"], **slow}, timeout=30
+    ).json()["id"]
+    deadline = time.monotonic() + 120
+    while httpx.get(f"{base_url}/v1/jobs/{job_id}", timeout=10).json()["status"] != "running":
+        assert time.monotonic() < deadline, "the job never started"
+        time.sleep(0.05)
+
+    cancelled = httpx.post(f"{base_url}/v1/jobs/{job_id}/cancel", timeout=10)
+    assert cancelled.status_code == 200, cancelled.text
+    # The worker runs one job at a time: once the next job is done, the cancelled one has ended.
+    assert_optimize_flow_succeeds(base_url)
+
+    job = httpx.get(f"{base_url}/v1/jobs/{job_id}", timeout=10).json()
+    assert job["status"] == "cancelled" and job["error"] is None
+    assert job["artifacts"] == [] and job["benchmarks"] == []
+    assert not (Path(stack["data_dir"]) / "artifacts" / "jobs" / job_id).exists()
+    assert not (Path(stack["data_dir"]) / "scratch" / job_id).exists()

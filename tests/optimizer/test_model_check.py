@@ -157,3 +157,11 @@ def test_check_model_file_refuses_a_sequence_input(tmp_path):
 def test_check_model_file_blames_us_for_a_missing_file(tmp_path):
     with pytest.raises(InternalError, match="does not exist"):
         check_model_file(tmp_path / "never-stored.onnx")
+
+
+def test_check_model_file_rejects_a_graph_without_outputs(tmp_path):
+    model = helper.make_model(helper.make_graph([], "empty", [], []),
+                              opset_imports=[helper.make_opsetid("", 17)])
+
+    with pytest.raises(InvalidModelError, match="declares no outputs"):
+        check_model_file(_write(tmp_path / "model.onnx", model.SerializeToString()))

@@ -18,8 +18,9 @@ def benchmark_variants(ctx: JobContext) -> None:
         measure_memory=settings["measure_memory"],
     )
     feeds = random_feeds(ctx.input_specs, count=1, seed=ctx.config["validation"]["seed"])[0]
-    first_shape = ctx.input_specs[0].shape if ctx.input_specs else ()
-    batch_size = int(first_shape[0]) if first_shape else 1
+    # The leading dim of the first input is the batch by convention; a scalar input means 1.
+    first_shape = next(iter(ctx.input_shapes.values()), ())
+    batch_size = first_shape[0] if first_shape else 1
     with (
         OnnxRuntimeRunner(ctx.model_path, optimization_level="disabled") as original,
         runner_for_engine(ctx.engine.manifest_path) as engine,

@@ -14,9 +14,8 @@ def build_engine(ctx: JobContext) -> None:
     options = OrtBuildOptions(optimization_level=ctx.config["ort_optimization_level"])
     engine_dir = ctx.scratch_dir / "engine"
     engine_dir.mkdir()
-    shapes = {spec.name: spec.shape for spec in ctx.input_specs}
     ctx.engine = build_ort_engine(
-        ctx.static_model_path, engine_dir, options=options, input_shapes=shapes
+        ctx.static_model_path, engine_dir, options=options, input_shapes=ctx.input_shapes
     )
     ctx.artifacts += [
         PendingArtifact("engine.onnx", "engine", ctx.engine.model_path),

@@ -16,4 +16,5 @@ def load_model(ctx: JobContext) -> None:
     static_model = fix_input_shapes(model, shapes)
     ctx.static_model_path = ctx.scratch_dir / "model.static.onnx"
     onnx.save(static_model, ctx.static_model_path)
+    ctx.input_shapes = shapes
     ctx.input_specs = tuple(replace(spec, shape=shapes[spec.name]) for spec in summary.inputs)

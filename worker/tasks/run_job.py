@@ -13,12 +13,12 @@ from worker.pipeline import run_job
 logger = logging.getLogger(__name__)
 
 
-@celery_app.task(name=RUN_JOB_TASK, acks_late=True, ignore_result=True)
+@celery_app.task(name=RUN_JOB_TASK, acks_late=True, ignore_result=True)  # type: ignore[untyped-decorator]
 def run_job_task(job_id: str) -> None:
     run_job(uuid.UUID(job_id))
 
 
-@celery_app.task(name=SWEEP_TASK, ignore_result=True)
+@celery_app.task(name=SWEEP_TASK, ignore_result=True)  # type: ignore[untyped-decorator]
 def sweep_stale_task() -> None:
     stale_after = timedelta(seconds=get_settings().jobs.stale_after_s)
     with session_scope() as session:

@@ -151,3 +151,18 @@ def test_models_are_listed_newest_first_with_paging(client: TestClient) -> None:
     assert page["total"] == 3 and rest["total"] == 3
     assert [m["id"] for m in page["items"] + rest["items"]] == ids[::-1]
     assert client.get("/v1/models?limit=0").status_code == 422
+
+
+def test_chunked_upload_over_limit_is_cut_off_while_streaming(
+    client: TestClient, db_session: Session, settings: Settings
+) -> None:
+    settings.max_upload_bytes = 64 * 1024
+    def body():  # no Content-Length: the limit must hold while bytes arrive
+        for _ in range(64):
+            yield b"\0" * 16 * 1024
+
+    response = client.post(
+        "/v1/models", content=body(), headers={"Content-Type": "application/octet-stream"}
+    )
+    assert response.status_code == 413, response.text
+    _assert_nothing_stored(db_session, settings)
