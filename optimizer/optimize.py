@@ -1,0 +1,57 @@
+"""Optimize a model: choose the passes for a backend, run them, and return the model and report."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import onnx
+import onnx_ir as ir
+
+from optimizer.errors import PassError
+from optimizer.fusion_report import FusionReport
+from optimizer.passes import DEFAULT_PASSES, PASSES_BY_NAME, FusionPass
+from optimizer.passes.engine import run_passes
+
+__all__ = ["OptimizeOptions", "PassSelection", "optimize_model", "select_passes"]
+
+PassSelection = Literal["all", "none"] | Sequence[str]
+
+
+@dataclass(frozen=True)
+class OptimizeOptions:
+    backend: str = "onnxruntime"
+    passes: PassSelection = "all"
+
+
+def select_passes(selection: PassSelection, backend: str) -> tuple[list[FusionPass], dict[str, str]]:
+    """The passes to run, in the default order, and those left out with the reason.
+
+    "all" leaves out passes measured slower on `backend`; naming a pass runs it regardless.
+    Raises PassError for an unknown pass name.
+    """
+    if selection == "none":
+        return [], {}
+    if selection == "all":
+        chosen = [p for p in DEFAULT_PASSES if backend not in p.off_by_default]
+        skipped = {p.name: f"off by default on {backend}: {p.off_by_default[backend]}"
+                   for p in DEFAULT_PASSES if backend in p.off_by_default}
+        return chosen, skipped
+    unknown = [name for name in selection if name not in PASSES_BY_NAME]
+    if unknown:
+        raise PassError(
+            f"unknown pass(es) {', '.join(map(repr, unknown))}; available: "
+            f"{', '.join(PASSES_BY_NAME)}"
+        )
+    wanted = set(selection)
+    return [p for p in DEFAULT_PASSES if p.name in wanted], {}
+
+
+def optimize_model(model: onnx.ModelProto, options: OptimizeOptions) -> tuple[onnx.ModelProto, FusionReport]:
+    """Run the selected passes on a copy of `model`; the input model is not modified."""
+    passes, left_out = select_passes(options.passes, options.backend)
+    ir_model = ir.from_proto(model)
+    report = run_passes(ir_model, passes, backend=options.backend)
+    report = replace(report, passes_skipped={**left_out, **report.passes_skipped})
+    return ir.to_proto(ir_model), report

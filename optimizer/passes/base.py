@@ -1,0 +1,45 @@
+"""What a fusion pass is: a named family of rewrite rules, lowered per backend.
+
+A pass holds onnxscript rewrite rules (pattern, check with a reason, rewrite) for each backend it
+supports, or a plain function for whole-graph clean-ups. The engine (passes/engine.py) applies
+them to a fixed point and records how often each rule fired and why near-misses were refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import onnx_ir as ir
+from onnxscript.rewriter.pattern import RewriteRule
+
+__all__ = ["BACKENDS", "FusionPass", "GraphFunction"]
+
+BACKENDS = ("onnxruntime", "tensorrt")
+
+# A whole-graph transformation that returns how many changes it made.
+GraphFunction = Callable[[ir.Model], int]
+
+
+@dataclass(frozen=True)
+class FusionPass:
+    """One fusion family.
+
+    `rules` maps a backend to the rules that lower the fusion for it; a backend that is absent
+    does not get this pass (the pattern is left for the backend itself, or it has no fused form).
+    `off_by_default` maps a backend to the measurement that showed the fused form to be slower
+    there: the pass then runs only when a job names it explicitly.
+    """
+
+    name: str
+    summary: str
+    stage: str  # ablation stage: "cleanup", "conv_bn_act", "add_relu", "matmul_gemm", "other"
+    rules: Mapping[str, Sequence[RewriteRule]] = field(default_factory=dict)
+    graph_function: GraphFunction | None = None  # for clean-ups that are not pattern rules
+    off_by_default: Mapping[str, str] = field(default_factory=dict)
+
+    def supports(self, backend: str) -> bool:
+        return self.graph_function is not None or backend in self.rules
+
+    def rules_for(self, backend: str) -> Sequence[RewriteRule]:
+        return self.rules.get(backend, ())

@@ -1,0 +1,126 @@
+"""Apply fusion passes to a fixed point, counting each rule's rewrites and recording refusals."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+
+import onnx_ir as ir
+from onnxscript.rewriter.pattern import MatchingTracer, MatchStatus, RewriteRule, RewriteRuleSet
+
+from optimizer.fusion_report import FusionReport, Refusal, RuleStats
+from optimizer.passes.base import FusionPass
+
+__all__ = ["MAX_ITERATIONS", "ir_op_histogram", "run_passes"]
+
+# Each rule removes nodes, so a fixed point comes quickly; this only guards against two rules
+# that undo each other.
+MAX_ITERATIONS = 8
+_MAX_REFUSALS_PER_RULE = 20
+
+
+def ir_op_histogram(model: ir.Model) -> dict[str, int]:
+    """Node count per op ("Conv", or "domain.Op" outside the default domain), subgraphs included."""
+    counts: Counter[str] = Counter()
+    for node in ir.traversal.RecursiveGraphIterator(model.graph):
+        counts[node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"] += 1
+    return dict(sorted(counts.items()))
+
+
+def _rule_name(fusion_pass: FusionPass, rule: RewriteRule) -> str:
+    return rule.name or f"{fusion_pass.name}.{type(rule).__name__}"
+
+
+def run_passes(model: ir.Model, passes: Sequence[FusionPass], *, backend: str) -> FusionReport:
+    """Rewrite `model` in place with `passes` (in order, repeated until nothing changes).
+
+    Passes that do not support `backend` are skipped and listed in the report with the reason.
+    """
+    started = time.perf_counter()
+    ops_before = ir_op_histogram(model)
+    runnable = [p for p in passes if p.supports(backend)]
+    skipped = {
+        p.name: f"no {backend} lowering (the backend handles this pattern itself or has no fused form)"
+        for p in passes
+        if not p.supports(backend)
+    }
+    applied: defaultdict[tuple[str, str], int] = defaultdict(int)
+    iterations = 0
+    while iterations < MAX_ITERATIONS:
+        iterations += 1
+        changed = 0
+        for fusion_pass in runnable:
+            changed += _apply_once(model, fusion_pass, backend, applied)
+        if changed == 0:
+            break
+    refusals = _near_misses(model, runnable, backend)
+    rules = tuple(
+        RuleStats(
+            pass_name=p.name,
+            rule=name,
+            applied=applied[(p.name, name)],
+            refusals=tuple(refusals.get(name, ())),
+        )
+        for p in runnable
+        for name in ([_rule_name(p, r) for r in p.rules_for(backend)] or [p.name])
+    )
+    ops_after = ir_op_histogram(model)
+    return FusionReport(
+        backend=backend,
+        passes_run=tuple(p.name for p in runnable),
+        passes_skipped=skipped,
+        nodes_before=sum(ops_before.values()),
+        nodes_after=sum(ops_after.values()),
+        ops_before=ops_before,
+        ops_after=ops_after,
+        rules=rules,
+        iterations=iterations,
+        duration_s=round(time.perf_counter() - started, 4),
+    )
+
+
+def _apply_once(
+    model: ir.Model,
+    fusion_pass: FusionPass,
+    backend: str,
+    applied: defaultdict[tuple[str, str], int],
+) -> int:
+    changed = 0
+    if fusion_pass.graph_function is not None:
+        count = fusion_pass.graph_function(model)
+        applied[(fusion_pass.name, fusion_pass.name)] += count
+        changed += count
+    for rule in fusion_pass.rules_for(backend):
+        # One rule per set so each rule's count is known.
+        count = RewriteRuleSet([rule]).apply_to_model(model)
+        applied[(fusion_pass.name, _rule_name(fusion_pass, rule))] += count
+        changed += count
+    return changed
+
+
+class _RefusalTracer(MatchingTracer):
+    """Keeps every match whose check refused it, with the check's reason."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refusals: defaultdict[RewriteRule, list[Refusal]] = defaultdict(list)
+
+    def log(self, rule, container, node, match_result, status) -> None:  # type: ignore[no-untyped-def, override]
+        if status == MatchStatus.CONDITION_FAILED and len(self.refusals[rule]) < _MAX_REFUSALS_PER_RULE:
+            node_name = node.name or f"{node.op_type} producing {node.outputs[0].name}"
+            self.refusals[rule].append(Refusal(node=node_name, reason=str(match_result.reason)))
+
+
+def _near_misses(
+    model: ir.Model, passes: Sequence[FusionPass], backend: str
+) -> dict[str, list[Refusal]]:
+    """A dry run (the tracer makes the rewriter change nothing) to collect refusals."""
+    result: dict[str, list[Refusal]] = {}
+    for fusion_pass in passes:
+        for rule in fusion_pass.rules_for(backend):
+            tracer = _RefusalTracer()
+            RewriteRuleSet([rule]).apply_to_model(model, tracer=tracer)
+            if tracer.refusals[rule]:
+                result[_rule_name(fusion_pass, rule)] = tracer.refusals[rule]
+    return result

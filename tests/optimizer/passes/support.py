@@ -1,0 +1,73 @@
+"""Helpers for pass tests: apply one pass, list ops, and compare outputs in onnxruntime."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import onnxruntime as ort
+
+from optimizer.fusion_report import FusionReport
+from optimizer.passes.base import FusionPass
+from optimizer.passes.engine import run_passes
+
+__all__ = ["apply_pass", "assert_outputs_close", "op_types", "random_inputs", "run_model"]
+
+
+def apply_pass(
+    model: onnx.ModelProto, fusion_pass: FusionPass, *, backend: str = "onnxruntime",
+    expect_count: int | None = None,
+) -> tuple[onnx.ModelProto, FusionReport]:
+    """Run one pass on a copy of `model`; check it fired `expect_count` times when given."""
+    ir_model = ir.from_proto(model)
+    report = run_passes(ir_model, [fusion_pass], backend=backend)
+    fused = ir.to_proto(ir_model)
+    if expect_count is not None:
+        assert report.applied(fusion_pass.name) == expect_count, report
+    onnx.checker.check_model(fused, full_check=True)
+    return fused, report
+
+
+def op_types(model: onnx.ModelProto) -> list[str]:
+    """The main graph's ops in order, "domain.Op" outside the default domain."""
+    return [n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}"
+            for n in model.graph.node]
+
+
+def random_inputs(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
+    """Random feeds for every graph input (static shapes required)."""
+    rng = np.random.default_rng(seed)
+    initializers = {t.name for t in model.graph.initializer}
+    feeds = {}
+    for value in model.graph.input:
+        if value.name in initializers:
+            continue
+        tensor_type = value.type.tensor_type
+        shape = [d.dim_value for d in tensor_type.shape.dim]
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor_type.elem_type)
+        if np.issubdtype(dtype, np.floating):
+            feeds[value.name] = rng.standard_normal(shape).astype(dtype)
+        else:
+            feeds[value.name] = rng.integers(0, 4, shape).astype(dtype)
+    return feeds
+
+
+def run_model(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+    """Run in onnxruntime with its own graph optimizations off, so only our rewrite is tested."""
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(model.SerializeToString(), options,
+                                   providers=["CPUExecutionProvider"])
+    return session.run(None, dict(feeds))
+
+
+def assert_outputs_close(original: onnx.ModelProto, fused: onnx.ModelProto, *, atol: float,
+                         rtol: float, seed: int = 0) -> None:
+    feeds = random_inputs(original, seed)
+    expected, actual = run_model(original, feeds), run_model(fused, feeds)
+    assert len(expected) == len(actual)
+    for want, got in zip(expected, actual, strict=True):
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, atol=atol, rtol=rtol)
