@@ -1,4 +1,4 @@
-"""`fuseforge serve | worker | migrate | run`: what the Makefile and the containers call."""
+"""`fuseforge serve | worker | migrate | run | optimize`: what the Makefile and containers call."""
 
 import argparse
 import logging
@@ -11,6 +11,7 @@ from pathlib import Path
 from types import FrameType
 
 from api.settings import get_settings
+from fuseforge_cli.optimize_command import add_optimize_parser
 
 __all__ = ["main"]
 
@@ -134,6 +135,7 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("--loglevel", default="info")
     w.add_argument("--beat", action="store_true", help="also run the periodic stale-job sweep")
     w.set_defaults(func=worker)
+    add_optimize_parser(sub)
     return parser
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from optimizer.backends.onnxruntime.build import OrtEngine
 from optimizer.benchmark import BenchmarkResult
+from optimizer.fusion_report import FusionReport
 from optimizer.tensor_specs import TensorSpec
 from optimizer.validation import ValidationReport
 
@@ -31,7 +32,10 @@ class JobContext:
     input_specs: tuple[TensorSpec, ...] = ()  # model inputs with the job's static shapes
     input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     static_model_path: Path | None = None
+    fused_model_path: Path | None = None
+    fusion_report: FusionReport | None = None
     engine: OrtEngine | None = None
     validation: ValidationReport | None = None
     benchmarks: list[BenchmarkResult] = field(default_factory=list)
+    ablation: list[BenchmarkResult] = field(default_factory=list)
     artifacts: list[PendingArtifact] = field(default_factory=list)

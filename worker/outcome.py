@@ -4,7 +4,10 @@ import logging
 import uuid
 
 from api.db import job_state
-from api.db.models import Artifact, BenchmarkRecord, ValidationResult
+from sqlalchemy import update
+from sqlalchemy.orm import Session
+
+from api.db.models import Artifact, BenchmarkRecord, Job, ValidationResult
 from api.db.session import session_scope
 from api.storage import ArtifactStore, StoredObject
 from worker.context import JobContext
@@ -35,8 +38,17 @@ def _validation_rows(ctx: JobContext) -> list[ValidationResult]:
 
 def _benchmark_rows(ctx: JobContext) -> list[BenchmarkRecord]:
     return [
-        BenchmarkRecord(job_id=ctx.job_id, **result.to_dict()) for result in ctx.benchmarks
+        BenchmarkRecord(job_id=ctx.job_id, suite=suite, **result.to_dict())
+        for suite, results in (("comparison", ctx.benchmarks), ("ablation", ctx.ablation))
+        for result in results
     ]
+
+
+def _attach_fusion_report(session: Session, ctx: JobContext) -> None:
+    if ctx.fusion_report is not None:
+        session.execute(
+            update(Job).where(Job.id == ctx.job_id).values(fusion_report=ctx.fusion_report.to_dict())
+        )
 
 
 def record_success(ctx: JobContext, store: ArtifactStore) -> bool:
@@ -63,6 +75,7 @@ def record_success(ctx: JobContext, store: ArtifactStore) -> bool:
             )
             session.add_all(_validation_rows(ctx))
             session.add_all(_benchmark_rows(ctx))
+            _attach_fusion_report(session, ctx)
             if job_state.succeed(session, ctx.job_id) is None:
                 session.rollback()
                 _delete_quietly(store, stored)
@@ -78,6 +91,7 @@ def record_failure(ctx: JobContext, code: str, message: str) -> None:
     with session_scope() as session:
         if job_state.fail(session, ctx.job_id, code, message) is not None:
             session.add_all(_validation_rows(ctx))
+            _attach_fusion_report(session, ctx)
 
 
 def _delete_quietly(store: ArtifactStore, stored: list[tuple[str, str, StoredObject]]) -> None:

@@ -19,7 +19,7 @@ from optimizer.errors import OptimizerError
 from worker.context import JobContext
 from worker.heartbeat import Heartbeat
 from worker.outcome import record_failure, record_success
-from worker.stages import STAGES
+from worker.stages import stages_for
 
 __all__ = ["run_job", "worker_name"]
 
@@ -78,7 +78,7 @@ def _context_for(job: Job, store: LocalArtifactStore, scratch_root: Path) -> Job
 
 def _run_stages(ctx: JobContext, beat: Heartbeat) -> bool:
     """Run every stage; False as soon as the job turns out to be cancelled."""
-    for name, progress, stage in STAGES:
+    for name, progress, stage in stages_for(ctx.config):
         if not beat.still_running:
             return False
         with session_scope() as session:

@@ -100,6 +100,7 @@ class Job(Base):
     started_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     heartbeat_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    fusion_report: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # optimizer.FusionReport
 
     model: Mapped[Model] = relationship()
     artifacts: Mapped[list["Artifact"]] = relationship(
@@ -172,6 +173,8 @@ class BenchmarkRecord(Base):
     job_id: Mapped[uuid.UUID] = mapped_column(
         ForeignKey("jobs.id", ondelete="CASCADE"), index=True
     )
+    # "comparison": original vs engine; "ablation": cumulative fusion stages, in order
+    suite: Mapped[str] = mapped_column(String(16), default="comparison", server_default="comparison")
     variant: Mapped[str] = mapped_column(String(64))
     backend: Mapped[str] = mapped_column(String(32))
     batch_size: Mapped[int] = mapped_column(Integer)

@@ -4,13 +4,16 @@ import uuid
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from optimizer.passes import PASSES_BY_NAME
 
 from api.schemas.common import Page
 
 __all__ = [
     "ArtifactRead",
     "BenchmarkConfig",
+    "FusionReportRead",
     "BenchmarkRead",
     "JobConfig",
     "JobCreate",
@@ -55,9 +58,28 @@ class JobConfig(BaseModel):
     input_shapes: dict[str, list[int]] | None = Field(
         default=None, description="static shape per input; dynamic dims not given default to 1"
     )
+    passes: Literal["all", "none"] | list[str] = Field(
+        default="all", description='"all", "none", or pass names (GET /v1/passes lists them)'
+    )
+    ablation: bool = Field(
+        default=False, description="also benchmark the fusion stages cumulatively"
+    )
     ort_optimization_level: Literal["disabled", "basic", "extended", "all"] = "all"
     validation: ValidationConfig = ValidationConfig()
     benchmark: BenchmarkConfig = BenchmarkConfig()
+
+    @field_validator("passes")
+    @classmethod
+    def _known_passes(cls, value: str | list[str]) -> str | list[str]:
+        if isinstance(value, str):
+            return value
+        unknown = [name for name in value if name not in PASSES_BY_NAME]
+        if unknown:
+            raise ValueError(
+                f"unknown pass(es) {', '.join(map(repr, unknown))}; available: "
+                f"{', '.join(PASSES_BY_NAME)}"
+            )
+        return list(dict.fromkeys(value))  # drop repeats, keep the order given
 
 
 class JobCreate(JobConfig):
@@ -101,6 +123,7 @@ class ValidationRead(BaseModel):
 class BenchmarkRead(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
+    suite: str  # "comparison" (original vs engine) or "ablation" (cumulative fusion stages)
     variant: str
     backend: str
     batch_size: int
@@ -113,6 +136,29 @@ class BenchmarkRead(BaseModel):
     throughput_per_s: float
     peak_memory_mb: float | None
     speedup_vs_reference: float | None
+    # ablation only: this stage measured slower than the stage before it
+    slower_than_previous: bool | None = None
+
+
+class RuleStatsRead(BaseModel):
+    pass_name: str
+    rule: str
+    applied: int
+    refusals: list[dict[str, str]]  # [{"node": ..., "reason": ...}] near-misses the check refused
+
+
+class FusionReportRead(BaseModel):
+    backend: str
+    passes_run: list[str]
+    passes_skipped: dict[str, str]
+    nodes_before: int
+    nodes_after: int
+    ops_before: dict[str, int]
+    ops_after: dict[str, int]
+    rules: list[RuleStatsRead]
+    iterations: int
+    duration_s: float
+    notes: list[str]
 
 
 class JobEventRead(BaseModel):
@@ -140,6 +186,7 @@ class JobRead(JobSummary):
     worker: str | None
     attempts: int
     artifacts: list[ArtifactRead]
+    fusion_report: FusionReportRead | None
     validation: ValidationRead | None
     benchmarks: list[BenchmarkRead]
     events: list[JobEventRead]

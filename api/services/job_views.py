@@ -36,6 +36,15 @@ def job_summary(job: Job) -> JobSummary:
     )
 
 
+def _benchmarks(job: Job) -> list[BenchmarkRead]:
+    records = [BenchmarkRead.model_validate(b) for b in job.benchmarks]
+    ablation = [r for r in records if r.suite == "ablation"]
+    for previous, current in zip(ablation, ablation[1:], strict=False):
+        # Each stage adds fusions to the previous one; a slower stage is reported as such.
+        current.slower_than_previous = current.latency_ms_p50 > previous.latency_ms_p50
+    return records
+
+
 def job_read(job: Job) -> JobRead:
     outputs = [
         OutputValidationRead(
@@ -68,7 +77,8 @@ def job_read(job: Job) -> JobRead:
             )
             for a in job.artifacts
         ],
+        fusion_report=job.fusion_report,  # type: ignore[arg-type]  # validated into the schema
         validation=validation,
-        benchmarks=[BenchmarkRead.model_validate(b) for b in job.benchmarks],
+        benchmarks=_benchmarks(job),
         events=[JobEventRead.model_validate(e) for e in job.events],
     )

@@ -106,7 +106,7 @@ class _RefusalTracer(MatchingTracer):
         super().__init__()
         self.refusals: defaultdict[RewriteRule, list[Refusal]] = defaultdict(list)
 
-    def log(self, rule, container, node, match_result, status) -> None:  # type: ignore[no-untyped-def, override]
+    def log(self, rule, container, node, match_result, status) -> None:  # type: ignore[no-untyped-def]
         if status == MatchStatus.CONDITION_FAILED and len(self.refusals[rule]) < _MAX_REFUSALS_PER_RULE:
             node_name = node.name or f"{node.op_type} producing {node.outputs[0].name}"
             self.refusals[rule].append(Refusal(node=node_name, reason=str(match_result.reason)))

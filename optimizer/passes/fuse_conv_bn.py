@@ -83,8 +83,8 @@ class _FoldBatchNormBase(RewriteRuleClassBase):
         f64 = {name: const_array(v).astype(np.float64)
                for name, v in (("gamma", gamma), ("beta", beta), ("mean", mean), ("var", var))}
         scale = f64["gamma"] / np.sqrt(f64["var"] + epsilon)
-        old_bias = (const_array(conv.inputs[2]).astype(np.float64) if len(conv.inputs) > 2
-                    else np.zeros_like(scale))
+        bias = conv.inputs[2] if len(conv.inputs) > 2 else None
+        old_bias = const_array(bias).astype(np.float64) if bias is not None else np.zeros_like(scale)
         new_weights = self.scale_weights(conv, weights.astype(np.float64), scale)
         new_bias = (old_bias - f64["mean"]) * scale + f64["beta"]
         graph = conv.graph

@@ -35,7 +35,7 @@ def assert_optimize_flow_succeeds(base_url: str) -> dict:  # type: ignore[type-a
     assert job["status"] == "succeeded", job
     assert job["error"] is None and job["progress"] == 1.0 and job["stage"] == "done"
     assert [e["stage"] for e in job["events"] if e["message"].startswith("stage ")] == [
-        "load", "build_engine", "validate", "benchmark", "store"
+        "load", "optimize", "build_engine", "validate", "benchmark", "store"
     ]
     assert job["validation"]["passed"] is True
     assert [o["name"] for o in job["validation"]["outputs"]] == ["logits"]
@@ -50,7 +50,12 @@ def assert_optimize_flow_succeeds(base_url: str) -> dict:  # type: ignore[type-a
     assert variants["engine"]["speedup_vs_reference"] > 0
 
     artifacts = {a["name"]: a for a in job["artifacts"]}
-    assert set(artifacts) == {"engine.onnx", "manifest.json"}
+    assert set(artifacts) == {"engine.onnx", "manifest.json", "fused.onnx", "fusion_report.json"}
+    report = job["fusion_report"]
+    assert report["ops_before"]["BatchNormalization"] == 2
+    assert "BatchNormalization" not in report["ops_after"]
+    assert report["nodes_after"] < report["nodes_before"]
+    assert any(r["rule"] == "FoldBatchNormIntoConv" and r["applied"] == 2 for r in report["rules"])
     engine_bytes = httpx.get(f"{base_url}{artifacts['engine.onnx']['url']}", timeout=30).content
     assert len(engine_bytes) == artifacts["engine.onnx"]["size_bytes"]
     manifest = httpx.get(f"{base_url}{artifacts['manifest.json']['url']}", timeout=30).json()

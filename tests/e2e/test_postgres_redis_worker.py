@@ -138,3 +138,21 @@ def test_cancelling_a_running_job_stops_it_and_leaves_no_artifacts(stack: dict[s
     assert job["artifacts"] == [] and job["benchmarks"] == []
     assert not (Path(stack["data_dir"]) / "artifacts" / "jobs" / job_id).exists()
     assert not (Path(stack["data_dir"]) / "scratch" / job_id).exists()
+
+
+def test_ablation_benchmarks_each_fusion_stage_cumulatively(stack: dict[str, str]) -> None:
+    base_url = stack["base_url"]
+    uploaded = upload(base_url, model_bytes(small_cnn(seed=8)), "cnn.onnx")
+    created = httpx.post(
+        f"{base_url}/v1/jobs",
+        json={"model_id": uploaded["id"], "ablation": True,
+              "benchmark": {"warmup": 1, "iterations": 5, "measure_memory": False}},
+        timeout=30,
+    )
+    job = wait_for_job(base_url, created.json()["id"])
+    assert job["status"] == "succeeded", job["error"]
+    ablation = [b for b in job["benchmarks"] if b["suite"] == "ablation"]
+    assert [b["variant"] for b in ablation] == ["none", "conv_bn_act", "add_relu", "matmul_gemm", "all"]
+    assert ablation[0]["speedup_vs_reference"] is None
+    assert all(isinstance(b["slower_than_previous"], bool) for b in ablation[1:])
+    assert [b["suite"] for b in job["benchmarks"]].count("comparison") == 2

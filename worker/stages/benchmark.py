@@ -8,6 +8,12 @@ from optimizer.inputs import random_feeds
 from worker.context import JobContext
 
 
+def batch_size_of(ctx: JobContext) -> int:
+    """The leading dim of the first input is the batch by convention; a scalar input means 1."""
+    first_shape = next(iter(ctx.input_shapes.values()), ())
+    return first_shape[0] if first_shape else 1
+
+
 def benchmark_variants(ctx: JobContext) -> None:
     if ctx.engine is None:
         raise InternalError("benchmark ran before build_engine")
@@ -18,9 +24,6 @@ def benchmark_variants(ctx: JobContext) -> None:
         measure_memory=settings["measure_memory"],
     )
     feeds = random_feeds(ctx.input_specs, count=1, seed=ctx.config["validation"]["seed"])[0]
-    # The leading dim of the first input is the batch by convention; a scalar input means 1.
-    first_shape = next(iter(ctx.input_shapes.values()), ())
-    batch_size = first_shape[0] if first_shape else 1
     with (
         OnnxRuntimeRunner(ctx.model_path, optimization_level="disabled") as original,
         runner_for_engine(ctx.engine.manifest_path) as engine,
@@ -30,5 +33,5 @@ def benchmark_variants(ctx: JobContext) -> None:
             feeds,
             options,
             reference="original",
-            batch_size=batch_size,
+            batch_size=batch_size_of(ctx),
         )

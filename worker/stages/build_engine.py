@@ -6,8 +6,8 @@ from worker.context import JobContext, PendingArtifact
 
 
 def build_engine(ctx: JobContext) -> None:
-    if ctx.static_model_path is None:
-        raise InternalError("build_engine ran before load")
+    if ctx.fused_model_path is None:
+        raise InternalError("build_engine ran before optimize")
     backend = ctx.config["backend"]
     if backend != "onnxruntime":  # the API accepts no other backend yet
         raise InternalError(f"no engine builder for backend {backend!r}")
@@ -15,7 +15,7 @@ def build_engine(ctx: JobContext) -> None:
     engine_dir = ctx.scratch_dir / "engine"
     engine_dir.mkdir()
     ctx.engine = build_ort_engine(
-        ctx.static_model_path, engine_dir, options=options, input_shapes=ctx.input_shapes
+        ctx.fused_model_path, engine_dir, options=options, input_shapes=ctx.input_shapes
     )
     ctx.artifacts += [
         PendingArtifact("engine.onnx", "engine", ctx.engine.model_path),

@@ -1,0 +1,31 @@
+"""/v1/passes: the fusion passes a job can select, with what each does."""
+
+from fastapi import APIRouter
+from pydantic import BaseModel
+
+from optimizer.passes import BACKENDS, DEFAULT_PASSES
+
+router = APIRouter(prefix="/v1/passes", tags=["passes"])
+
+
+class PassRead(BaseModel):
+    name: str
+    summary: str
+    stage: str
+    backends: list[str]  # backends it rewrites for; elsewhere it is skipped
+    off_by_default: dict[str, str]  # backend -> the measurement that turned it off there
+
+
+@router.get("", response_model=list[PassRead])
+def list_passes() -> list[PassRead]:
+    """Every pass in the order `"passes": "all"` runs them."""
+    return [
+        PassRead(
+            name=p.name,
+            summary=p.summary,
+            stage=p.stage,
+            backends=[b for b in BACKENDS if p.supports(b)],
+            off_by_default=dict(p.off_by_default),
+        )
+        for p in DEFAULT_PASSES
+    ]
