@@ -28,6 +28,32 @@ def ir_op_histogram(model: ir.Model) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
+_KNOWN_DOMAINS = ("", "ai.onnx", "com.microsoft", "fuseforge")
+_QUANTIZED_OPS = frozenset({
+    "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearConv",
+    "QLinearMatMul", "ConvInteger", "MatMulInteger",
+})
+
+
+def _left_alone_notes(ops: dict[str, int]) -> tuple[str, ...]:
+    """Say what the passes do not understand and therefore never touch."""
+    notes = []
+    foreign: Counter[str] = Counter()
+    for key, count in ops.items():
+        domain, _, op = key.rpartition(".")
+        if domain not in _KNOWN_DOMAINS:
+            foreign[domain] += count
+    for domain, count in sorted(foreign.items()):
+        notes.append(f"left {count} node(s) of domain '{domain}' alone: no pass knows its ops")
+    quantized = sum(count for key, count in ops.items() if key in _QUANTIZED_OPS)
+    if quantized:
+        notes.append(
+            f"the model is quantized ({quantized} quantization node(s)); patterns that include "
+            "quantized tensors are not fused, since the rules match float ops only"
+        )
+    return tuple(notes)
+
+
 def _rule_name(fusion_pass: FusionPass, rule: RewriteRule) -> str:
     return rule.name or f"{fusion_pass.name}.{type(rule).__name__}"
 
@@ -77,6 +103,7 @@ def run_passes(model: ir.Model, passes: Sequence[FusionPass], *, backend: str) -
         rules=rules,
         iterations=iterations,
         duration_s=round(time.perf_counter() - started, 4),
+        notes=_left_alone_notes(ops_before),
     )
 
 

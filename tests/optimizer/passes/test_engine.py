@@ -1,0 +1,82 @@
+"""The pass engine: fixed point, per-rule counts, refusals, backend skips, and what it leaves alone."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import optimizer.optimize as optimize_module
+from optimizer.optimize import OptimizeOptions, optimize_model, select_passes
+from optimizer.passes.base import FusionPass
+from optimizer.passes.engine import run_passes
+from optimizer.passes.fuse_conv_bn import FOLD_BATCH_NORM, FoldBatchNormIntoConv
+from tests.models import small_cnn
+from tests.optimizer.passes.test_fuse_conv_bn import conv_bn
+
+
+def test_run_passes_counts_each_rule_and_reaches_a_fixed_point() -> None:
+    report = run_passes(ir.from_proto(small_cnn()), [FOLD_BATCH_NORM], backend="onnxruntime")
+    assert report.applied("FoldBatchNormIntoConv") == 2
+    assert report.applied("fold_batch_norm") == 2
+    assert report.iterations == 2  # one round that fires, one that finds nothing left
+    assert report.ops_before["BatchNormalization"] == 2
+    assert "BatchNormalization" not in report.ops_after
+    assert report.nodes_before - report.nodes_after == 2
+
+
+def test_pass_without_lowering_for_the_backend_is_skipped_with_a_reason() -> None:
+    ort_only = FusionPass(name="ort_only", summary="test", stage="other",
+                          rules={"onnxruntime": [FoldBatchNormIntoConv.rule()]})
+    report = run_passes(ir.from_proto(small_cnn()), [ort_only], backend="tensorrt")
+    assert report.passes_run == ()
+    assert "no tensorrt lowering" in report.passes_skipped["ort_only"]
+    assert report.nodes_after == report.nodes_before
+
+
+def test_refusals_are_recorded_with_the_node_and_reason() -> None:
+    report = run_passes(ir.from_proto(conv_bn(share_weights=True)), [FOLD_BATCH_NORM],
+                        backend="onnxruntime")
+    [stats] = [s for s in report.rules if s.rule == "FoldBatchNormIntoConv"]
+    assert stats.applied == 0
+    assert stats.refusals[0].node == "bn"
+    assert "'w' is also used by node 'other_conv'" in stats.refusals[0].reason
+
+
+def test_off_by_default_pass_runs_only_when_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    slow = FusionPass(name="slow", summary="test", stage="other",
+                      rules={"onnxruntime": [FoldBatchNormIntoConv.rule()]},
+                      off_by_default={"onnxruntime": "measured 0.8x"})
+    monkeypatch.setattr(optimize_module, "DEFAULT_PASSES", (slow,))
+    monkeypatch.setattr(optimize_module, "PASSES_BY_NAME", {"slow": slow})
+    chosen, skipped = select_passes("all", "onnxruntime")
+    assert chosen == [] and "measured 0.8x" in skipped["slow"]
+    assert select_passes(["slow"], "onnxruntime")[0] == [slow]
+    assert select_passes("all", "tensorrt")[0] == [slow]
+
+
+def test_optimize_model_leaves_foreign_domains_alone_and_says_so() -> None:
+    rng = np.random.default_rng(0)
+    graph = helper.make_graph(
+        [helper.make_node("Mystery", ["x"], ["m"], domain="com.example"),
+         helper.make_node("Relu", ["m"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+        initializer=[numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "unused")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("com.example", 1)])
+    fused, report = optimize_model(model, OptimizeOptions(passes="all"))
+    assert [n.op_type for n in fused.graph.node] == ["Mystery", "Relu"]
+    assert any("domain 'com.example'" in note for note in report.notes)
+
+
+def test_optimize_model_does_not_modify_its_input() -> None:
+    model = small_cnn()
+    before = model.SerializeToString()
+    optimize_model(model, OptimizeOptions())
+    assert model.SerializeToString() == before
+    assert isinstance(onnx.load_from_string(before), onnx.ModelProto)
