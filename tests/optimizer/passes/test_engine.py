@@ -80,3 +80,11 @@ def test_optimize_model_does_not_modify_its_input() -> None:
     optimize_model(model, OptimizeOptions())
     assert model.SerializeToString() == before
     assert isinstance(onnx.load_from_string(before), onnx.ModelProto)
+
+
+def test_replaced_weights_do_not_stay_behind_as_unused_initializers() -> None:
+    model = small_cnn()
+    fused, _ = optimize_model(model, OptimizeOptions(passes=["fold_batch_norm"]))
+    used = {name for node in fused.graph.node for name in node.input}
+    assert {init.name for init in fused.graph.initializer} <= used
+    assert fused.ByteSize() < model.ByteSize()
