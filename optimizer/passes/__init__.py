@@ -1,11 +1,14 @@
 """Fusion passes, one family per module, and the order they run in."""
 
 from optimizer.passes.base import BACKENDS, FusionPass
+from optimizer.passes.cleanup import CLEANUP
 from optimizer.passes.fuse_conv_bn import FOLD_BATCH_NORM
+from optimizer.passes.fuse_matmul_add import FUSE_MATMUL_ADD
 
 __all__ = ["BACKENDS", "DEFAULT_PASSES", "FusionPass", "PASSES_BY_NAME"]
 
-# Order matters: clean-ups expose patterns, BN folds before Conv+activation sees the Conv.
-DEFAULT_PASSES: tuple[FusionPass, ...] = (FOLD_BATCH_NORM,)
+# Order matters: clean-up folds constants and infers shapes that later rules check; BN folds
+# before Conv+activation sees the Conv.
+DEFAULT_PASSES: tuple[FusionPass, ...] = (CLEANUP, FOLD_BATCH_NORM, FUSE_MATMUL_ADD)
 
 PASSES_BY_NAME = {p.name: p for p in DEFAULT_PASSES}

@@ -21,6 +21,7 @@ import onnx_ir as ir
 from onnxscript.rewriter.pattern import MatchResult, RewriteRuleClassBase
 
 from optimizer.passes.base import FusionPass
+from optimizer.passes.fold_batch_norm_gemm import FoldBatchNormIntoGemm, FoldBatchNormIntoMatMul
 from optimizer.passes.checks import (
     attr_int,
     const_array,
@@ -128,10 +129,16 @@ class FoldBatchNormIntoConvTranspose(_FoldBatchNormBase):
 
 FOLD_BATCH_NORM = FusionPass(
     name="fold_batch_norm",
-    summary="Fold inference-mode BatchNormalization into the preceding Conv / ConvTranspose",
+    summary="Fold inference-mode BatchNormalization into the preceding Conv, ConvTranspose, "
+    "Gemm or 2-D MatMul",
     stage="conv_bn_act",
     rules={
-        backend: [FoldBatchNormIntoConv.rule(), FoldBatchNormIntoConvTranspose.rule()]
+        backend: [
+            FoldBatchNormIntoConv.rule(),
+            FoldBatchNormIntoConvTranspose.rule(),
+            FoldBatchNormIntoGemm.rule(),
+            FoldBatchNormIntoMatMul.rule(),
+        ]
         for backend in ("onnxruntime", "tensorrt")
     },
 )
