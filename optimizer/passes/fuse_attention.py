@@ -1,0 +1,402 @@
+"""Fuse scaled dot-product attention, from the head split to the head merge, into one op.
+
+The matched subgraph, for query/key/value sources q [.., S, N*H], k and v [.., T, N*H(v)]:
+    Q = Transpose(Reshape(q, [B, S, N, H]), [0, 2, 1, 3])               (likewise V from v)
+    Kᵀ = Transpose(Reshape(k, [B, T, N, H]), [0, 2, 3, 1]), or the [0, 2, 1, 3] split followed
+         by Transpose [0, 1, 3, 2], or by Reshape [B*N, T, H] → Transpose [0, 2, 1] →
+         Reshape [B, N, H, T] (what torch's dynamo exporter writes for SDPA)
+    scores = (a·Q) @ (b·Kᵀ) · c  [+ mask]     a, b, c: constant scalars, Mul or Div, each optional
+    out = Reshape(Transpose(Softmax(scores, -1) [→ inference Dropout] @ V, [0, 2, 1, 3]), shape)
+Since Reshape keeps row-major order and the split/merge only regroup the last axis into heads,
+    out = Reshape(MultiHeadAttention(q', k', v', attention_bias=mask', num_heads=N,
+                                     scale=a·b·c), shape)
+with q' = q viewed as [B, S, N*H] (k', v' likewise) and mask' = mask broadcast to the
+[B or 1, N or 1, S, T] the op requires; the op splits heads the same way (com.microsoft
+MultiHeadAttention, runs on the CPU provider in float32 and float16, verified by running it).
+
+Safe only when: every Reshape shape and scale is a constant (not a graph input) and the shapes
+are static, so B, S, T, N, H are known and agree between Q, K and V; scales are single finite
+values (a zero scale would read as "use the default" in the op); the Softmax is over the last axis;
+the mask is added (a Where/select mask is not additive) before any scaling, and broadcasts to
+[B, N, S, T] without growing it; a Dropout between Softmax and MatMul is in inference mode; the
+element type is float32 or float16; and no intermediate is a graph output or feeds another node.
+
+No tensorrt rules: the fused form needs a TensorRT plugin or the opset-23 Attention op (a later
+issue), so TensorRT gets the unfused subgraph.
+
+Speed (bench/fuse_attention.py, a BERT encoder as torch's dynamo exporter writes it, seq 128,
+hidden/heads 256/4 and 768/12, batch 1 and 8, one ORT CPU thread): fused / unfused time ratios
+of 0.98-1.03 both with ORT's graph optimizations disabled and at its default ("all"): the
+projection and FFN GEMMs are ~90% of the time and the op's kernel costs about what the MLAS
+MatMuls and element-wise ops it replaces do. Not slower, so on by default.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import onnx_ir as ir
+from onnxscript.rewriter.pattern import MatchResult, OrValue, RewriteRuleClassBase
+
+from optimizer.passes.base import FusionPass
+from optimizer.passes.checks import attr_int, unique_initializer_name
+
+__all__ = ["FUSE_ATTENTION", "FuseMultiHeadAttention"]
+
+_SPLIT_PERM = (0, 2, 1, 3)  # [B, S, N, H] → [B, N, S, H], and back for the merge
+_SUPPORTED_TYPES = (ir.DataType.FLOAT, ir.DataType.FLOAT16)  # the op's CPU kernels
+
+
+class _Refused(Exception):
+    """Raised while parsing the subgraph; the message is the refusal reason."""
+
+
+@dataclass(frozen=True)
+class _Heads:
+    """One of Q, K, V: its source before the head split and the [B, S, N, H] it was split to."""
+
+    source: ir.Value
+    shape: tuple[int, int, int, int]
+
+    @property
+    def merged_shape(self) -> tuple[int, int, int]:
+        batch, seq, heads, head_size = self.shape
+        return batch, seq, heads * head_size
+
+
+@dataclass(frozen=True)
+class _Attention:
+    query: _Heads
+    key: _Heads
+    value: _Heads
+    scale: float
+    mask: ir.Value | None
+    out_shape: tuple[int, ...]
+
+
+def _producer(value: ir.Value | None, op_type: str, what: str) -> ir.Node:
+    node = None if value is None else value.producer()
+    if node is None or node.op_type != op_type or node.domain not in ("", "ai.onnx"):
+        found = "a graph input or constant" if node is None else f"{node.op_type} '{node.name}'"
+        name = None if value is None else value.name
+        raise _Refused(f"{what} '{name}' comes from {found}, not {op_type}")
+    return node
+
+
+def _static_shape(value: ir.Value) -> tuple[int, ...] | None:
+    if value.shape is None or not all(isinstance(d, int) for d in value.shape.dims):
+        return None
+    return tuple(int(d) for d in value.shape.dims)  # type: ignore[arg-type]
+
+
+def _constant(value: ir.Value | None, what: str) -> np.ndarray:
+    if value is None or value.const_value is None:
+        raise _Refused(f"{what} '{value.name if value else None}' is not a constant")
+    if value.is_graph_input():
+        raise _Refused(f"{what} '{value.name}' is also a graph input, so it can change")
+    return value.const_value.numpy()
+
+
+def _perm(node: ir.Node) -> tuple[int, ...] | None:
+    attr = node.attributes.get("perm")
+    return None if attr is None else tuple(attr.as_ints())
+
+
+def _reshaped(node: ir.Node, in_shape: tuple[int, ...] | None) -> tuple[int, ...]:
+    """The output shape of Reshape `node`, from its constant target (0 and -1 resolved)."""
+    dims = [int(d) for d in _constant(node.inputs[1], "Reshape shape").reshape(-1)]
+    if in_shape is None:
+        in_shape = _static_shape(node.inputs[0]) if node.inputs[0] is not None else None
+    if not attr_int(node, "allowzero", 0):
+        for i, dim in enumerate(dims):
+            if dim == 0 and in_shape is not None and i < len(in_shape):
+                dims[i] = in_shape[i]  # 0 copies the input dim unless allowzero is set
+    if dims.count(-1) == 1 and in_shape is not None:
+        known = math.prod(d for d in dims if d != -1)
+        if known > 0 and math.prod(in_shape) % known == 0:
+            dims[dims.index(-1)] = math.prod(in_shape) // known
+    if any(d <= 0 for d in dims):
+        raise _Refused(f"Reshape '{node.name}' has target {dims} that needs a static input shape")
+    return tuple(dims)
+
+
+def _split_heads(value: ir.Value, perm: tuple[int, ...], what: str) -> tuple[_Heads, list[ir.Node]]:
+    """`value` = Transpose(Reshape(source, [B, S, N, H]), perm)."""
+    transpose = _producer(value, "Transpose", what)
+    if _perm(transpose) != perm:
+        raise _Refused(f"{what} Transpose '{transpose.name}' has perm {_perm(transpose)}, "
+                       f"not {list(perm)}")
+    reshape = _producer(transpose.inputs[0], "Reshape", f"{what} head split")
+    shape = _reshaped(reshape, None)
+    if len(shape) != 4:
+        raise _Refused(f"{what} Reshape '{reshape.name}' gives shape {list(shape)}, "
+                       f"not [B, S, N, H]")
+    source = reshape.inputs[0]
+    assert source is not None
+    return _Heads(source, (shape[0], shape[1], shape[2], shape[3])), [transpose, reshape]
+
+
+def _split_transposed_key(value: ir.Value) -> tuple[_Heads, list[ir.Node]]:
+    """Kᵀ [B, N, H, T] in one of the three forms the module docstring lists."""
+    node = value.producer()
+    if node is not None and node.op_type == "Transpose" and _perm(node) == (0, 2, 3, 1):
+        return _split_heads(value, (0, 2, 3, 1), "key")
+    if node is not None and node.op_type == "Transpose":
+        if _perm(node) != (0, 1, 3, 2):
+            raise _Refused(f"key Transpose '{node.name}' has perm {_perm(node)}, not [0, 1, 3, 2]")
+        assert node.inputs[0] is not None
+        key, nodes = _split_heads(node.inputs[0], _SPLIT_PERM, "key")
+        return key, [node, *nodes]
+    # Reshape [B*N, T, H] → Transpose [0, 2, 1] → Reshape [B, N, H, T]
+    outer = _producer(value, "Reshape", "transposed key")
+    transpose = _producer(outer.inputs[0], "Transpose", "transposed key")
+    inner = _producer(transpose.inputs[0], "Reshape", "transposed key")
+    assert inner.inputs[0] is not None
+    key, nodes = _split_heads(inner.inputs[0], _SPLIT_PERM, "key")
+    batch, seq, heads, head_size = key.shape
+    flat = _reshaped(inner, (batch, heads, seq, head_size))
+    if flat != (batch * heads, seq, head_size) or _perm(transpose) != (0, 2, 1):
+        raise _Refused(f"key Reshape/Transpose '{inner.name}'/'{transpose.name}' is not a "
+                       f"transpose of the last two axes")
+    if _reshaped(outer, (batch * heads, head_size, seq)) != (batch, heads, head_size, seq):
+        raise _Refused(f"key Reshape '{outer.name}' does not give [B, N, H, T]")
+    return key, [outer, transpose, inner, *nodes]
+
+
+def _peel_scales(value: ir.Value, nodes: list[ir.Node]) -> tuple[ir.Value, float]:
+    """Strip Mul/Div by constant scalars above `value`; returns the input and the product."""
+    factor = 1.0
+    while (node := value.producer()) is not None and node.op_type in ("Mul", "Div"):
+        operands = [(0, 1), (1, 0)] if node.op_type == "Mul" else [(0, 1)]
+        for keep, scale in operands:
+            scale_value = node.inputs[scale]
+            if scale_value is not None and scale_value.const_value is not None:
+                break
+        else:
+            raise _Refused(f"{node.op_type} '{node.name}' scales by a value that is not a constant")
+        array = _constant(scale_value, f"{node.op_type} '{node.name}' scale")
+        if array.size != 1 or array.ndim > 4 or array.dtype.kind != "f":
+            raise _Refused(f"{node.op_type} '{node.name}' scale '{scale_value.name}' has shape "
+                           f"{list(array.shape)} and type {array.dtype}, not one float")
+        number = float(array.reshape(()))
+        if not math.isfinite(number) or number == 0.0:
+            raise _Refused(f"{node.op_type} '{node.name}' scale is {number}")
+        factor *= number if node.op_type == "Mul" else 1.0 / number
+        nodes.append(node)
+        value = node.inputs[keep]  # type: ignore[assignment]
+    return value, factor
+
+
+def _parse_scores(scores: ir.Value, nodes: list[ir.Node]) -> tuple[ir.Node, float, ir.Value | None]:
+    """scores = (a·Q) @ (b·Kᵀ) · c [+ mask]: the MatMul, c and the mask."""
+    node = scores.producer()
+    if node is not None and node.op_type == "Add":
+        errors: list[str] = []
+        for qk, mask in ((node.inputs[0], node.inputs[1]), (node.inputs[1], node.inputs[0])):
+            assert qk is not None
+            inner: list[ir.Node] = []
+            try:
+                below, factor = _peel_scales(qk, inner)
+                matmul = _producer(below, "MatMul", "attention scores")
+            except _Refused as refusal:
+                producer = qk.producer()
+                if producer is not None and producer.op_type in ("Mul", "Div", "MatMul"):
+                    errors.insert(0, str(refusal))  # this side looked like the scores
+                continue
+            nodes += [node, *inner, matmul]
+            return matmul, factor, mask
+        raise _Refused(errors[0] if errors else
+                       f"neither input of Add '{node.name}' is the Q·Kᵀ MatMul")
+    below, factor = _peel_scales(scores, nodes)
+    add = below.producer()
+    if add is not None and add.op_type == "Add" and factor != 1.0:
+        raise _Refused(f"the scale is applied after the mask Add '{add.name}', so it would scale "
+                       f"the mask too")
+    if add is not None and add.op_type == "Where":
+        raise _Refused(f"the scores are masked by Where '{add.name}' (a select, not an additive "
+                       f"mask)")
+    matmul = _producer(below, "MatMul", "Softmax input (expected scores, optionally + mask)")
+    nodes.append(matmul)
+    return matmul, factor, None
+
+
+def _check_softmax(softmax: ir.Node, opset: int) -> None:
+    axis = attr_int(softmax, "axis", -1 if opset >= 13 else 1)  # the default changed in 13
+    if axis not in (-1, 3):
+        raise _Refused(f"Softmax '{softmax.name}' is over axis {axis}, not the last axis")
+
+
+def _check_dropout(dropout: ir.Node) -> None:
+    mode = dropout.inputs[2] if len(dropout.inputs) > 2 else None
+    if mode is not None and (mode.const_value is None or mode.is_graph_input()
+                             or bool(mode.const_value.numpy().reshape(-1)[0])):
+        raise _Refused(f"Dropout '{dropout.name}' may run in training mode")
+    if attr_int(dropout, "is_test", 1) == 0:
+        raise _Refused(f"Dropout '{dropout.name}' is in training mode (is_test=0)")
+
+
+def _check_mask(mask: ir.Value, scores_shape: tuple[int, int, int, int]) -> None:
+    shape = _static_shape(mask)
+    if shape is None:
+        raise _Refused(f"mask '{mask.name}' has no static shape")
+    padded = (1,) * (4 - len(shape)) + shape
+    if len(shape) > 4 or any(m not in (1, s) for m, s in zip(padded, scores_shape, strict=True)):
+        raise _Refused(f"mask '{mask.name}' of shape {list(shape)} does not broadcast to the "
+                       f"scores' {list(scores_shape)}")
+
+
+def _check_no_escapes(nodes: list[ir.Node], root: ir.Node) -> None:
+    inside = set(nodes)
+    for node in nodes:
+        if node is root:
+            continue
+        for value in node.outputs:
+            if value.is_graph_output():
+                raise _Refused(f"'{value.name}' is a graph output, so it must stay computed")
+            for user, _ in value.uses():
+                if user not in inside:
+                    raise _Refused(f"'{value.name}' is also used by node '{user.name}' "
+                                   f"({user.op_type})")
+
+
+def _parse(probs: ir.Value, ctx: ir.Value, merged: ir.Value, out: ir.Value,
+           opset: int) -> _Attention:
+    softmax, matmul_v = probs.producer(), ctx.producer()
+    transpose, reshape = merged.producer(), out.producer()
+    assert softmax is not None and matmul_v is not None
+    assert transpose is not None and reshape is not None
+    if probs.dtype not in _SUPPORTED_TYPES:
+        raise _Refused(f"Softmax '{softmax.name}' output has element type {probs.dtype}, not "
+                       f"float32 or float16 (unknown types need shape inference first)")
+    _check_softmax(softmax, opset)
+    nodes = [softmax, matmul_v, transpose, reshape]
+    dropout = matmul_v.inputs[0].producer() if matmul_v.inputs[0] is not None else None
+    if dropout is not None and dropout is not softmax:
+        _check_dropout(dropout)
+        nodes.append(dropout)
+    assert softmax.inputs[0] is not None and matmul_v.inputs[1] is not None
+    matmul, post_scale, mask = _parse_scores(softmax.inputs[0], nodes)
+    assert matmul.inputs[0] is not None and matmul.inputs[1] is not None
+    q_input, q_scale = _peel_scales(matmul.inputs[0], nodes)
+    k_input, k_scale = _peel_scales(matmul.inputs[1], nodes)
+    query, q_nodes = _split_heads(q_input, _SPLIT_PERM, "query")
+    key, k_nodes = _split_transposed_key(k_input)
+    value, v_nodes = _split_heads(matmul_v.inputs[1], _SPLIT_PERM, "value")
+    nodes += q_nodes + k_nodes + v_nodes
+    (batch, seq, heads, head_size), (k_batch, kv_seq, k_heads, k_size) = query.shape, key.shape
+    if (k_batch, k_heads, k_size) != (batch, heads, head_size) or value.shape[:3] != key.shape[:3]:
+        raise _Refused(f"query {list(query.shape)}, key {list(key.shape)} and value "
+                       f"{list(value.shape)} heads do not agree ([B, S, N, H], same B and N)")
+    if _perm(transpose) != _SPLIT_PERM:
+        raise _Refused(f"output Transpose '{transpose.name}' has perm {_perm(transpose)}, not "
+                       f"{list(_SPLIT_PERM)}")
+    out_shape = _reshaped(reshape, (batch, seq, heads, value.shape[3]))
+    if mask is not None:
+        _check_mask(mask, (batch, heads, seq, kv_seq))
+    for operand in (query.source, key.source, value.source, mask):
+        if operand is not None and operand.dtype not in _SUPPORTED_TYPES:
+            raise _Refused(f"'{operand.name}' has element type {operand.dtype}, not float32 or "
+                           f"float16 (unknown types need shape inference first)")
+    if len({v.dtype for v in (query.source, key.source, value.source, mask) if v is not None}) != 1:
+        raise _Refused("query, key, value and mask element types differ")
+    _check_no_escapes(nodes, reshape)
+    return _Attention(query, key, value, q_scale * k_scale * post_scale, mask, out_shape)
+
+
+class FuseMultiHeadAttention(RewriteRuleClassBase):
+    """Head split → Q·Kᵀ·scale [+ mask] → Softmax → ·V → head merge  →  MultiHeadAttention."""
+
+    def __init__(self) -> None:
+        # The head of the subgraph is parsed in check(), not matched by the pattern (so every
+        # refusal has a reason); those nodes die with the rewrite and are swept afterwards.
+        super().__init__(remove_nodes=False)
+        self._attention: _Attention | None = None
+
+    def pattern(self, op: Any, scores: ir.Value, value: ir.Value, out_shape: ir.Value) -> ir.Value:
+        probs = op.Softmax(scores, _outputs=["probs"])
+        kept = OrValue([op.Dropout(probs, _allow_other_inputs=True), probs])
+        ctx = op.MatMul(kept, value, _outputs=["ctx"])
+        merged = op.Transpose(ctx, _outputs=["merged"])
+        return op.Reshape(merged, out_shape, _outputs=["out"])
+
+    def check(self, context: Any, scores: ir.Value, value: ir.Value, out_shape: ir.Value,
+              probs: ir.Value, ctx: ir.Value, merged: ir.Value, out: ir.Value) -> MatchResult:
+        opset = context.graph_or_function.opset_imports.get("", 13)
+        try:
+            self._attention = _parse(probs, ctx, merged, out, opset)
+        except _Refused as refusal:
+            return MatchResult().fail(str(refusal))
+        return MatchResult()
+
+    def rewrite(self, op: Any, scores: ir.Value, value: ir.Value, out_shape: ir.Value,
+                probs: ir.Value, ctx: ir.Value, merged: ir.Value, out: ir.Value) -> ir.Value:
+        attention, graph = self._attention, out.graph
+        assert attention is not None
+        inputs: list[ir.Value | None] = [
+            _as_shape(op, graph, split.source, split.merged_shape)
+            for split in (attention.query, attention.key, attention.value)
+        ]
+        batch, seq, heads, _ = attention.query.shape
+        if attention.mask is not None:
+            scores_shape = (batch, heads, seq, attention.key.shape[1])
+            inputs += [None, None, _mask_for_op(op, graph, attention.mask, scores_shape)]
+        fused = op.MultiHeadAttention(*inputs, _domain="com.microsoft", num_heads=heads,
+                                      scale=attention.scale)
+        merged_shape = (batch, seq, heads * attention.value.shape[3])
+        return _as_shape(op, graph, fused, attention.out_shape, known=merged_shape)
+
+
+def _shape_constant(op: Any, graph: ir.Graph | None, base: str, dims: tuple[int, ...]) -> ir.Value:
+    name = unique_initializer_name(graph, base)
+    return op.initializer(ir.tensor(np.array(dims, dtype=np.int64), name=name))
+
+
+def _as_shape(op: Any, graph: ir.Graph | None, value: ir.Value, dims: tuple[int, ...],
+              known: tuple[int, ...] | None = None) -> ir.Value:
+    """`value` reshaped to `dims` (a view: same row-major order), or itself if already so."""
+    if (known or _static_shape(value)) == dims:
+        return value
+    return op.Reshape(value, _shape_constant(op, graph, f"{value.name}_mha_shape", dims))
+
+
+def _mask_for_op(op: Any, graph: ir.Graph | None, mask: ir.Value,
+                 scores: tuple[int, int, int, int]) -> ir.Value:
+    """The mask as the op's attention_bias: [B or 1, N or 1, S, T] (it does not broadcast S, T)."""
+    shape = _static_shape(mask)
+    assert shape is not None
+    padded = (1,) * (4 - len(shape)) + shape
+    target = (padded[0], padded[1], scores[2], scores[3])
+    if shape == target:
+        return mask
+    if mask.const_value is not None and not mask.is_graph_input():
+        array = np.broadcast_to(mask.const_value.numpy().reshape(padded), target)
+        return _shared_constant(op, graph, f"{mask.name}_attention_bias", array)
+    if padded == target:
+        return _as_shape(op, graph, mask, target)
+    shape_value = _shape_constant(op, graph, f"{mask.name}_bnst_shape", (1, 1) + target[2:])
+    return op.Expand(mask, shape_value)  # Expand broadcasts both ways: [B|1, N|1, S, T]
+
+
+def _shared_constant(op: Any, graph: ir.Graph | None, base: str, array: np.ndarray) -> ir.Value:
+    """A constant holding `array`, reusing one an earlier rewrite made (a causal mask is often
+    shared by every layer: one copy each would multiply its memory)."""
+    if graph is not None:
+        existing = graph.initializers.get(base)
+        if (existing is not None and existing.const_value is not None
+                and existing.const_value.dtype == ir.DataType.from_numpy(array.dtype)
+                and np.array_equal(existing.const_value.numpy(), array)):
+            return existing
+    name = unique_initializer_name(graph, base)
+    return op.initializer(ir.tensor(np.ascontiguousarray(array), name=name))
+
+
+FUSE_ATTENTION = FusionPass(
+    name="fuse_attention",
+    summary="Fuse scaled dot-product attention between the head split and merge into "
+            "com.microsoft.MultiHeadAttention",
+    stage="other",
+    rules={"onnxruntime": [FuseMultiHeadAttention.rule()]},
+)

@@ -1,0 +1,397 @@
+"""fuse_attention: head split → scaled Q·Kᵀ [+ mask] → Softmax → ·V → head merge into MHA."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from onnx import TensorProto, helper, numpy_helper
+
+from optimizer.passes.fuse_attention import FUSE_ATTENTION
+from tests.optimizer.passes.support import (
+    apply_pass,
+    assert_outputs_close,
+    op_types,
+    random_inputs,
+    run_model,
+)
+
+NP_TO_ONNX: dict[type, int] = {np.float32: TensorProto.FLOAT, np.float16: TensorProto.FLOAT16}
+MHA = "com.microsoft.MultiHeadAttention"
+PROJECTIONS = ["MatMul", "Add"] * 3  # Q, K and V projections stay
+OUT_PROJECTION = ["MatMul", "Add"]
+
+
+@dataclass
+class _Graph:
+    dtype: type
+    rng: np.random.Generator
+    nodes: list[onnx.NodeProto] = field(default_factory=list)
+    inits: list[onnx.TensorProto] = field(default_factory=list)
+
+    def const(self, name: str, array: np.ndarray) -> str:
+        self.inits.append(numpy_helper.from_array(array, name))
+        return name
+
+    def weight(self, name: str, shape: tuple[int, ...], scale: float = 0.3) -> str:
+        return self.const(name, (self.rng.standard_normal(shape) * scale).astype(self.dtype))
+
+    def node(self, op: str, inputs: list[str], output: str, **attrs: Any) -> str:
+        self.nodes.append(helper.make_node(op, inputs, [output], name=f"n_{output}", **attrs))
+        return output
+
+    def linear(self, x: str, name: str, d_in: int, d_out: int) -> str:
+        projected = self.node("MatMul", [x, self.weight(f"w_{name}", (d_in, d_out))], f"{name}_mm")
+        return self.node("Add", [projected, self.weight(f"b_{name}", (d_out,), 1.0)], name)
+
+    def split_heads(self, x: str, name: str, shape: list[int], perm: list[int],
+                    allowzero: int = 0) -> str:
+        split = self.node("Reshape", [x, self.const(f"{name}_shape", np.array(shape, np.int64))],
+                          f"{name}_bsnh", **({"allowzero": 1} if allowzero else {}))
+        return self.node("Transpose", [split], f"{name}_heads", perm=perm)
+
+
+def attention(
+    *, batch: int = 2, seq: int = 8, kv_seq: int | None = None, heads: int = 4,
+    head_dim: int = 8, v_head_dim: int | None = None, dtype: type = np.float32,
+    scale_mode: str = "div", key_form: str = "perm0231", mask: str | None = None,
+    mask_shape: tuple[int, ...] | None = None, softmax_axis: int | None = -1,
+    dropout: str | None = None,
+    scale_as_input: bool = False, scale_value: float | None = None,
+    scores_is_graph_output: bool = False, probs_shared: bool = False,
+    merge_perm: tuple[int, ...] = (0, 2, 1, 3), merge_shape: list[int] | None = None,
+    mask_first: bool = False, allowzero: int = 0, out_projection: bool = True, opset: int = 17,
+    seed: int = 0, infer_shapes: bool = True,
+) -> onnx.ModelProto:
+    """A self-attention block (cross-attention when kv_seq differs) with random projections.
+
+    scale_mode: "div"/"mul" scale the scores after Q·Kᵀ; "split" multiplies Q and Kᵀ by the
+    square root each (torch's dynamo exporter); "query" (Mul(scale, Q)) and "query_div" scale Q
+    only; "per_head" by a [1, N, 1, 1] vector; "none"; "after_mask" scales after the mask Add.
+    key_form: "perm0231" (one Transpose), "twice" ([0,2,1,3] then [0,1,3,2]), "reshape"
+    (Reshape/Transpose/Reshape, F.scaled_dot_product_attention's export).
+    mask: None, "input" (a graph input), "const" (random, causal when [S, T]), "where" (a select
+    mask). Other arguments build the unsafe variants the tests refuse.
+    """
+    kv_seq = seq if kv_seq is None else kv_seq
+    v_head_dim = head_dim if v_head_dim is None else v_head_dim
+    hidden = heads * head_dim
+    g = _Graph(dtype, np.random.default_rng(seed))
+    elem = NP_TO_ONNX[dtype]
+    inputs = [helper.make_tensor_value_info("x", elem, [batch, seq, hidden])]
+    kv_source = "x"
+    if kv_seq != seq:
+        inputs.append(helper.make_tensor_value_info("memory", elem, [batch, kv_seq, hidden]))
+        kv_source = "memory"
+    q = g.split_heads(g.linear("x", "q", hidden, hidden), "q", [batch, seq, heads, head_dim],
+                      [0, 2, 1, 3], allowzero)
+    k_src = g.linear(kv_source, "k", hidden, hidden)
+    v = g.split_heads(g.linear(kv_source, "v", hidden, heads * v_head_dim), "v",
+                      [batch, kv_seq, heads, v_head_dim], [0, 2, 1, 3], allowzero)
+    k_shape = [batch, kv_seq, heads, head_dim]
+    if key_form == "perm0231":
+        kt = g.split_heads(k_src, "k", k_shape, [0, 2, 3, 1], allowzero)
+    elif key_form == "twice":
+        kt = g.node("Transpose", [g.split_heads(k_src, "k", k_shape, [0, 2, 1, 3], allowzero)],
+                    "kt", perm=[0, 1, 3, 2])
+    else:
+        k = g.split_heads(k_src, "k", k_shape, [0, 2, 1, 3], allowzero)
+        flat = g.node("Reshape", [k, g.const("k_flat", np.array([-1, kv_seq, head_dim], np.int64))],
+                      "k_flat3")
+        flat_t = g.node("Transpose", [flat], "k_flat_t", perm=[0, 2, 1])
+        kt = g.node("Reshape", [flat_t, g.const("kt_shape", np.array(
+            [batch, heads, head_dim, kv_seq], np.int64))], "kt")
+    scale = 1 / math.sqrt(head_dim) if scale_value is None else scale_value
+    scale_name = "scale"
+    if scale_mode in ("mul", "query", "after_mask"):
+        g.const("scale", np.array(scale, dtype))
+        if scale_as_input:  # the initializer is then only a default the caller may override
+            inputs.append(helper.make_tensor_value_info("scale", elem, []))
+    if scale_mode == "split":
+        root = g.const("root_scale", np.array([math.sqrt(scale)], dtype))
+        q = g.node("Mul", [q, root], "q_scaled")
+        kt = g.node("Mul", [kt, root], "kt_scaled")
+    elif scale_mode == "query":
+        q = g.node("Mul", [scale_name, q], "q_scaled")
+    elif scale_mode == "query_div":
+        q = g.node("Div", [q, g.const("divisor", np.array(1 / scale, dtype))], "q_scaled")
+    scores = g.node("MatMul", [q, kt], "scores")
+    if scale_mode == "div":
+        scores = g.node("Div", [scores, g.const("divisor", np.array(1 / scale, dtype))], "scaled")
+    elif scale_mode == "mul":
+        scores = g.node("Mul", [scores, scale_name], "scaled")
+    elif scale_mode == "per_head":
+        per_head = g.const("per_head", np.full((1, heads, 1, 1), scale, dtype))
+        scores = g.node("Mul", [scores, per_head], "scaled")
+    if mask is not None:
+        shape = mask_shape or (batch, 1, 1, kv_seq)
+        if mask == "input":
+            inputs.append(helper.make_tensor_value_info("mask", elem, list(shape)))
+            mask_name = "mask"
+        elif mask == "const":
+            values = g.rng.standard_normal(shape)
+            if shape[-2:] == (seq, kv_seq):
+                values += np.triu(np.full((seq, kv_seq), -np.inf), 1)  # causal
+            mask_name = g.const("mask", values.astype(dtype))
+        if mask == "where":
+            inputs.append(helper.make_tensor_value_info("keep", TensorProto.BOOL, list(shape)))
+            neg = g.const("neg", np.array(-1e4, dtype))
+            scores = g.node("Where", ["keep", scores, neg], "masked")
+        else:
+            operands = [mask_name, scores] if mask_first else [scores, mask_name]
+            scores = g.node("Add", operands, "masked")
+    if scale_mode == "after_mask":
+        scores = g.node("Mul", [scores, scale_name], "scaled")
+    axis = {} if softmax_axis is None else {"axis": softmax_axis}  # None: the opset's default
+    probs = g.node("Softmax", [scores], "probs", **axis)
+    if dropout is not None:
+        training = g.const("training", np.array(dropout == "training"))
+        ratio = g.const("ratio", np.array(0.1, dtype))
+        g.nodes.append(helper.make_node("Dropout", [probs, ratio, training],
+                                        ["dropped", "keep_mask"], name="dropout", seed=0))
+        probs = "dropped"
+    ctx = g.node("MatMul", [probs, v], "ctx")
+    merged = g.node("Transpose", [ctx], "merged", perm=list(merge_perm))
+    out_shape = None if merge_shape else [batch, seq, hidden]  # a -1 may let the batch grow
+    merge_shape = merge_shape or [batch, seq, heads * v_head_dim]
+    flat = g.node("Reshape", [merged, g.const("merge_shape", np.array(merge_shape, np.int64))],
+                  "attn", **({"allowzero": 1} if allowzero else {}))
+    if out_projection:
+        outputs = [helper.make_tensor_value_info(g.linear(flat, "y", heads * v_head_dim, hidden),
+                                                 elem, out_shape)]
+    else:
+        outputs = [helper.make_tensor_value_info(flat, elem, None)]
+    if scores_is_graph_output:
+        outputs.append(helper.make_tensor_value_info(scores, elem, None))
+    if probs_shared:
+        g.node("ReduceMax", [probs], "probs_max", keepdims=0)
+        outputs.append(helper.make_tensor_value_info("probs_max", elem, None))
+    graph = helper.make_graph(g.nodes, "attention", inputs, outputs, initializer=g.inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 10
+    # The optimize pipeline runs shape inference first (optimizer.shapes.fix_input_shapes).
+    return onnx.shape_inference.infer_shapes(model, data_prop=True) if infer_shapes else model
+
+
+def refusals(report: object) -> list[str]:
+    return [r.reason for s in report.rules for r in s.refusals]  # type: ignore[attr-defined]
+
+
+# float16 outputs reach |5|, where one float16 step is 4e-3; the rounding order differs.
+FP_TOLERANCES = [(np.float32, 1e-5, 1e-4), (np.float16, 1e-2, 1e-2)]
+
+
+@pytest.mark.parametrize(("dtype", "atol", "rtol"), FP_TOLERANCES)
+@pytest.mark.parametrize("scale_mode", ["div", "mul", "split", "query", "query_div", "none"])
+def test_fuse_attention_matches_original(dtype: type, atol: float, rtol: float,
+                                         scale_mode: str) -> None:
+    model = attention(dtype=dtype, scale_mode=scale_mode)
+    fused, _ = apply_pass(model, FUSE_ATTENTION, expect_count=1)
+    assert op_types(fused) == PROJECTIONS + [MHA] + OUT_PROJECTION
+    assert_outputs_close(model, fused, atol=atol, rtol=rtol)
+
+
+@pytest.mark.parametrize(("dtype", "atol", "rtol"), FP_TOLERANCES)
+@pytest.mark.parametrize(
+    ("mask", "mask_shape", "mask_ops"),
+    [
+        ("input", (2, 1, 1, 8), ["Expand"]),  # BERT's padding mask, broadcast over queries
+        ("input", (2, 4, 8, 8), []),  # already [B, N, S, T]
+        ("input", (1, 4, 8, 8), []),
+        ("input", (8, 8), ["Reshape"]),
+        ("const", (8, 8), []),  # a causal mask: folded into a [1, 1, S, T] constant
+        ("const", (1, 1, 1, 8), []),
+    ],
+    ids=["B11T", "BNST", "1NST", "ST", "const-ST", "const-111T"],
+)
+def test_fuse_attention_with_additive_mask_matches_original(
+    dtype: type, atol: float, rtol: float, mask: str, mask_shape: tuple[int, ...],
+    mask_ops: list[str],
+) -> None:
+    model = attention(dtype=dtype, mask=mask, mask_shape=mask_shape, scale_mode="split",
+                      key_form="reshape")
+    fused, _ = apply_pass(model, FUSE_ATTENTION, expect_count=1)
+    assert op_types(fused) == PROJECTIONS + mask_ops + [MHA] + OUT_PROJECTION
+    assert_outputs_close(model, fused, atol=atol, rtol=rtol)
+
+
+def test_fuse_attention_float16_is_as_accurate_as_unfused() -> None:
+    """Both float16 graphs against the float32 one (same weights and inputs, rounded)."""
+    reference_model = attention(mask="input", scale_mode="split", key_form="reshape")
+    model = attention(mask="input", scale_mode="split", key_form="reshape", dtype=np.float16)
+    fused, _ = apply_pass(model, FUSE_ATTENTION, expect_count=1)
+    feeds = random_inputs(model)
+    [reference] = run_model(reference_model, {k: v.astype(np.float32) for k, v in feeds.items()})
+    [unfused_out] = run_model(model, feeds)
+    [fused_out] = run_model(fused, feeds)
+    unfused_error = np.abs(unfused_out.astype(np.float32) - reference).max()
+    fused_error = np.abs(fused_out.astype(np.float32) - reference).max()
+    assert fused_error <= 1.5 * unfused_error, (fused_error, unfused_error)
+
+
+@pytest.mark.parametrize("key_form", ["perm0231", "twice", "reshape"])
+def test_fuse_attention_accepts_each_key_transpose(key_form: str) -> None:
+    model = attention(key_form=key_form, mask="input")
+    fused, _ = apply_pass(model, FUSE_ATTENTION, expect_count=1)
+    assert MHA in op_types(fused) and "Transpose" not in op_types(fused)
+    assert_outputs_close(model, fused, atol=1e-5, rtol=1e-4)
+
+
+def test_fuse_attention_handles_cross_attention_and_wider_values() -> None:
+    model = attention(seq=6, kv_seq=10, v_head_dim=5, mask="input", mask_shape=(2, 1, 6, 10))
+    fused, _ = apply_pass(model, FUSE_ATTENTION, expect_count=1)
+    assert op_types(fused) == PROJECTIONS + [MHA] + OUT_PROJECTION
+    assert_outputs_close(model, fused, atol=1e-5, rtol=1e-4)
+
+
+def test_fuse_attention_uses_the_models_scale() -> None:
+    model = attention(scale_mode="mul", scale_value=0.05)  # not 1/sqrt(head_dim), the op default
+    fused, _ = apply_pass(model, FUSE_ATTENTION, expect_count=1)
+    assert_outputs_close(model, fused, atol=1e-5, rtol=1e-4)
+
+
+def test_fuse_attention_fuses_torch_dynamo_sdpa_export() -> None:
+    """The node sequence torch 2.13's dynamo exporter writes for F.scaled_dot_product_attention
+    with an additive [B, 1, 1, S] mask: allowzero head split/merge, Kᵀ via Reshape/Transpose/
+    Reshape, Q and Kᵀ each multiplied by sqrt(1/sqrt(H))."""
+    model = attention(scale_mode="split", key_form="reshape", mask="input", allowzero=1)
+    fused, _ = apply_pass(model, FUSE_ATTENTION, expect_count=1)
+    assert op_types(fused) == PROJECTIONS + ["Expand", MHA] + OUT_PROJECTION
+    assert_outputs_close(model, fused, atol=1e-5, rtol=1e-4)
+
+
+def test_fuse_attention_accepts_mask_as_first_add_operand() -> None:
+    model = attention(mask="input", mask_shape=(2, 4, 8, 8), mask_first=True)
+    fused, _ = apply_pass(model, FUSE_ATTENTION, expect_count=1)
+    assert_outputs_close(model, fused, atol=1e-5, rtol=1e-4)
+
+
+def test_fuse_attention_output_can_be_a_graph_output() -> None:
+    model = attention(out_projection=False, mask="input")
+    fused, _ = apply_pass(model, FUSE_ATTENTION, expect_count=1)
+    assert op_types(fused) == PROJECTIONS + ["Expand", MHA]
+    assert [o.name for o in fused.graph.output] == ["attn"]
+    assert_outputs_close(model, fused, atol=1e-5, rtol=1e-4)
+
+
+def test_fuse_attention_keeps_a_reshape_for_other_merge_shapes() -> None:
+    model = attention(merge_shape=[16, 32])  # [B*S, N*H], as a Gemm-based exporter writes
+    fused, _ = apply_pass(model, FUSE_ATTENTION, expect_count=1)
+    assert op_types(fused) == PROJECTIONS + [MHA, "Reshape"] + OUT_PROJECTION
+    assert_outputs_close(model, fused, atol=1e-5, rtol=1e-4)
+
+
+def two_layers(model: onnx.ModelProto, shared: set[str]) -> onnx.ModelProto:
+    """`model` applied twice ("x" → "y" → "y_2"), the second copy with its own weights except
+    the initializers named in `shared`."""
+    graph, inputs = model.graph, {value.name for value in model.graph.input}
+    def rename(name: str) -> str:
+        return "y" if name == "x" else name if name in inputs | shared or not name else f"{name}_2"
+    for node in list(graph.node):
+        copy = onnx.NodeProto()
+        copy.CopyFrom(node)
+        copy.name = f"{node.name}_2"
+        copy.input[:] = [rename(n) for n in node.input]
+        copy.output[:] = [rename(n) for n in node.output]
+        graph.node.append(copy)
+    for tensor in list(graph.initializer):
+        if tensor.name not in shared:
+            graph.initializer.append(numpy_helper.from_array(numpy_helper.to_array(tensor),
+                                                             rename(tensor.name)))
+    graph.output[0].name = "y_2"
+    del graph.value_info[:]
+    return onnx.shape_inference.infer_shapes(model, data_prop=True)
+
+
+def test_fuse_attention_shares_one_folded_causal_mask() -> None:
+    model = two_layers(attention(mask="const", mask_shape=(8, 8)), shared={"mask"})
+    fused, _ = apply_pass(model, FUSE_ATTENTION, expect_count=2)
+    biases = [n.input[5] for n in fused.graph.node if n.op_type == "MultiHeadAttention"]
+    assert biases == ["mask_attention_bias"] * 2  # one [1, 1, S, T] copy, not one per layer
+    assert "mask" not in {t.name for t in fused.graph.initializer}  # the original is unused
+    assert_outputs_close(model, fused, atol=1e-4, rtol=1e-4)
+
+
+def test_fuse_attention_drops_inference_dropout() -> None:
+    model = attention(dropout="inference", mask="input")
+    fused, _ = apply_pass(model, FUSE_ATTENTION, expect_count=1)
+    assert op_types(fused) == PROJECTIONS + ["Expand", MHA] + OUT_PROJECTION
+    assert_outputs_close(model, fused, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("variant", "reason"),
+    [
+        ({"softmax_axis": 2}, "is over axis 2"),
+        ({"scale_as_input": True, "scale_mode": "mul"}, "is also a graph input"),
+        ({"scale_as_input": True, "scale_mode": "mul", "mask": "input"}, "is also a graph input"),
+        ({"scale_mode": "per_head"}, "has shape [1, 4, 1, 1]"),
+        ({"softmax_axis": None, "opset": 12}, "is over axis 1"),
+        ({"mask": "where"}, "masked by Where 'n_masked' (a select, not an additive mask)"),
+        ({"mask": "input", "scale_mode": "after_mask"}, "would scale the mask too"),
+        ({"mask": "input", "batch": 1, "mask_shape": (2, 1, 8, 8), "merge_shape": [-1, 8, 32]},
+         "does not broadcast"),
+        ({"dropout": "training"}, "training mode"),
+        ({"scores_is_graph_output": True}, "'scaled' is a graph output"),
+        ({"probs_shared": True}, "'probs' is also used by node 'n_probs_max'"),
+        ({"merge_perm": (0, 2, 3, 1)}, "has perm (0, 2, 3, 1)"),
+        ({"scale_value": 0.0, "scale_mode": "mul"}, "scale is 0.0"),
+        ({"infer_shapes": False, "mask": "input"}, "element type"),
+    ],
+    ids=["softmax-axis", "scale-is-input", "scale-is-input-masked", "per-head-scale",
+         "softmax-opset12-default-axis", "where-mask", "scale-after-mask", "mask-grows-batch",
+         "dropout-training", "scores-escape", "probs-shared", "merge-perm", "zero-scale",
+         "no-shape-inference"],
+)
+def test_fuse_attention_refuses_unsafe_variants(variant: dict[str, Any], reason: str) -> None:
+    model = attention(**variant)
+    fused, report = apply_pass(model, FUSE_ATTENTION, expect_count=0)
+    assert "Softmax" in op_types(fused) and MHA not in op_types(fused)
+    assert any(reason in r for r in refusals(report)), refusals(report)
+
+
+def test_fuse_attention_refuses_bfloat16() -> None:
+    model = attention()
+    for tensor in model.graph.initializer:
+        if tensor.data_type == TensorProto.FLOAT:
+            array = numpy_helper.to_array(tensor)
+            tensor.CopyFrom(helper.make_tensor(tensor.name, TensorProto.BFLOAT16, array.shape,
+                                               array.reshape(-1).tolist()))
+    for value in [*model.graph.input, *model.graph.output, *model.graph.value_info]:
+        if value.type.tensor_type.elem_type == TensorProto.FLOAT:
+            value.type.tensor_type.elem_type = TensorProto.BFLOAT16
+    fused, report = apply_pass(model, FUSE_ATTENTION, expect_count=0)
+    assert any("not float32 or float16" in r for r in refusals(report)), refusals(report)
+
+
+def test_fuse_attention_has_no_tensorrt_lowering() -> None:
+    assert not FUSE_ATTENTION.supports("tensorrt")  # needs a plugin or opset-23 Attention
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    batch=st.integers(1, 3),
+    seq=st.integers(1, 12),
+    heads=st.sampled_from([1, 2, 3, 4]),
+    head_dim=st.sampled_from([1, 2, 4, 8, 16]),
+    scale_mode=st.sampled_from(["div", "mul", "split", "none"]),
+    key_form=st.sampled_from(["perm0231", "twice", "reshape"]),
+    mask=st.sampled_from([None, "input", "const"]),
+    seed=st.integers(0, 2**16),
+)
+def test_fuse_attention_is_equivalent_on_random_shapes(
+    batch: int, seq: int, heads: int, head_dim: int, scale_mode: str, key_form: str,
+    mask: str | None, seed: int,
+) -> None:
+    mask_shape = (batch, 1, 1, seq) if mask == "input" else (seq, seq)
+    model = attention(batch=batch, seq=seq, heads=heads, head_dim=head_dim, scale_mode=scale_mode,
+                      key_form=key_form, mask=mask, mask_shape=mask_shape, seed=seed)
+    fused, _ = apply_pass(model, FUSE_ATTENTION, expect_count=1)
+    assert MHA in op_types(fused) and "Softmax" not in op_types(fused)
+    assert_outputs_close(model, fused, atol=1e-5, rtol=1e-4, seed=seed)
