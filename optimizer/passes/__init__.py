@@ -4,13 +4,27 @@ from optimizer.passes.base import BACKENDS, FusionPass
 from optimizer.passes.cleanup import CLEANUP
 from optimizer.passes.fuse_attention import FUSE_ATTENTION
 from optimizer.passes.fuse_conv_bn import FOLD_BATCH_NORM
+from optimizer.passes.fuse_gelu import FUSE_GELU
+from optimizer.passes.fuse_layer_norm import FUSE_LAYER_NORM
 from optimizer.passes.fuse_matmul_add import FUSE_MATMUL_ADD
+from optimizer.passes.fuse_skip_layer_norm import FUSE_SKIP_LAYER_NORM
 
 __all__ = ["BACKENDS", "DEFAULT_PASSES", "FusionPass", "PASSES_BY_NAME"]
 
-# Order matters: clean-up folds constants and infers shapes that later rules check; BN folds
-# before Conv+activation sees the Conv; attention matches the head split/merge Reshapes before
-# MatMul+Add lowering rewrites the projections around them.
-DEFAULT_PASSES: tuple[FusionPass, ...] = (CLEANUP, FOLD_BATCH_NORM, FUSE_ATTENTION, FUSE_MATMUL_ADD)
+# Order matters (the engine repeats the whole sequence until nothing changes, but a pass that
+# runs first can hide another's pattern):
+# - clean-up folds constants and infers the shapes later rules check;
+# - BN folds before Conv+activation sees the Conv;
+# - LayerNorm before Add+LayerNorm; LayerNorm, GELU (with its bias Add) and attention (with its
+#   head split/merge Reshapes) before MatMul+Add lowering rewrites the Adds and projections.
+DEFAULT_PASSES: tuple[FusionPass, ...] = (
+    CLEANUP,
+    FOLD_BATCH_NORM,
+    FUSE_LAYER_NORM,
+    FUSE_SKIP_LAYER_NORM,
+    FUSE_GELU,
+    FUSE_ATTENTION,
+    FUSE_MATMUL_ADD,
+)
 
 PASSES_BY_NAME = {p.name: p for p in DEFAULT_PASSES}

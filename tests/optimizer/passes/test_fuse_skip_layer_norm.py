@@ -1,0 +1,233 @@
+"""fuse_skip_layer_norm: residual Add (+ bias) + LayerNormalization → SkipLayerNormalization."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from onnx import TensorProto, helper, numpy_helper
+
+from optimizer.passes.base import FusionPass
+from optimizer.passes.fuse_skip_layer_norm import FUSE_SKIP_LAYER_NORM
+from tests.optimizer.passes.support import apply_pass, assert_outputs_close, op_types
+
+NP_TO_ONNX = {np.float32: TensorProto.FLOAT, np.float16: TensorProto.FLOAT16}
+SKIP_LN = "com.microsoft.SkipLayerNormalization"
+
+
+def skip_layer_norm(
+    *, shape: tuple[int, ...] = (2, 5, 16), skip_shape: tuple[int, ...] | None = None,
+    dtype: type = np.float32, bias: str | None = None, swap: bool = False,
+    beta: bool = True, epsilon: float = 1e-5, axis: int = -1, stash_type: int | None = None,
+    sum_read_by_next_residual: bool = False, sum_is_output: bool = False,
+    inner_sum_used_elsewhere: bool = False, gamma_as_input: bool = False,
+    bias_as_input: bool = False, mean_output_used: bool = False, skip_from_relu: bool = False,
+    infer_shapes: bool = True, seed: int = 0,
+) -> onnx.ModelProto:
+    """x, skip → Add (with a bias Add "first" or "last" when `bias`) → LayerNormalization → y.
+
+    `swap` reverses the operands of every Add. The parameters are random. `skip_from_relu`
+    computes skip by a Relu, so only shape inference knows its shape.
+    """
+    rng = np.random.default_rng(seed)
+    elem = NP_TO_ONNX[dtype]
+    hidden = shape[-1]
+    skip_shape = shape if skip_shape is None else skip_shape
+    normalized_shape = shape[axis:] if axis != -1 else shape[-1:]
+    skip_input = "skip_in" if skip_from_relu else "skip"
+    inputs = [helper.make_tensor_value_info("x", elem, list(shape)),
+              helper.make_tensor_value_info(skip_input, elem, list(skip_shape))]
+    outputs = [helper.make_tensor_value_info("y", elem, None if infer_shapes else list(shape))]
+    inits = [numpy_helper.from_array(
+        (rng.uniform(0.5, 1.5, normalized_shape) * rng.choice([-1, 1], normalized_shape))
+        .astype(dtype), "gamma")]
+    ln_inputs = ["sum", "gamma"]
+    if beta:
+        inits.append(numpy_helper.from_array(rng.standard_normal(normalized_shape).astype(dtype),
+                                             "beta"))
+        ln_inputs.append("beta")
+    if gamma_as_input:
+        inputs.append(helper.make_tensor_value_info("gamma", elem, list(normalized_shape)))
+
+    def add(a: str, b: str, out: str) -> onnx.NodeProto:
+        return helper.make_node("Add", [b, a] if swap else [a, b], [out])
+
+    nodes = [helper.make_node("Relu", ["skip_in"], ["skip"])] if skip_from_relu else []
+    if bias is not None:
+        inits.append(numpy_helper.from_array(rng.standard_normal(hidden).astype(dtype), "bias"))
+        if bias_as_input:
+            inputs.append(helper.make_tensor_value_info("bias", elem, [hidden]))
+    if bias == "first":
+        nodes += [add("x", "bias", "inner"), add("inner", "skip", "sum")]
+    elif bias == "last":
+        nodes += [add("x", "skip", "inner"), add("inner", "bias", "sum")]
+    else:
+        nodes.append(add("x", "skip", "sum"))
+    ln_outputs = ["y", "mean"] if mean_output_used else ["y"]
+    ln_attrs: dict[str, float | int] = {"axis": axis, "epsilon": epsilon}
+    if stash_type is not None:
+        ln_attrs["stash_type"] = stash_type
+    nodes.append(helper.make_node("LayerNormalization", ln_inputs, ln_outputs, **ln_attrs))
+    if sum_read_by_next_residual:
+        nodes.append(helper.make_node("Add", ["sum", "y"], ["next"]))
+        outputs.append(helper.make_tensor_value_info("next", elem, None))
+    if sum_is_output:
+        outputs.append(helper.make_tensor_value_info("sum", elem, None))
+    if inner_sum_used_elsewhere:
+        nodes.append(helper.make_node("Relu", ["inner"], ["inner_relu"]))
+        outputs.append(helper.make_tensor_value_info("inner_relu", elem, None))
+    if mean_output_used:
+        outputs.append(helper.make_tensor_value_info("mean", TensorProto.FLOAT, None))
+    graph = helper.make_graph(nodes, "skip_layer_norm", inputs, outputs, initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    # The job's load stage infers shapes before the passes run; do the same.
+    return onnx.shape_inference.infer_shapes(model) if infer_shapes else model
+
+
+def only(rule_name: str) -> FusionPass:
+    """A pass with one rule of FUSE_SKIP_LAYER_NORM, to read that rule's refusals alone."""
+    [found] = [r for r in FUSE_SKIP_LAYER_NORM.rules["onnxruntime"] if r.name == rule_name]
+    return FusionPass(name="one_rule", summary="", stage="other", rules={"onnxruntime": [found]})
+
+
+@pytest.mark.parametrize(("dtype", "atol"), [(np.float32, 1e-5), (np.float16, 1e-2)])
+@pytest.mark.parametrize(
+    ("bias", "rule"),
+    [(None, "FuseSkipLayerNorm"), ("first", "FuseSkipLayerNormBias"),
+     ("last", "FuseSkipLayerNormBias")],
+)
+@pytest.mark.parametrize("swap", [False, True])
+def test_fuse_skip_layer_norm_matches_original(
+    dtype: type, atol: float, bias: str | None, rule: str, swap: bool
+) -> None:
+    model = skip_layer_norm(dtype=dtype, bias=bias, swap=swap)
+    fused, report = apply_pass(model, FUSE_SKIP_LAYER_NORM, expect_count=1)
+    assert report.applied(rule) == 1
+    assert op_types(fused) == [SKIP_LN]
+    [node] = fused.graph.node
+    assert len(node.input) == (5 if bias else 4) and len(node.output) == 1
+    assert_outputs_close(model, fused, atol=atol, rtol=1e-3)
+
+
+@pytest.mark.parametrize(("dtype", "atol"), [(np.float32, 1e-5), (np.float16, 1e-2)])
+@pytest.mark.parametrize(
+    ("bias", "rule"),
+    [(None, "FuseSkipLayerNormKeepSum"), ("first", "FuseSkipLayerNormBiasKeepSum"),
+     ("last", "FuseSkipLayerNormBiasKeepSum")],
+)
+@pytest.mark.parametrize("reader", ["next_residual", "graph_output"])
+def test_fuse_skip_layer_norm_serves_the_sum_from_its_fourth_output(
+    dtype: type, atol: float, bias: str | None, rule: str, reader: str
+) -> None:
+    model = skip_layer_norm(dtype=dtype, bias=bias,
+                            sum_read_by_next_residual=reader == "next_residual",
+                            sum_is_output=reader == "graph_output")
+    fused, report = apply_pass(model, FUSE_SKIP_LAYER_NORM, expect_count=1)
+    assert report.applied(rule) == 1
+    node = fused.graph.node[0]
+    assert op_types(fused)[0] == SKIP_LN and len(node.output) == 4
+    assert_outputs_close(model, fused, atol=atol, rtol=1e-3)
+
+
+def test_fuse_skip_layer_norm_without_beta_on_rank_2() -> None:
+    model = skip_layer_norm(shape=(7, 32), beta=False, bias="last")
+    fused, _ = apply_pass(model, FUSE_SKIP_LAYER_NORM, expect_count=1)
+    [node] = fused.graph.node
+    assert list(node.input) == ["x", "skip", "gamma", "", "bias"]
+    assert_outputs_close(model, fused, atol=1e-5, rtol=1e-4)
+
+
+def test_fuse_skip_layer_norm_uses_the_models_epsilon() -> None:
+    model = skip_layer_norm(epsilon=0.5)
+    fused, _ = apply_pass(model, FUSE_SKIP_LAYER_NORM, expect_count=1)
+    assert_outputs_close(model, fused, atol=1e-5, rtol=1e-4)
+
+
+def test_fuse_skip_layer_norm_has_no_tensorrt_lowering() -> None:
+    model = skip_layer_norm()
+    fused, report = apply_pass(model, FUSE_SKIP_LAYER_NORM, backend="tensorrt", expect_count=0)
+    assert "fuse_skip_layer_norm" in report.passes_skipped
+    assert op_types(fused) == ["Add", "LayerNormalization"]
+
+
+def test_fuse_skip_layer_norm_is_off_by_default_on_onnxruntime() -> None:
+    assert "slower" in FUSE_SKIP_LAYER_NORM.off_by_default["onnxruntime"]
+
+
+@pytest.mark.parametrize(
+    ("variant", "reason"),
+    [
+        ({"axis": -2}, "normalizes from axis -2"),
+        ({"stash_type": 0}, "stash_type 0"),
+        ({"gamma_as_input": True}, "'gamma' is also a graph input"),
+        ({"skip_shape": (1, 5, 16)}, "differ in shape"),
+        ({"shape": (2, 3, 4, 8)}, "rank 4"),
+        ({"mean_output_used": True}, "'mean' (LayerNormalization output) is a graph output"),
+        ({"infer_shapes": False, "skip_from_relu": True}, "unknown (run shape inference)"),
+    ],
+    ids=["not-last-axis", "stash-type", "gamma-input", "broadcast-skip", "rank-4",
+         "mean-output", "unknown-shape"],
+)
+def test_fuse_skip_layer_norm_refuses_unsafe_variants(variant: dict, reason: str) -> None:
+    model = skip_layer_norm(**variant)
+    fused, report = apply_pass(model, FUSE_SKIP_LAYER_NORM, expect_count=0)
+    assert SKIP_LN not in op_types(fused)
+    [stats] = [s for s in report.rules if s.rule == "FuseSkipLayerNorm"]
+    assert any(reason in r.reason for r in stats.refusals), stats
+
+
+@pytest.mark.parametrize(
+    ("variant", "reason"),
+    [
+        ({"bias": "first", "bias_as_input": True}, "expected one constant 1-D bias"),
+        ({"bias": "first", "inner_sum_used_elsewhere": True},
+         "'inner' (Add output) is also used by Relu"),
+    ],
+    ids=["bias-input", "inner-sum-shared"],
+)
+def test_unsafe_bias_stays_outside_and_the_residual_add_still_fuses(
+    variant: dict, reason: str
+) -> None:
+    model = skip_layer_norm(**variant)
+    _, report = apply_pass(model, only("FuseSkipLayerNormBias"), expect_count=0)
+    [stats] = report.rules
+    assert any(reason in r.reason for r in stats.refusals), stats
+
+    fused, report = apply_pass(model, FUSE_SKIP_LAYER_NORM, expect_count=1)
+    assert report.applied("FuseSkipLayerNorm") == 1
+    assert op_types(fused)[:2] == ["Add", SKIP_LN]
+    assert_outputs_close(model, fused, atol=1e-5, rtol=1e-4)
+
+
+def test_rule_without_sum_output_refuses_a_sum_read_elsewhere() -> None:
+    model = skip_layer_norm(sum_read_by_next_residual=True)
+    _, report = apply_pass(model, only("FuseSkipLayerNorm"), expect_count=0)
+    [stats] = report.rules
+    assert any("'sum' (Add output) is also used by Add" in r.reason for r in stats.refusals), stats
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    hidden=st.integers(1, 64),
+    rows=st.integers(1, 6),
+    rank_3=st.booleans(),
+    bias=st.sampled_from([None, "first", "last"]),
+    swap=st.booleans(),
+    beta=st.booleans(),
+    keep_sum=st.booleans(),
+    epsilon=st.floats(1e-6, 1e-1),
+    seed=st.integers(0, 2**16),
+)
+def test_fuse_skip_layer_norm_is_equivalent_on_random_residuals(
+    hidden: int, rows: int, rank_3: bool, bias: str | None, swap: bool, beta: bool,
+    keep_sum: bool, epsilon: float, seed: int,
+) -> None:
+    shape = (2, rows, hidden) if rank_3 else (rows, hidden)
+    model = skip_layer_norm(shape=shape, bias=bias, swap=swap, beta=beta, epsilon=epsilon,
+                            sum_read_by_next_residual=keep_sum, seed=seed)
+    fused, _ = apply_pass(model, FUSE_SKIP_LAYER_NORM, expect_count=1)
+    assert op_types(fused)[0] == SKIP_LN
+    assert_outputs_close(model, fused, atol=1e-4, rtol=1e-3, seed=seed)
