@@ -42,9 +42,10 @@ from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner, Optimizatio
 from optimizer.benchmark import BenchmarkOptions, benchmark_interleaved
 from optimizer.errors import OptimizerError
 from optimizer.optimize import OptimizeOptions, optimize_model
+from optimizer.shapes import fix_input_shapes, resolve_input_shapes
 from optimizer.passes import DEFAULT_PASSES
 from optimizer.runner import RunnerSpec
-from optimizer.tensor_specs import TensorSpec
+from optimizer.tensor_specs import TensorSpec, summarize_model
 from tests.real_models import bert_encoder, resnet50
 
 BUILDERS: dict[str, Callable[[], onnx.ModelProto]] = {
@@ -146,6 +147,8 @@ def _median_ratio(baseline: list[int], fused: list[int]) -> float:
 def bench_model(name: str, model: onnx.ModelProto, options: BenchmarkOptions,
                 threads: int | None) -> list[str]:
     """One table row: node counts, optimize time, the three ratios and the output difference."""
+    # As a job does: dynamic dims fixed (to 1) and shapes inferred before the passes run.
+    model = fix_input_shapes(model, resolve_input_shapes(summarize_model(model).inputs, None))
     started = time.perf_counter()
     fused, report = optimize_model(model, OptimizeOptions(backend="onnxruntime", passes="all"))
     optimize_s = time.perf_counter() - started

@@ -3,6 +3,8 @@
 from optimizer.passes.base import BACKENDS, FusionPass
 from optimizer.passes.cleanup import CLEANUP
 from optimizer.passes.fuse_attention import FUSE_ATTENTION
+from optimizer.passes.fuse_conv_activation import FUSE_CONV_ACTIVATION
+from optimizer.passes.fuse_conv_add_relu import FUSE_CONV_ADD_RELU
 from optimizer.passes.fuse_conv_bn import FOLD_BATCH_NORM
 from optimizer.passes.fuse_gelu import FUSE_GELU
 from optimizer.passes.fuse_layer_norm import FUSE_LAYER_NORM
@@ -14,12 +16,15 @@ __all__ = ["BACKENDS", "DEFAULT_PASSES", "FusionPass", "PASSES_BY_NAME"]
 # Order matters (the engine repeats the whole sequence until nothing changes, but a pass that
 # runs first can hide another's pattern):
 # - clean-up folds constants and infers the shapes later rules check;
-# - BN folds before Conv+activation sees the Conv;
+# - BN folds before Conv+activation sees the Conv; Conv+Add+Relu claims its Relu before
+#   Conv+Relu would fuse the other branch's;
 # - LayerNorm before Add+LayerNorm; LayerNorm, GELU (with its bias Add) and attention (with its
 #   head split/merge Reshapes) before MatMul+Add lowering rewrites the Adds and projections.
 DEFAULT_PASSES: tuple[FusionPass, ...] = (
     CLEANUP,
     FOLD_BATCH_NORM,
+    FUSE_CONV_ADD_RELU,
+    FUSE_CONV_ACTIVATION,
     FUSE_LAYER_NORM,
     FUSE_SKIP_LAYER_NORM,
     FUSE_GELU,
