@@ -1,6 +1,6 @@
 """Benchmark FuseForge's fusion passes on full-size models against ONNX Runtime's own fusions.
 
-For each model, one interleaved run times five ONNX Runtime CPU sessions on the same feeds:
+For each model, one interleaved run times six ONNX Runtime CPU sessions on the same feeds:
 the original and our fused model (optimize_model, backend "onnxruntime", every pass that
 DEFAULT_PASSES enables) with ORT's graph optimizations disabled, the original at "extended"
 and at "all", and the fused model at "all". From the per-round times it prints the median of
@@ -9,6 +9,8 @@ per-round ratios for three comparisons:
   passes alone   original@disabled / fused@disabled   what our rewrites buy by themselves
   vs ORT fusions original@extended / fused@disabled   ours against ORT's own fusions
   end to end     original@all      / fused@all        what a user of ORT gets on top
+  engine         original@all      / engine           a FuseForge engine: fused, at "all",
+                                                      without ORT fusions measured slower
 
 A ratio above 1 means the fused model is faster. The machine is shared and noisy: compare the
 ratios of one run, never absolute times across runs. Also printed: node counts (original,
@@ -38,6 +40,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
+from optimizer.backends.onnxruntime.build import SLOWER_ORT_FUSIONS
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner, OptimizationLevel
 from optimizer.benchmark import BenchmarkOptions, benchmark_interleaved
 from optimizer.errors import OptimizerError
@@ -54,18 +57,23 @@ BUILDERS: dict[str, Callable[[], onnx.ModelProto]] = {
     "bert-torchscript": lambda: bert_encoder(form="torchscript"),
     "bert-opset20": lambda: bert_encoder(form="dynamo_opset20"),
 }
-VARIANTS: tuple[tuple[str, str, OptimizationLevel], ...] = (
-    ("original@disabled", "original", "disabled"),
-    ("fused@disabled", "fused", "disabled"),
-    ("original@extended", "original", "extended"),
-    ("original@all", "original", "all"),
-    ("fused@all", "fused", "all"),
+# (variant, model, ORT level, ORT optimizers kept off)
+VARIANTS: tuple[tuple[str, str, OptimizationLevel, tuple[str, ...]], ...] = (
+    ("original@disabled", "original", "disabled", ()),
+    ("fused@disabled", "fused", "disabled", ()),
+    ("original@extended", "original", "extended", ()),
+    ("original@all", "original", "all", ()),
+    ("fused@all", "fused", "all", ()),
+    # What a FuseForge job's engine runs: the fused model at "all" without the ORT fusions
+    # measured slower (optimizer.backends.onnxruntime.build.SLOWER_ORT_FUSIONS).
+    ("engine", "fused", "all", tuple(SLOWER_ORT_FUSIONS)),
 )
 # (column, baseline variant, fused variant)
 RATIOS = (
     ("passes alone", "original@disabled", "fused@disabled"),
     ("vs ORT fusions", "original@extended", "fused@disabled"),
     ("end to end", "original@all", "fused@all"),
+    ("engine", "original@all", "engine"),
 )
 
 
@@ -158,8 +166,9 @@ def bench_model(name: str, model: onnx.ModelProto, options: BenchmarkOptions,
         onnx.save(model, paths["original"])
         onnx.save(fused, paths["fused"])
         runners = {variant: _TimedRunner(OnnxRuntimeRunner(paths[which], optimization_level=level,
-                                                           intra_op_threads=threads))
-                   for variant, which, level in VARIANTS}
+                                                           intra_op_threads=threads,
+                                                           disabled_optimizers=disabled))
+                   for variant, which, level, disabled in VARIANTS}
         try:
             benchmark_interleaved(runners, feeds, options, reference="original@disabled",
                                   batch_size=1)

@@ -35,6 +35,7 @@ from optimizer.tensor_specs import summarize_model
 
 __all__ = [
     "ENGINE_FILE",
+    "SLOWER_ORT_FUSIONS",
     "MANIFEST_FILE",
     "OrtBuildOptions",
     "OrtEngine",
@@ -50,10 +51,25 @@ _SAVED_LEVEL: dict[str, OptimizationLevel] = {
     "disabled": "disabled", "basic": "basic", "extended": "extended", "all": "extended"}
 
 
+# ONNX Runtime fusions FuseForge keeps out of its engines, each with the measurement that
+# decided it (a fused kernel is not always faster; see the brief's "every fusion is measured").
+SLOWER_ORT_FUSIONS: dict[str, str] = {
+    "SkipLayerNormFusion": (
+        "ORT 1.32's CPU SkipLayerNormalization kernel ran at 0.15-0.44x the speed of Add + "
+        "LayerNormalization (bench/fuse_norm_gelu.py, hidden 128-768, seq 128); without this "
+        "fusion a BERT encoder exported by torch's dynamo exporter ran 1.14-1.17x faster at "
+        "level all (bench/fusion.py)"
+    ),
+}
+
+
 @dataclass(frozen=True)
 class OrtBuildOptions:
     optimization_level: OptimizationLevel = "all"
     intra_op_threads: int | None = None
+    # ONNX Runtime's own optimizer names (e.g. "SkipLayerNormFusion") to keep off, at build
+    # time and every time the engine loads.
+    disabled_optimizers: tuple[str, ...] = tuple(SLOWER_ORT_FUSIONS)
 
 
 @dataclass(frozen=True)
@@ -94,11 +110,13 @@ def build_ort_engine(
     engine_path = out_dir / ENGINE_FILE
     saved_level = _SAVED_LEVEL[requested]
     save_optimized_model(static, engine_path, level=saved_level,
-                         intra_op_threads=options.intra_op_threads, source_name=model_path.name)
+                         intra_op_threads=options.intra_op_threads, source_name=model_path.name,
+                         disabled_optimizers=options.disabled_optimizers)
     # Loading once at the load level proves the engine works where it will be used.
     try:
         OnnxRuntimeRunner(engine_path, optimization_level=requested,
-                          intra_op_threads=options.intra_op_threads).close()
+                          intra_op_threads=options.intra_op_threads,
+                          disabled_optimizers=options.disabled_optimizers).close()
     except EngineBuildError as err:
         raise EngineBuildError(
             f"The engine built from model {model_path.name!r} does not load at level "
@@ -113,6 +131,9 @@ def build_ort_engine(
         "saved_optimization_level": saved_level,
         "load_optimization_level": requested,
         "intra_op_threads": options.intra_op_threads,
+        "disabled_optimizers": {
+            name: SLOWER_ORT_FUSIONS.get(name, "disabled by the job") for name in options.disabled_optimizers
+        },
         "input_shapes": {name: list(shape) for name, shape in shapes.items()},
         "source_model": _graph_stats(original),
         "engine_model": _graph_stats(_load(engine_path)),
@@ -123,7 +144,8 @@ def build_ort_engine(
 
 
 def save_optimized_model(model: onnx.ModelProto, engine_path: Path, *, level: OptimizationLevel,
-                         intra_op_threads: int | None, source_name: str) -> Path:
+                         intra_op_threads: int | None, source_name: str,
+                         disabled_optimizers: Sequence[str] = ()) -> Path:
     """Let ONNX Runtime optimize `model` at `level` and write the result to `engine_path`.
 
     Raises:
@@ -134,7 +156,8 @@ def save_optimized_model(model: onnx.ModelProto, engine_path: Path, *, level: Op
     engine_path.unlink(missing_ok=True)
     try:
         ort.InferenceSession(model.SerializeToString(), sess_options=options,
-                             providers=list(PROVIDERS))
+                             providers=list(PROVIDERS),
+                             disabled_optimizers=list(disabled_optimizers))
     # ONNX Runtime's errors share no base class below Exception.
     except Exception as err:
         raise EngineBuildError(
@@ -165,6 +188,7 @@ def runner_for_engine(engine_dir_or_manifest: Path) -> OnnxRuntimeRunner:
         engine_file = manifest["engine_file"]
         load_level = manifest["load_optimization_level"]
         threads = manifest.get("intra_op_threads")
+        disabled = list(manifest.get("disabled_optimizers", {}))
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise InternalError(
             f"Engine manifest {str(manifest_path)!r} is missing or malformed: {err!r}") from err
@@ -172,7 +196,7 @@ def runner_for_engine(engine_dir_or_manifest: Path) -> OnnxRuntimeRunner:
         raise InternalError(
             f"Engine manifest {str(manifest_path)!r} is for backend {backend!r}, not {BACKEND!r}.")
     return OnnxRuntimeRunner(manifest_path.parent / engine_file, optimization_level=load_level,
-                             intra_op_threads=threads)
+                             intra_op_threads=threads, disabled_optimizers=disabled)
 
 
 def _load(path: Path) -> onnx.ModelProto:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self, get_args
@@ -65,14 +65,17 @@ class OnnxRuntimeRunner:
         *,
         optimization_level: OptimizationLevel = "disabled",
         intra_op_threads: int | None = None,
+        disabled_optimizers: Sequence[str] = (),
     ) -> None:
         self.model_path = Path(model_path).resolve()
         self.optimization_level = optimization_level
         self.intra_op_threads = intra_op_threads
+        self.disabled_optimizers = tuple(disabled_optimizers)
         options = session_options(optimization_level, intra_op_threads)
         try:
             self._session: ort.InferenceSession | None = ort.InferenceSession(
-                str(self.model_path), sess_options=options, providers=list(PROVIDERS))
+                str(self.model_path), sess_options=options, providers=list(PROVIDERS),
+                disabled_optimizers=list(self.disabled_optimizers))
         # ONNX Runtime's errors share no base class below Exception.
         except Exception as err:
             raise EngineBuildError(
@@ -118,7 +121,8 @@ class OnnxRuntimeRunner:
             backend=BACKEND,
             model_path=str(self.model_path),
             options={"optimization_level": self.optimization_level,
-                     "intra_op_threads": self.intra_op_threads},
+                     "intra_op_threads": self.intra_op_threads,
+                     "disabled_optimizers": list(self.disabled_optimizers)},
         )
 
     def close(self) -> None:

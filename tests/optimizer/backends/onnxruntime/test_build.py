@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import onnx
 import pytest
-from onnx import helper
+from onnx import TensorProto, helper, numpy_helper
 
 from optimizer.backends.onnxruntime.build import (
     OrtBuildOptions,
@@ -15,7 +16,7 @@ from optimizer.backends.onnxruntime.build import (
 )
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
 from optimizer.errors import EngineBuildError, InputShapeError, InternalError
-from optimizer.graphs import iter_nodes
+from optimizer.graphs import iter_nodes, op_histogram
 from optimizer.inputs import random_feeds
 from optimizer.tensor_specs import TensorSpec
 from optimizer.validation import default_tolerances, validate
@@ -106,3 +107,40 @@ def test_build_ort_engine_reports_an_op_ort_lacks_as_engine_build_error(tmp_path
 def test_runner_for_engine_blames_us_for_a_missing_manifest(tmp_path):
     with pytest.raises(InternalError, match="manifest .* is missing or malformed"):
         runner_for_engine(tmp_path)
+
+
+def _add_layer_norm_model(path):
+    rng = np.random.default_rng(3)
+    hidden = 64
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "skip"], ["sum"]),
+         helper.make_node("LayerNormalization", ["sum", "gamma", "beta"], ["y"], axis=-1)],
+        "add_ln",
+        [helper.make_tensor_value_info(name, TensorProto.FLOAT, [1, 8, hidden])
+         for name in ("x", "skip")],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, hidden])],
+        initializer=[
+            numpy_helper.from_array(rng.uniform(0.5, 1.5, hidden).astype(np.float32), "gamma"),
+            numpy_helper.from_array(rng.standard_normal(hidden).astype(np.float32), "beta"),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    onnx.save(model, path)
+    return path
+
+
+def test_build_ort_engine_keeps_slower_ort_fusions_out_and_says_why(tmp_path):
+    source = _add_layer_norm_model(tmp_path / "add_ln.onnx")
+
+    default = build_ort_engine(source, tmp_path / "default", options=OrtBuildOptions(),
+                               input_shapes={})
+    everything = build_ort_engine(source, tmp_path / "everything",
+                                  options=OrtBuildOptions(disabled_optimizers=()),
+                                  input_shapes={})
+
+    assert "com.microsoft.SkipLayerNormalization" not in op_histogram(onnx.load(default.model_path))
+    assert "com.microsoft.SkipLayerNormalization" in op_histogram(onnx.load(everything.model_path))
+    assert "0.15-0.44x" in default.manifest["disabled_optimizers"]["SkipLayerNormFusion"]
+    with runner_for_engine(default.manifest_path) as runner:
+        assert runner.disabled_optimizers == ("SkipLayerNormFusion",)
