@@ -50,9 +50,9 @@ def fix_input_shapes(
     """Return a copy of `model` whose inputs have static shapes, with shapes inferred throughout.
 
     `shapes` is resolved as in `resolve_input_shapes`, so inputs it leaves out get their
-    defaults. Intermediate shapes recorded by the exporter are dropped and symbolic output dims
-    cleared first, so inference recomputes them for the new shapes instead of clashing with a
-    stale batch size.
+    defaults. Intermediate and output shapes recorded by the exporter are dropped first, so
+    inference recomputes them for the new shapes instead of trusting a stale batch size or a
+    wrong declaration.
 
     Raises:
         InputShapeError: as `resolve_input_shapes`.
@@ -67,9 +67,8 @@ def fix_input_shapes(
             _set_dims(value, resolved[value.name])
     del graph.value_info[:]
     for value in graph.output:
-        for dim in value.type.tensor_type.shape.dim:
-            if not dim.HasField("dim_value"):
-                dim.Clear()
+        # A declared output shape is the exporter's claim, not a fact: inference recomputes it.
+        value.type.tensor_type.ClearField("shape")
     try:
         return onnx.shape_inference.infer_shapes(
             fixed, check_type=True, strict_mode=True, data_prop=True)

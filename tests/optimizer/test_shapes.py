@@ -111,9 +111,25 @@ def test_fix_input_shapes_drops_intermediate_shapes_recorded_for_another_batch()
 
 
 def test_fix_input_shapes_reports_a_shape_inference_failure_as_an_invalid_model():
-    model = models.mlp()
-    # The output claims batch 1, which contradicts batch 2 on the input.
-    model.graph.output[0].type.tensor_type.shape.dim[0].dim_value = 1
+    weights = helper.make_tensor("w", TensorProto.FLOAT, [16, 8], np.ones(128, np.float32))
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["input", "w"], ["output"])], "matmul",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", "K"])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["N", 8])],
+        initializer=[weights])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
-    with pytest.raises(InvalidModelError, match=r"shape inference failed .* input=\[2, 16\]"):
-        fix_input_shapes(model, {"input": [2, 16]})
+    # K = 5 cannot multiply a 16 x 8 weight.
+    with pytest.raises(InvalidModelError, match=r"shape inference failed .* input=\[2, 5\]"):
+        fix_input_shapes(model, {"input": [2, 5]})
+
+
+def test_fix_input_shapes_replaces_a_wrong_declared_output_shape_with_the_inferred_one():
+    model = models.small_cnn()
+    dims = model.graph.output[0].type.tensor_type.shape.dim
+    dims[1].dim_value = 999  # the graph really produces 10 classes
+
+    fixed = fix_input_shapes(model, {"input": [2, 3, 32, 32]})
+
+    out_dims = fixed.graph.output[0].type.tensor_type.shape.dim
+    assert [d.dim_value for d in out_dims] == [2, 10]
