@@ -7,8 +7,7 @@ Reshape/Transpose/Reshape, Q and Kᵀ each multiplied by sqrt(1/sqrt(H)), additi
 Gelu FFN, LayerNormalization), rewrites it with fuse_attention, checks the outputs agree, and
 times original and fused interleaved in this process, at ORT optimization level "disabled" (only
 our rewrite differs) and "all" (ORT's default, what users get). Prints the median of per-round
-speed-ups (unfused time / fused time: above 1 means the fusion is faster). The machine is shared
-and noisy: compare ratios from one run, never absolute times across runs.
+speed-ups (unfused time / fused time: above 1 means the fusion is faster; see bench/timing.py).
 
     .venv/bin/python -m bench.fuse_attention [--iterations 20] [--layers 1] [--threads 1]
         [--seq 128] [--batches 1 8]
@@ -19,19 +18,16 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import onnx
-import onnx_ir as ir
 from onnx import TensorProto, helper, numpy_helper
 
-from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner, OptimizationLevel
-from optimizer.benchmark import BenchmarkOptions, benchmark_interleaved
-from optimizer.passes.engine import run_passes
+from bench.timing import Timing, add_timing_arguments, fused_speedups
+from optimizer.backends.onnxruntime.runner import OptimizationLevel
 from optimizer.passes.fuse_attention import FUSE_ATTENTION
+from tests.optimizer.passes.support import apply_pass
 
 WIDTHS = ((256, 4), (768, 12))  # (hidden, heads): BERT-mini-ish and BERT-base
 BATCHES = (1, 8)
@@ -111,69 +107,36 @@ def bert_encoder(batch: int, seq: int, hidden: int, heads: int, layers: int) -> 
     return onnx.shape_inference.infer_shapes(model, data_prop=True)
 
 
-def fuse(model: onnx.ModelProto, layers: int) -> onnx.ModelProto:
-    ir_model = ir.from_proto(model)
-    report = run_passes(ir_model, [FUSE_ATTENTION], backend="onnxruntime")
-    if report.applied(FUSE_ATTENTION.name) != layers:
-        raise SystemExit(f"{FUSE_ATTENTION.name} fired {report.applied(FUSE_ATTENTION.name)} "
-                         f"times, expected {layers}: {report}")
-    return ir.to_proto(ir_model)
-
-
 def bench_case(seq: int, hidden: int, heads: int, batch: int, layers: int,
-               options: BenchmarkOptions, threads: int | None, tmp: Path) -> dict[str, float]:
+               timing: Timing) -> dict[str, float]:
     original = bert_encoder(batch, seq, hidden, heads, layers)
-    paths = {"unfused": tmp / "unfused.onnx", "fused": tmp / "fused.onnx"}
-    onnx.save(original, paths["unfused"])
-    onnx.save(fuse(original, layers), paths["fused"])
+    fused, _ = apply_pass(original, FUSE_ATTENTION, expect_count=layers)
     rng = np.random.default_rng(1)
     mask = np.ones((batch, seq), np.float32)
     mask[:, seq * 3 // 4:] = 0.0  # padded tail
     feeds = {"x": rng.standard_normal((batch, seq, hidden)).astype(np.float32),
              "attention_mask": mask}
-    runners = {f"{kind}@{level}": OnnxRuntimeRunner(path, optimization_level=level,
-                                                     intra_op_threads=threads)
-               for level in LEVELS for kind, path in paths.items()}
-    want = runners["unfused@disabled"].infer(feeds)["y"]
-    for name, runner in runners.items():
-        np.testing.assert_allclose(runner.infer(feeds)["y"], want, atol=2e-4, rtol=1e-3,
-                                   err_msg=name)
-    speedups: dict[str, float] = {}
-    for level in LEVELS:  # each level interleaved on its own: ratios are within a level
-        pair = {k: v for k, v in runners.items() if k.endswith(f"@{level}")}
-        results = benchmark_interleaved(pair, feeds, options, reference=f"unfused@{level}",
-                                        batch_size=batch)
-        fused = next(r for r in results if r.variant == f"fused@{level}")
-        assert fused.speedup_vs_reference is not None
-        speedups[level] = fused.speedup_vs_reference
-    for runner in runners.values():
-        runner.__exit__(None, None, None)
-    return speedups
+    return fused_speedups(original, fused, feeds, timing, levels=LEVELS, atol=2e-4, rtol=1e-3,
+                          batch_size=batch)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--iterations", type=int, default=20)
-    parser.add_argument("--warmup", type=int, default=3)
+    add_timing_arguments(parser, iterations=20)
     parser.add_argument("--layers", type=int, default=1)
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--batches", type=int, nargs="+", default=list(BATCHES))
-    parser.add_argument("--threads", type=int, default=1,
-                        help="ORT intra-op threads (0: ORT's default, all cores)")
     args = parser.parse_args(argv)
-    options = BenchmarkOptions(warmup=args.warmup, iterations=args.iterations, measure_memory=False)
-    threads = args.threads or None
+    timing = Timing.from_args(args)
     print(f"BERT encoder, {args.layers} layer(s), seq {args.seq}, {args.iterations} interleaved "
-          f"rounds, threads {threads or 'default'}; speed-up = unfused / fused")
+          f"rounds, threads {timing.threads or 'default'}; speed-up = unfused / fused")
     print(f"{'hidden':>7}{'heads':>6}{'batch':>6}" + "".join(f"{'@' + lv:>12}" for lv in LEVELS))
-    with tempfile.TemporaryDirectory() as tmp:
-        for hidden, heads in WIDTHS:
-            for batch in args.batches:
-                speedups = bench_case(args.seq, hidden, heads, batch, args.layers, options, threads,
-                                      Path(tmp))
-                print(f"{hidden:>7}{heads:>6}{batch:>6}"
-                      + "".join(f"{speedups[lv]:>11.3f}x" for lv in LEVELS), flush=True)
+    for hidden, heads in WIDTHS:
+        for batch in args.batches:
+            speedups = bench_case(args.seq, hidden, heads, batch, args.layers, timing)
+            print(f"{hidden:>7}{heads:>6}{batch:>6}"
+                  + "".join(f"{speedups[lv]:>11.3f}x" for lv in LEVELS), flush=True)
     return 0
 
 

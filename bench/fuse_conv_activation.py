@@ -6,8 +6,7 @@ rewrites it with fuse_conv_activation / fuse_conv_add_relu, checks the outputs a
 original and fused interleaved in this process. The primary figure is at ORT optimization level
 "disabled" (so only our rewrite differs); "--levels disabled all" adds the level FuseForge builds
 engines at, where ORT fuses the original itself. Prints the median of per-round speed-ups
-(unfused time / fused time: above 1 means the fusion is faster). The machine is shared and noisy:
-compare ratios from one run, never absolute times across runs.
+(unfused time / fused time: above 1 means the fusion is faster; see bench/timing.py).
 
     .venv/bin/python -m bench.fuse_conv_activation [--iterations 60] [--levels disabled all] [--threads 1]
 """
@@ -16,22 +15,19 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 from collections.abc import Callable
 from typing import Any
-from pathlib import Path
 
 import numpy as np
 import onnx
-import onnx_ir as ir
 from onnx import TensorProto, helper, numpy_helper
 
-from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner, OptimizationLevel
-from optimizer.benchmark import BenchmarkOptions, benchmark_interleaved
+from bench.timing import Timing, add_timing_arguments, fused_speedups
+from optimizer.backends.onnxruntime.runner import OptimizationLevel
 from optimizer.passes.base import FusionPass
-from optimizer.passes.engine import run_passes
 from optimizer.passes.fuse_conv_activation import FUSE_CONV_ACTIVATION
 from optimizer.passes.fuse_conv_add_relu import FUSE_CONV_ADD_RELU
+from tests.optimizer.passes.support import apply_pass, random_inputs
 
 SHAPES = ((64, 56), (256, 14))  # (channels, height = width): ResNet stages 1 and 3
 BATCHES = (1, 8)
@@ -70,11 +66,7 @@ Fuser = Callable[[onnx.ModelProto], onnx.ModelProto]
 
 def _by(fusion_pass: FusionPass) -> Fuser:
     def fuse(model: onnx.ModelProto) -> onnx.ModelProto:
-        ir_model = ir.from_proto(model)
-        report = run_passes(ir_model, [fusion_pass], backend="onnxruntime")
-        if report.applied(fusion_pass.name) != 1:
-            raise SystemExit(f"{fusion_pass.name} did not fire once: {report}")
-        return ir.to_proto(ir_model)
+        return apply_pass(model, fusion_pass, expect_count=1)[0]
     return fuse
 
 
@@ -126,47 +118,27 @@ def conv_model(tail: Tail, channels: int, size: int, batch: int) -> onnx.ModelPr
 
 
 def bench_case(name: str, channels: int, size: int, batch: int, level: OptimizationLevel,
-               options: BenchmarkOptions, threads: int | None, tmp: Path) -> float:
+               timing: Timing) -> float:
     tail, fuse = CASES[name]
     original = conv_model(tail, channels, size, batch)
-    paths = {"unfused": tmp / "unfused.onnx", "fused": tmp / "fused.onnx"}
-    onnx.save(original, paths["unfused"])
-    onnx.save(fuse(original), paths["fused"])
-    runners = {key: OnnxRuntimeRunner(path, optimization_level=level, intra_op_threads=threads)
-               for key, path in paths.items()}
-    feeds = {"x": np.random.default_rng(1).standard_normal((batch, channels, size, size)).astype(np.float32)}
-    want, got = runners["unfused"].infer(feeds)["y"], runners["fused"].infer(feeds)["y"]
-    np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4)
-    results = benchmark_interleaved(runners, feeds, options, reference="unfused", batch_size=batch)
-    for runner in runners.values():
-        runner.__exit__(None, None, None)
-    fused = next(r for r in results if r.variant == "fused")
-    assert fused.speedup_vs_reference is not None
-    return fused.speedup_vs_reference
+    speedups = fused_speedups(original, fuse(original), random_inputs(original, seed=1), timing,
+                              levels=[level], atol=1e-4, rtol=1e-4, batch_size=batch)
+    return speedups[level]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--iterations", type=int, default=60)
-    parser.add_argument("--warmup", type=int, default=3)
-    # One thread measures the kernels: on a small shared machine ORT's spinning thread pool
-    # makes interleaved ratios of millisecond runs swing from 0.5x to 1.9x.
-    parser.add_argument("--threads", type=int, default=1, help="ORT intra-op threads (0: ORT's choice)")
-    parser.add_argument("--levels", nargs="+", default=["disabled"], choices=["disabled", "all"])
+    add_timing_arguments(parser, iterations=60, levels=["disabled"])
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     args = parser.parse_args(argv)
-    options = BenchmarkOptions(warmup=args.warmup, iterations=args.iterations, measure_memory=False)
-    threads = args.threads or None
+    timing = Timing.from_args(args)
     configs = [(c, s, b) for c, s in SHAPES for b in BATCHES]
     for level in args.levels:
         print(f"\nspeed-up of fused over unfused, ORT level {level!r}, {args.threads or 'default'} "
               f"thread(s), median of {args.iterations} interleaved rounds")
         print(f"{'case':<13}" + "".join(f"{f'{c}ch {s}x{s} b{b}':>18}" for c, s, b in configs))
         for name in args.cases:
-            ratios = []
-            with tempfile.TemporaryDirectory() as tmp:
-                for c, s, b in configs:
-                    ratios.append(bench_case(name, c, s, b, level, options, threads, Path(tmp)))
+            ratios = [bench_case(name, c, s, b, level, timing) for c, s, b in configs]
             print(f"{name:<13}" + "".join(f"{r:>17.3f}x" for r in ratios), flush=True)
     return 0
 

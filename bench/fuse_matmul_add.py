@@ -4,27 +4,26 @@ Each case is Relu → linear → Relu (so the linear's input and output are inte
 network), built in code with random weights. The fused model is produced by the pass's own
 rules; the rank-3 Reshape → Gemm → Reshape rule runs here without its K limit, since this script
 is what sets that limit. Both run with ORT graph optimizations disabled, interleaved, and the
-median of per-round unfused/fused time ratios is printed (> 1: the fused form is faster). The
-machine is shared and noisy: compare ratios from one run.
+median of per-round unfused/fused time ratios is printed (> 1: the fused form is faster; see
+bench/timing.py).
 
-    .venv/bin/python -m bench.fuse_matmul_add [--rounds 100] [--threads 1]
+    .venv/bin/python -m bench.fuse_matmul_add [--iterations 100] [--threads 1]
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 import numpy as np
 import onnx
-import onnx_ir as ir
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
+from bench.timing import Timing, add_timing_arguments, fused_speedups
 from optimizer.passes.base import FusionPass
-from optimizer.passes.engine import run_passes
 from optimizer.passes.fuse_matmul_add import FUSE_MATMUL_ADD, MatMulAddToReshapedGemm
+from tests.optimizer.passes.support import apply_pass, random_inputs
 
 NP_TO_ONNX = {np.float32: TensorProto.FLOAT, np.float16: TensorProto.FLOAT16}
 
@@ -54,45 +53,6 @@ def linear(x_shape: tuple[int, ...], n: int, dtype: type, tail: str) -> onnx.Mod
     return onnx.shape_inference.infer_shapes(model)  # the rules need ranks (cleanup infers them)
 
 
-def fused(model: onnx.ModelProto, fusion_pass: FusionPass) -> onnx.ModelProto:
-    ir_model = ir.from_proto(model)
-    report = run_passes(ir_model, [fusion_pass], backend="onnxruntime")
-    assert report.applied(fusion_pass.name) >= 1, report
-    return ir.to_proto(ir_model)
-
-
-def session(model: onnx.ModelProto, threads: int) -> ort.InferenceSession:
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.intra_op_num_threads = threads
-    options.log_severity_level = 3  # the rewrite leaves the old initializers for cleanup
-    return ort.InferenceSession(model.SerializeToString(), options,
-                                providers=["CPUExecutionProvider"])
-
-
-def median_ratio(unfused: onnx.ModelProto, fused_model: onnx.ModelProto, *, rounds: int,
-                 threads: int) -> float:
-    """Median over interleaved rounds of unfused time / fused time (alternating who goes first)."""
-    a, b = session(unfused, threads), session(fused_model, threads)
-    [spec] = a.get_inputs()
-    dtype = np.float16 if "float16" in spec.type else np.float32
-    feeds = {spec.name: np.random.default_rng(1).standard_normal(spec.shape).astype(dtype)}
-    np.testing.assert_allclose(a.run(None, feeds)[0], b.run(None, feeds)[0], rtol=2e-2, atol=2e-2)
-    for _ in range(5):
-        a.run(None, feeds)
-        b.run(None, feeds)
-    ratios = []
-    for round_index in range(rounds):
-        order = (a, b) if round_index % 2 == 0 else (b, a)
-        elapsed = {}
-        for sess in order:
-            started = time.perf_counter_ns()
-            sess.run(None, feeds)
-            elapsed[id(sess)] = time.perf_counter_ns() - started
-        ratios.append(elapsed[id(a)] / elapsed[id(b)])
-    return float(np.median(ratios))
-
-
 CASES: list[tuple[str, tuple[int, ...], int, str, FusionPass]] = [
     *[("2-D MatMul+Add → Gemm", shape, n, "Add", FUSE_MATMUL_ADD)
       for shape, n in (((1, 768), 768), ((32, 768), 768), ((128, 768), 3072), ((256, 32), 32),
@@ -109,17 +69,19 @@ CASES: list[tuple[str, tuple[int, ...], int, str, FusionPass]] = [
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=100)
-    parser.add_argument("--threads", type=int, default=1)
+    add_timing_arguments(parser, iterations=100, warmup=5)
     args = parser.parse_args(argv)
+    timing = Timing.from_args(args)
+    ort.set_default_logger_severity(3)  # the rewrite leaves the old initializers for cleanup
     print(f"{'case':<32}{'dtype':<9}{'x shape':<18}{'N':>6}{'unfused/fused':>15}")
     for dtype in (np.float32, np.float16):
         for label, shape, n, tail, fusion_pass in CASES:
             model = linear(shape, n, dtype, tail)
-            ratio = median_ratio(model, fused(model, fusion_pass), rounds=args.rounds,
-                                 threads=args.threads)
-            print(f"{label:<32}{np.dtype(dtype).name:<9}{str(shape):<18}{n:>6}{ratio:>15.3f}",
-                  flush=True)
+            fused, _ = apply_pass(model, fusion_pass, expect_count=1)
+            speedups = fused_speedups(model, fused, random_inputs(model, seed=1), timing,
+                                      levels=["disabled"], atol=2e-2, rtol=2e-2)
+            print(f"{label:<32}{np.dtype(dtype).name:<9}{str(shape):<18}{n:>6}"
+                  f"{speedups['disabled']:>15.3f}", flush=True)
     return 0
 
 

@@ -6,8 +6,7 @@ it with the pass under test, checks the outputs agree, and times original and fu
 interleaved in this process. The primary figure is at ORT optimization level "disabled" (so
 only our rewrite differs); "--levels disabled all" adds the level FuseForge builds engines at,
 where ORT may fuse the original itself. Prints the median of per-round speed-ups (unfused time /
-fused time: above 1 means the fusion is faster). The machine is shared and noisy: compare ratios
-from one run, never absolute times across runs.
+fused time: above 1 means the fusion is faster; see bench/timing.py).
 
     .venv/bin/python -m bench.fuse_norm_gelu [--iterations 30] [--threads 1] [--levels disabled all]
 """
@@ -16,22 +15,19 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import onnx
-import onnx_ir as ir
 from onnx import TensorProto, helper, numpy_helper
 
-from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner, OptimizationLevel
-from optimizer.benchmark import BenchmarkOptions, benchmark_interleaved
+from bench.timing import Timing, add_timing_arguments, fused_speedups
+from optimizer.backends.onnxruntime.runner import OptimizationLevel
 from optimizer.passes.base import FusionPass
-from optimizer.passes.engine import run_passes
 from optimizer.passes.fuse_gelu import FUSE_GELU
 from optimizer.passes.fuse_layer_norm import FUSE_LAYER_NORM
 from optimizer.passes.fuse_skip_layer_norm import FUSE_SKIP_LAYER_NORM
+from tests.optimizer.passes.support import apply_pass, random_inputs
 
 SEQUENCE = 128
 HIDDEN = (128, 256, 768)
@@ -140,6 +136,8 @@ CASES: dict[str, tuple[Builder, FusionPass, int, bool]] = {
     "bias+Gelu-20": (_gelu(tanh=False, bias="onnx_gelu"), FUSE_GELU, 4, False),
     "bias+Gelu-20 tanh": (_gelu(tanh=True, bias="onnx_gelu"), FUSE_GELU, 4, False),
 }
+# How often the pass fires where it is not once: the written-out GELU, then its bias Add.
+FIRES = {"bias+GELU erf": 2, "bias+GELU tanh": 2}
 
 
 def case_model(name: str, hidden: int, batch: int) -> onnx.ModelProto:
@@ -158,58 +156,29 @@ def case_model(name: str, hidden: int, batch: int) -> onnx.ModelProto:
     return onnx.shape_inference.infer_shapes(model)
 
 
-def fuse(model: onnx.ModelProto, fusion_pass: FusionPass) -> onnx.ModelProto:
-    ir_model = ir.from_proto(model)
-    report = run_passes(ir_model, [fusion_pass], backend="onnxruntime")
-    if report.applied(fusion_pass.name) == 0:  # the bias GELU cases fire two rules
-        raise SystemExit(f"{fusion_pass.name} did not fire: {report}")
-    return ir.to_proto(ir_model)
-
-
 def bench_case(name: str, hidden: int, batch: int, level: OptimizationLevel,
-               options: BenchmarkOptions, threads: int | None, tmp: Path) -> float:
+               timing: Timing) -> float:
     original = case_model(name, hidden, batch)
-    paths = {"unfused": tmp / "unfused.onnx", "fused": tmp / "fused.onnx"}
-    onnx.save(original, paths["unfused"])
-    onnx.save(fuse(original, CASES[name][1]), paths["fused"])
-    runners = {key: OnnxRuntimeRunner(path, optimization_level=level, intra_op_threads=threads)
-               for key, path in paths.items()}
-    rng = np.random.default_rng(1)
-    feeds = {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim])
-             .astype(np.float32) for i in original.graph.input}
-    want, got = runners["unfused"].infer(feeds), runners["fused"].infer(feeds)
-    for key, value in want.items():
-        np.testing.assert_allclose(got[key], value, atol=1e-4, rtol=1e-4)
-    results = benchmark_interleaved(runners, feeds, options, reference="unfused", batch_size=batch)
-    for runner in runners.values():
-        runner.__exit__(None, None, None)
-    fused = next(r for r in results if r.variant == "fused")
-    assert fused.speedup_vs_reference is not None
-    return fused.speedup_vs_reference
+    fused, _ = apply_pass(original, CASES[name][1], expect_count=FIRES.get(name, 1))
+    speedups = fused_speedups(original, fused, random_inputs(original, seed=1), timing,
+                              levels=[level], atol=1e-4, rtol=1e-4, batch_size=batch)
+    return speedups[level]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--iterations", type=int, default=30)
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=None,
-                        help="ORT intra-op threads (default: ORT's)")
-    parser.add_argument("--levels", nargs="+", default=["disabled"], choices=["disabled", "all"])
+    add_timing_arguments(parser, iterations=30, threads=0, levels=["disabled"])
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     args = parser.parse_args(argv)
-    options = BenchmarkOptions(warmup=args.warmup, iterations=args.iterations, measure_memory=False)
+    timing = Timing.from_args(args)
     configs = [(h, b) for h in HIDDEN for b in BATCHES]
     for level in args.levels:
         print(f"\nspeed-up of fused over unfused, ORT level {level!r}, sequence {SEQUENCE}, "
               f"median of {args.iterations} interleaved rounds")
         print(f"{'case':<19}" + "".join(f"{f'h{h} b{b}':>11}" for h, b in configs))
         for name in args.cases:
-            ratios = []
-            with tempfile.TemporaryDirectory() as tmp:
-                for hidden, batch in configs:
-                    ratios.append(bench_case(name, hidden, batch, level, options, args.threads,
-                                             Path(tmp)))
+            ratios = [bench_case(name, hidden, batch, level, timing) for hidden, batch in configs]
             print(f"{name:<19}" + "".join(f"{r:>10.3f}x" for r in ratios), flush=True)
     return 0
 

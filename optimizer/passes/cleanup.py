@@ -34,12 +34,13 @@ from onnxscript.optimizer._constant_folding import (
 )
 
 from optimizer.passes.base import FusionPass
+from optimizer.passes.checks import attr_int
+from optimizer.passes.matching import MS_DOMAIN, ONNX_DOMAINS, default_opset
 
 __all__ = ["CLEANUP", "cleanup_graph"]
 
-_ONNX_DOMAINS = ("", "ai.onnx")
 # Domains whose ops are pure functions of their inputs, so an unread node can go.
-_PURE_DOMAINS = (*_ONNX_DOMAINS, "ai.onnx.ml", "com.microsoft")
+_PURE_DOMAINS = (*ONNX_DOMAINS, "ai.onnx.ml", MS_DOMAIN)
 _QUANTIZATION_OPS = frozenset({
     "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "ConvInteger",
     "MatMulInteger",
@@ -53,7 +54,7 @@ _NOT_FOLDED = frozenset({
 
 
 def _is_onnx(node: ir.Node, *op_types: str) -> bool:
-    return node.domain in _ONNX_DOMAINS and node.op_type in op_types
+    return node.domain in ONNX_DOMAINS and node.op_type in op_types
 
 
 def _is_quantization_op(node: ir.Node) -> bool:
@@ -122,7 +123,7 @@ class _CleanupFolder(FoldConstantsPass):
     """FoldConstantsPass restricted to ONNX ops that are safe to fold here (see module doc)."""
 
     def process_node(self, node: ir.Node, is_function: bool) -> Replacement | None:
-        if is_function or node.domain not in _ONNX_DOMAINS:
+        if is_function or node.domain not in ONNX_DOMAINS:
             return None
         if (_is_quantization_op(node) or node.op_type in _NOT_FOLDED
                 or any(output.is_graph_output() for output in node.outputs)):
@@ -238,9 +239,8 @@ def _no_op_source(node: ir.Node, opset: int) -> ir.Value | None:
         shape, target = source.shape, _const_ints(node.inputs[1] if len(node.inputs) > 1 else None)
         if shape is None or not shape.is_static() or target is None:
             return None
-        allowzero = node.attributes.get("allowzero")
         static = tuple(int(d) for d in shape.numpy())
-        literal_zeros = allowzero is not None and allowzero.as_int() == 1
+        literal_zeros = attr_int(node, "allowzero", 0) == 1
         new_shape = _reshape_target(static, target, literal_zeros)
         return source if new_shape == static else None
     if _is_onnx(node, "Transpose"):
@@ -255,8 +255,7 @@ def _collapse_reshapes(node: ir.Node) -> bool:
     if inner is None or not _is_onnx(node, "Reshape") or not _is_onnx(inner, "Reshape"):
         return False
     target = _const_ints(node.inputs[1] if len(node.inputs) > 1 else None)
-    allowzero = node.attributes.get("allowzero")
-    if target is None or (0 in target and (allowzero is None or allowzero.as_int() == 0)):
+    if target is None or (0 in target and attr_int(node, "allowzero", 0) == 0):
         return False
     x = inner.inputs[0]
     if x is None:
@@ -339,7 +338,7 @@ def cleanup_graph(model: ir.Model) -> int:
     Each lifted constant, folded-away node, bypassed no-op, merged Reshape/Transpose, removed
     dead node and removed initializer counts one, so 0 means the model is already clean.
     """
-    opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1))
+    opset = default_opset(model, default=1)
     count = sum(_lift_constants(graph) for graph in _all_graphs(model))
     count += _fold_constants(model)
     count += sum(_lift_constants(graph) for graph in _all_graphs(model))  # folded shape values

@@ -12,6 +12,7 @@ from onnxscript.rewriter.pattern import MatchingTracer, MatchStatus, RewriteRule
 
 from optimizer.fusion_report import FusionReport, Refusal, RuleStats
 from optimizer.passes.base import FusionPass
+from optimizer.passes.matching import MS_DOMAIN, ONNX_DOMAINS
 
 __all__ = ["MAX_ITERATIONS", "ir_op_histogram", "run_passes"]
 
@@ -25,11 +26,11 @@ def ir_op_histogram(model: ir.Model) -> dict[str, int]:
     """Node count per op ("Conv", or "domain.Op" outside the default domain), subgraphs included."""
     counts: Counter[str] = Counter()
     for node in ir.traversal.RecursiveGraphIterator(model.graph):
-        counts[node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"] += 1
+        counts[node.op_type if node.domain in ONNX_DOMAINS else f"{node.domain}.{node.op_type}"] += 1
     return dict(sorted(counts.items()))
 
 
-_KNOWN_DOMAINS = ("", "ai.onnx", "com.microsoft", "fuseforge")
+_KNOWN_DOMAINS = (*ONNX_DOMAINS, MS_DOMAIN, "fuseforge")
 _QUANTIZED_OPS = frozenset({
     "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearConv",
     "QLinearMatMul", "ConvInteger", "MatMulInteger",

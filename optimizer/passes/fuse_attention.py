@@ -43,6 +43,7 @@ from onnxscript.rewriter.pattern import MatchResult, OrValue, RewriteRuleClassBa
 
 from optimizer.passes.base import FusionPass
 from optimizer.passes.checks import attr_int, unique_initializer_name
+from optimizer.passes.matching import MS_DOMAIN, ONNX_DOMAINS
 
 __all__ = ["FUSE_ATTENTION", "FuseMultiHeadAttention"]
 
@@ -79,7 +80,7 @@ class _Attention:
 
 def _producer(value: ir.Value | None, op_type: str, what: str) -> ir.Node:
     node = None if value is None else value.producer()
-    if node is None or node.op_type != op_type or node.domain not in ("", "ai.onnx"):
+    if node is None or node.op_type != op_type or node.domain not in ONNX_DOMAINS:
         found = "a graph input or constant" if node is None else f"{node.op_type} '{node.name}'"
         name = None if value is None else value.name
         raise _Refused(f"{what} '{name}' comes from {found}, not {op_type}")
@@ -343,7 +344,7 @@ class FuseMultiHeadAttention(RewriteRuleClassBase):
         if attention.mask is not None:
             scores_shape = (batch, heads, seq, attention.key.shape[1])
             inputs += [None, None, _mask_for_op(op, graph, attention.mask, scores_shape)]
-        fused = op.MultiHeadAttention(*inputs, _domain="com.microsoft", num_heads=heads,
+        fused = op.MultiHeadAttention(*inputs, _domain=MS_DOMAIN, num_heads=heads,
                                       scale=attention.scale)
         merged_shape = (batch, seq, heads * attention.value.shape[3])
         return _as_shape(op, graph, fused, attention.out_shape, known=merged_shape)

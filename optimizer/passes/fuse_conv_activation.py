@@ -41,7 +41,16 @@ import onnx_ir as ir
 from onnxscript.rewriter.pattern import MatchResult, RewriteRuleClassBase
 
 from optimizer.passes.base import FusionPass
-from optimizer.passes.checks import const_array, refuse_if_escapes, refuse_if_not_constant
+from optimizer.passes.checks import (
+    attr_float,
+    const_array,
+    first_refusal,
+    refuse_if_escapes,
+    refuse_if_not_constant,
+    refuse_if_not_float32,
+    refuse_unknown_attributes,
+)
+from optimizer.passes.matching import MS_DOMAIN
 
 __all__ = [
     "FUSE_CONV_ACTIVATION",
@@ -53,39 +62,13 @@ __all__ = [
     "FuseConvSilu",
     "FuseConvSiluSwapped",
     "FuseConvTanh",
-    "MS_DOMAIN",
-    "first_refusal",
-    "refuse_if_not_float32",
     "refuse_unless_fused_conv_can_replace",
 ]
 
-MS_DOMAIN = "com.microsoft"
 # The attributes FusedConv shares with Conv (the ConvAttributes both kernels parse).
 _CONV_ATTRIBUTES = frozenset({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"})
 _FLOAT32_LOWEST = float(np.finfo(np.float32).min)
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
-
-
-def first_refusal(*refusals: MatchResult | None) -> MatchResult | None:
-    """The first failed check. (A failed MatchResult is falsy, so `a or b` would skip it.)"""
-    return next((r for r in refusals if r is not None), None)
-
-
-def refuse_if_not_float32(conv: ir.Node, kernel: str) -> MatchResult | None:
-    """The CPU kernels of FusedConv and QuickGelu are registered for float32 only.
-
-    Conv's output has its input's element type, so an output not yet typed by shape inference
-    is judged by X.
-    """
-    out, x = conv.outputs[0], conv.inputs[0]
-    dtype = out.dtype or (x.dtype if x is not None else None)
-    if dtype == ir.DataType.FLOAT:
-        return None
-    if dtype is None:
-        return MatchResult().fail(f"'{out.name}' has no known element type")
-    return MatchResult().fail(
-        f"'{out.name}' is {dtype.name}; onnxruntime's CPU {kernel} kernel is float32 only"
-    )
 
 
 def refuse_unless_fused_conv_can_replace(conv: ir.Node, conv_out: ir.Value,
@@ -96,22 +79,6 @@ def refuse_unless_fused_conv_can_replace(conv: ir.Node, conv_out: ir.Value,
             return MatchResult().fail(f"Conv '{conv.name}' has attribute '{name}' FusedConv lacks")
     return first_refusal(refuse_if_not_float32(conv, "FusedConv"),
                          refuse_if_escapes(conv_out, consumer))
-
-
-def _refuse_unknown_attributes(node: ir.Node, known: tuple[str, ...]) -> MatchResult | None:
-    """Every attribute must be one we translate, with a value (not a function's reference)."""
-    for name, attr in node.attributes.items():
-        if name not in known:
-            return MatchResult().fail(f"{node.op_type} '{node.name}' has unknown attribute '{name}'")
-        if attr.is_ref():
-            return MatchResult().fail(
-                f"{node.op_type} '{node.name}' takes '{name}' from a function attribute")
-    return None
-
-
-def _float_attr(node: ir.Node, name: str, default: float) -> float:
-    attr = node.attributes.get(name)
-    return default if attr is None else attr.as_float()
 
 
 class _FuseConvActivationBase(RewriteRuleClassBase):
@@ -135,7 +102,7 @@ class _FuseConvActivationBase(RewriteRuleClassBase):
         conv, act = conv_out.producer(), act_out.producer()
         assert conv is not None and act is not None
         refusal = first_refusal(refuse_unless_fused_conv_can_replace(conv, conv_out, act),
-                                _refuse_unknown_attributes(act, self.attributes))
+                                refuse_unknown_attributes(act, self.attributes))
         if refusal is not None:
             return refusal
         params = self.activation_params(act)
@@ -169,7 +136,7 @@ class FuseConvLeakyRelu(_FuseConvActivationBase):
     attributes = ("alpha",)
 
     def activation_params(self, act: ir.Node) -> list[float] | MatchResult:
-        return [_float_attr(act, "alpha", 0.01)]  # the spec default
+        return [attr_float(act, "alpha", 0.01)]  # the spec default
 
 
 class FuseConvHardSigmoid(_FuseConvActivationBase):
@@ -177,7 +144,7 @@ class FuseConvHardSigmoid(_FuseConvActivationBase):
     attributes = ("alpha", "beta")
 
     def activation_params(self, act: ir.Node) -> list[float] | MatchResult:
-        return [_float_attr(act, "alpha", 0.2), _float_attr(act, "beta", 0.5)]  # spec defaults
+        return [attr_float(act, "alpha", 0.2), attr_float(act, "beta", 0.5)]  # spec defaults
 
 
 class FuseConvClip(_FuseConvActivationBase):
@@ -203,7 +170,7 @@ class FuseConvClip(_FuseConvActivationBase):
                     return MatchResult().fail(f"Clip {name} '{value.name}' has shape {array.shape}")
                 bounds.append(float(array.reshape(())))
             else:
-                bounds.append(_float_attr(act, name, default))
+                bounds.append(attr_float(act, name, default))
         low, high = bounds
         if np.isnan(low) or np.isnan(high) or low > high:
             return MatchResult().fail(f"Clip '{act.name}' has bounds min={low}, max={high}")
@@ -226,15 +193,10 @@ class FuseConvSilu(RewriteRuleClassBase):
               silu_out: ir.Value) -> MatchResult:
         conv, sigmoid, mul = conv_out.producer(), gate.producer(), silu_out.producer()
         assert conv is not None and sigmoid is not None and mul is not None
-        if conv_out.is_graph_output():
-            return MatchResult().fail(f"'{conv_out.name}' is a graph output, so it must stay computed")
-        for user, _ in conv_out.uses():
-            if user is not sigmoid and user is not mul:
-                return MatchResult().fail(
-                    f"'{conv_out.name}' is also used by node '{user.name}' ({user.op_type})")
         refusal = first_refusal(
+            refuse_if_escapes(conv_out, sigmoid, mul),
             refuse_if_not_float32(conv, "QuickGelu"), refuse_if_escapes(gate, mul),
-            _refuse_unknown_attributes(sigmoid, ()), _refuse_unknown_attributes(mul, ()))
+            refuse_unknown_attributes(sigmoid), refuse_unknown_attributes(mul))
         return refusal if refusal is not None else MatchResult()
 
     def rewrite(self, op: Any, x: ir.Value, w: ir.Value, conv_out: ir.Value, gate: ir.Value,

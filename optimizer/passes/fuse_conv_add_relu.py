@@ -36,12 +36,9 @@ import onnx_ir as ir
 from onnxscript.rewriter.pattern import MatchResult, RewriteRuleClassBase
 
 from optimizer.passes.base import FusionPass
-from optimizer.passes.checks import refuse_if_escapes
-from optimizer.passes.fuse_conv_activation import (
-    MS_DOMAIN,
-    first_refusal,
-    refuse_unless_fused_conv_can_replace,
-)
+from optimizer.passes.checks import first_refusal, refuse_if_escapes, refuse_unknown_attributes
+from optimizer.passes.fuse_conv_activation import refuse_unless_fused_conv_can_replace
+from optimizer.passes.matching import MS_DOMAIN
 
 __all__ = ["FUSE_CONV_ADD_RELU", "FuseAddConvRelu", "FuseConvAddRelu"]
 
@@ -104,12 +101,9 @@ class _FuseConvAddReluBase(RewriteRuleClassBase):
                 f"residual '{z.name}' is (an Identity of) graph input or initializer '{source}': "
                 "ORT's NCHWc layout transform (level all) cannot take it as FusedConv's Z, and "
                 f"the fused form measured {_NOT_COMPUTED_Z_SPEEDUP} there")
-        for node in (add, relu):
-            if node.attributes:
-                name = next(iter(node.attributes))
-                return MatchResult().fail(
-                    f"{node.op_type} '{node.name}' has unknown attribute '{name}'")
         refusal = first_refusal(
+            refuse_unknown_attributes(add),
+            refuse_unknown_attributes(relu),
             refuse_unless_fused_conv_can_replace(conv, conv_out, add),
             refuse_if_escapes(sum_out, relu),
             _refuse_unless_same_static_shape(z, conv_out),

@@ -41,12 +41,13 @@ import onnx_ir as ir
 from onnxscript.rewriter.pattern import MatchResult, OrValue, RewriteRuleClassBase
 
 from optimizer.passes.base import FusionPass
-from optimizer.passes.checks import const_array, refuse_if_not_constant
-from optimizer.passes.fuse_layer_norm import (
-    FormsRule,
-    default_opset,
+from optimizer.passes.checks import (
+    const_array,
+    first_refusal,
     refuse_if_intermediates_escape,
+    refuse_if_not_constant,
 )
+from optimizer.passes.matching import MS_DOMAIN, FormsRule, default_opset
 
 __all__ = ["FUSE_GELU", "FuseBiasGelu", "FuseGeluErf", "FuseGeluTanh"]
 
@@ -67,8 +68,11 @@ def _product_orders() -> Iterator[tuple[str, tuple[str, str], bool]]:
                 yield lone, pair, lone_first
 
 
-def _product(op: Any, factors: dict[str, Any], lone: str, pair: tuple[str, str],
-             lone_first: bool) -> Any:
+def _product(op: Any, x: Any, half: Any, one: Any, activated: Any, lone: str,
+             pair: tuple[str, str], lone_first: bool) -> Any:
+    """0.5 * x * (1 + activated), the Muls in one of _product_orders()'s orders."""
+    one_plus = OrValue([op.Add(activated, one), op.Add(one, activated)])
+    factors = {"x": x, "half": half, "one_plus": one_plus}
     inner = op.Mul(factors[pair[0]], factors[pair[1]])
     return op.Mul(factors[lone], inner) if lone_first else op.Mul(inner, factors[lone])
 
@@ -90,12 +94,22 @@ def _refuse_unless_close(value: ir.Value, expected: float, what: str) -> MatchRe
 class _GeluRule(FormsRule):
     approximate: ClassVar[str]  # "none" (erf) or "tanh", as Gelu-20's attribute says
     contrib_op: ClassVar[str]
+    variants: ClassVar[tuple[str, ...]]  # ways to write the argument of Erf / Tanh
 
     def __init__(self, *, lowering: str) -> None:
         if lowering not in LOWERINGS:
             raise ValueError(f"lowering must be one of {LOWERINGS}, got {lowering!r}")
         super().__init__()
         self.lowering = lowering
+
+    def forms(self) -> Sequence[Callable[..., Any]]:
+        return [self._form(variant, *order) for variant in self.variants
+                for order in _product_orders()]
+
+    def _form(self, variant: str, lone: str, pair: tuple[str, str],
+              lone_first: bool) -> Callable[..., Any]:
+        """The pattern with the argument written as `variant` and the product in that order."""
+        raise NotImplementedError
 
     def constants(self, bindings: dict[str, ir.Value | None]) -> list[tuple[ir.Value, float, str]]:
         """(value, exact value, what it is) for each constant of the matched form."""
@@ -108,10 +122,8 @@ class _GeluRule(FormsRule):
                 f"the model imports opset {default_opset(context.model)} of the default domain; "
                 f"the Gelu op needs {GELU_OPSET}")
         constants = self.constants(bindings)
-        refusal = refuse_if_not_constant(*(value for value, _, _ in constants))
-        if refusal is not None:
-            return refusal
-        refusal = refuse_if_intermediates_escape(context)
+        refusal = first_refusal(refuse_if_not_constant(*(value for value, _, _ in constants)),
+                                refuse_if_intermediates_escape(context))
         if refusal is not None:
             return refusal
         half = constants[0][0]
@@ -130,7 +142,7 @@ class _GeluRule(FormsRule):
 
     def rewrite(self, op: Any, x: ir.Value, **_: Any) -> Any:
         if self.lowering == "contrib":
-            return getattr(op, self.contrib_op)(x, _domain="com.microsoft")
+            return getattr(op, self.contrib_op)(x, _domain=MS_DOMAIN)
         return op.Gelu(x, approximate=self.approximate)
 
 
@@ -138,24 +150,18 @@ class FuseGeluErf(_GeluRule):
     """0.5 * x * (1 + Erf(x / √2)) → com.microsoft.Gelu(x) or Gelu(x) (opset 20)."""
 
     approximate, contrib_op = "none", "Gelu"
+    variants = ("div", "mul", "mul_swapped")  # x / √2, x * (1/√2), (1/√2) * x
 
-    def forms(self) -> Sequence[Callable[..., Any]]:
-        return [self._form(scaling, *order) for scaling in ("div", "mul", "mul_swapped")
-                for order in _product_orders()]
-
-    def _form(self, scaling: str, lone: str, pair: tuple[str, str],
+    def _form(self, variant: str, lone: str, pair: tuple[str, str],
               lone_first: bool) -> Callable[..., Any]:
         def form(op: Any, x: ir.Value, scale: ir.Value, one: ir.Value, half: ir.Value) -> Any:
-            if scaling == "div":
+            if variant == "div":
                 scaled = op.Div(x, scale, _outputs=["scaled"])
-            elif scaling == "mul":
+            elif variant == "mul":
                 scaled = op.Mul(x, scale, _outputs=["scaled"])
             else:
                 scaled = op.Mul(scale, x, _outputs=["scaled"])
-            erf = op.Erf(scaled)
-            one_plus = OrValue([op.Add(erf, one), op.Add(one, erf)])
-            return _product(op, {"x": x, "half": half, "one_plus": one_plus}, lone, pair,
-                            lone_first)
+            return _product(op, x, half, one, op.Erf(scaled), lone, pair, lone_first)
 
         return form
 
@@ -178,28 +184,22 @@ class FuseGeluTanh(_GeluRule):
     """0.5 * x * (1 + Tanh(√(2/π) * (x + 0.044715 x³))) → com.microsoft.FastGelu / Gelu-20."""
 
     approximate, contrib_op = "tanh", "FastGelu"
+    variants = ("pow", "mul_left", "mul_right")  # x³ as Pow(x, 3), (x * x) * x, x * (x * x)
 
-    def forms(self) -> Sequence[Callable[..., Any]]:
-        return [self._form(cube, *order) for cube in ("pow", "mul_left", "mul_right")
-                for order in _product_orders()]
-
-    def _form(self, cube_form: str, lone: str, pair: tuple[str, str],
+    def _form(self, variant: str, lone: str, pair: tuple[str, str],
               lone_first: bool) -> Callable[..., Any]:
         def form(op: Any, x: ir.Value, three: ir.Value, cubic: ir.Value, sqrt_2_over_pi: ir.Value,
                  one: ir.Value, half: ir.Value) -> Any:
-            if cube_form == "pow":
+            if variant == "pow":
                 cube = op.Pow(x, three)
-            elif cube_form == "mul_left":
+            elif variant == "mul_left":
                 cube = op.Mul(op.Mul(x, x), x)
             else:
                 cube = op.Mul(x, op.Mul(x, x))
             cubic_term = OrValue([op.Mul(cubic, cube), op.Mul(cube, cubic)])
             inner = OrValue([op.Add(x, cubic_term), op.Add(cubic_term, x)])
             scaled = OrValue([op.Mul(sqrt_2_over_pi, inner), op.Mul(inner, sqrt_2_over_pi)])
-            tanh = op.Tanh(scaled)
-            one_plus = OrValue([op.Add(tanh, one), op.Add(one, tanh)])
-            return _product(op, {"x": x, "half": half, "one_plus": one_plus}, lone, pair,
-                            lone_first)
+            return _product(op, x, half, one, op.Tanh(scaled), lone, pair, lone_first)
 
         return form
 
@@ -237,7 +237,7 @@ class FuseBiasGelu(RewriteRuleClassBase):
         biased = op.Add(p, q, _outputs=["biased"])
         if self.source == "OnnxGelu":
             return op.Gelu(biased, _outputs=["activated"])
-        return getattr(op, self.source)(biased, _domain="com.microsoft", _outputs=["activated"])
+        return getattr(op, self.source)(biased, _domain=MS_DOMAIN, _outputs=["activated"])
 
     def check(self, context: Any, p: ir.Value, q: ir.Value, biased: ir.Value,
               activated: ir.Value) -> MatchResult:
@@ -267,8 +267,8 @@ class FuseBiasGelu(RewriteRuleClassBase):
         assert not isinstance(split, MatchResult)  # check() accepted this match
         x, bias = split
         if self._approximate(activated) == "tanh":
-            return op.FastGelu(x, bias, _domain="com.microsoft")
-        return op.BiasGelu(x, bias, _domain="com.microsoft")
+            return op.FastGelu(x, bias, _domain=MS_DOMAIN)
+        return op.BiasGelu(x, bias, _domain=MS_DOMAIN)
 
 
 def _split_bias(p: ir.Value, q: ir.Value) -> tuple[ir.Value, ir.Value] | MatchResult:

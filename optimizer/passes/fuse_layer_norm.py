@@ -26,9 +26,7 @@ Speed: on ONNX Runtime 1.32 CPU with graph optimizations disabled, LayerNormaliz
 (bench/fuse_norm_gelu.py); at level "all" ORT fuses the pattern itself (1.0x).
 
 Backends: LayerNormalization-17 is native to ONNX Runtime and to TensorRT's ONNX parser, so both
-get the same rules. This module also holds the matching helpers the sibling normalization and
-activation passes share (`FormsRule`, `refuse_if_intermediates_escape`, `default_opset`): they
-belong in passes/checks.py, which this change may not edit.
+get the same rules.
 """
 
 from __future__ import annotations
@@ -40,146 +38,31 @@ from typing import Any, ClassVar
 
 import numpy as np
 import onnx_ir as ir
-from onnxscript.rewriter import MatchContext
-from onnxscript.rewriter.pattern import (
-    MatchingTracer,
-    MatchResult,
-    OrValue,
-    Pattern,
-    PatternMatcher,
-    RewriteRule,
-    RewriteRuleClassBase,
-)
+from onnxscript.rewriter.pattern import MatchResult, OrValue
 
 from optimizer.passes.base import BACKENDS, FusionPass
 from optimizer.passes.checks import (
     attr_int,
     const_array,
+    first_refusal,
+    refuse_if_intermediates_escape,
     refuse_if_not_constant,
     unique_initializer_name,
 )
+from optimizer.passes.matching import ONNX_DOMAINS, FormsRule, default_opset, node_label
 
 __all__ = [
     "FUSE_LAYER_NORM",
-    "FormsRule",
     "FuseLayerNorm",
     "FuseLayerNormBiasOnly",
     "FuseLayerNormScaleOnly",
     "FuseLayerNormUnscaled",
-    "default_opset",
-    "node_label",
-    "refuse_if_intermediates_escape",
 ]
 
 LAYER_NORM_OPSET = 17
 LAYER_NORM_DTYPES = frozenset(
     {ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.FLOAT, ir.DataType.DOUBLE}
 )
-
-
-# --- Helpers shared with fuse_skip_layer_norm and fuse_gelu ------------------------------------
-
-
-def default_opset(model: ir.Model) -> int:
-    """The model's version of the default ONNX domain (0 if it imports none)."""
-    imports = model.opset_imports
-    return imports.get("", imports.get("ai.onnx", 0))
-
-
-def refuse_if_intermediates_escape(context: MatchContext) -> MatchResult | None:
-    """Every value a match computes, other than those it replaces, must feed only the match.
-
-    The rules keep matched nodes in place (remove_nodes=False) so that this check, and not the
-    rewriter's silent pre-check, decides, and the refusal is reported with a reason.
-    """
-    matched = set(context.nodes)
-    replaced = set(context.output_values)
-    for node in context.nodes:
-        for value in node.outputs:
-            if value in replaced:
-                continue
-            if value.is_graph_output():
-                return MatchResult().fail(
-                    f"'{value.name}' ({node.op_type} output) is a graph output, so it must stay "
-                    "computed"
-                )
-            for user, _ in value.uses():
-                if user not in matched:
-                    return MatchResult().fail(
-                        f"'{value.name}' ({node.op_type} output) is also used by "
-                        f"{node_label(user)}"
-                    )
-    return None
-
-
-def node_label(node: ir.Node) -> str:
-    """How a report names a node: "Mul 'name'", or "Mul producing 'y'" for an unnamed one."""
-    if node.name:
-        return f"{node.op_type} '{node.name}'"
-    return f"{node.op_type} producing '{node.outputs[0].name}'"
-
-
-class _FormsMatcher(PatternMatcher):
-    """Matches the first written form whose structure fits and whose check passes.
-
-    When forms fit but every check refuses, returns the first fitting form's match, so the
-    rule's check runs on it again and its reason is what the report shows.
-    """
-
-    def __init__(self, graph_pattern: Any, forms: Sequence[Pattern],
-                 condition: Callable[..., MatchResult]) -> None:
-        super().__init__(graph_pattern)
-        self._forms = forms
-        self._condition = condition
-
-    def match(self, model: ir.Model, graph_or_function: ir.Graph | ir.Function, node: ir.Node, *,
-              verbose: int = 0, remove_nodes: bool = True,
-              tracer: MatchingTracer | None = None) -> MatchResult:
-        refused: MatchResult | None = None
-        for form in self._forms:
-            result = form.match(model, graph_or_function, node, verbose=verbose,
-                                check_nodes_are_removable=remove_nodes)
-            if not result:
-                continue
-            context = MatchContext(model, graph_or_function, node, result)
-            if self._condition(context, **result.bindings):
-                return result
-            if refused is None:
-                refused = result
-        if refused is not None:
-            return refused
-        return MatchResult().fail(f"no written form matches at {node_label(node)}")
-
-
-class FormsRule(RewriteRuleClassBase):
-    """A rule whose pattern is written in several forms (operand orders, bracketings).
-
-    Subclasses give `forms()`: pattern functions with the same parameters, tried in order. The
-    onnxscript pattern language cannot put alternatives at a pattern's root, and a pattern
-    variable matches constants and computed values alike, so a commuted Mul of two variables is
-    ambiguous; trying whole forms, each with its check, settles both.
-    """
-
-    def __init__(self, name: str | None = None) -> None:
-        super().__init__(name, remove_nodes=False)
-
-    def forms(self) -> Sequence[Callable[..., Any]]:
-        raise NotImplementedError
-
-    def pattern(self, op: Any, *args: Any) -> Any:
-        return self.forms()[0](op, *args)
-
-    @classmethod
-    def rule(cls, *args: Any, **kwargs: Any) -> RewriteRule:
-        instance = cls(*args, **kwargs)
-        forms = instance.forms()
-        compiled = [Pattern(form, name=f"{instance.name} form {i}") for i, form in enumerate(forms)]
-
-        def matcher(graph_pattern: Any) -> PatternMatcher:
-            return _FormsMatcher(graph_pattern, compiled, instance.check)
-
-        return RewriteRule(forms[0], instance.rewrite, instance.check, matcher=matcher,
-                           name=instance.name, remove_nodes=False)
 
 
 # --- LayerNorm -----------------------------------------------------------------------------------
@@ -291,11 +174,11 @@ class _LayerNormRule(FormsRule):
             return MatchResult().fail(
                 f"the model imports opset {opset} of the default domain; LayerNormalization "
                 f"needs {LAYER_NORM_OPSET}")
-        for refusal in (self._refuse_if_a_larger_rule_decides(context.output_values[0]),
-                        refuse_if_not_constant(epsilon, two, gamma, beta),
-                        refuse_if_intermediates_escape(context)):
-            if refusal is not None:
-                return refusal
+        refusal = first_refusal(self._refuse_if_a_larger_rule_decides(context.output_values[0]),
+                                refuse_if_not_constant(epsilon, two, gamma, beta),
+                                refuse_if_intermediates_escape(context))
+        if refusal is not None:
+            return refusal
         plan = self._plan(x, two, epsilon, gamma, beta, mean, variance, deviation)
         return plan if isinstance(plan, MatchResult) else MatchResult()
 
@@ -310,7 +193,7 @@ class _LayerNormRule(FormsRule):
         if output.is_graph_output() or len(users) != 1:
             return None
         [user] = users
-        if user.op_type not in self.larger_rule_ops or user.domain not in ("", "ai.onnx"):
+        if user.op_type not in self.larger_rule_ops or user.domain not in ONNX_DOMAINS:
             return None
         others = [v for v in user.inputs if v is not output]
         other = others[0] if len(others) == 1 else None

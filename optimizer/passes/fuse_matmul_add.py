@@ -26,7 +26,6 @@ the rank-3 reshape form is an ONNX Runtime CPU measurement and is left out there
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
@@ -36,6 +35,7 @@ from onnxscript.rewriter.pattern import MatchResult, RewriteRule, RewriteRuleCla
 from optimizer.passes.base import FusionPass
 from optimizer.passes.checks import (
     const_array,
+    first_refusal,
     refuse_if_escapes,
     refuse_if_not_constant,
     refuse_if_shared,
@@ -76,15 +76,6 @@ def _refuse_unless_float(*values: ir.Value) -> MatchResult | None:
     return None
 
 
-def _first_refusal(*checks: Callable[[], MatchResult | None]) -> MatchResult:
-    """The first refusal, running checks in order (later ones may assume earlier ones passed)."""
-    for check in checks:
-        refusal = check()
-        if refusal is not None:
-            return refusal
-    return MatchResult()
-
-
 def _refuse_unless_2d_weight(w: ir.Value) -> MatchResult | None:
     shape = const_array(w).shape
     if len(shape) != 2:
@@ -114,14 +105,14 @@ class _MatMulAddBase(RewriteRuleClassBase):
         return op.Add(product, bias, _outputs=["add_out"])
 
     def check_common(self, a: ir.Value, b: ir.Value, bias: ir.Value, mm_out: ir.Value,
-                     add_out: ir.Value) -> MatchResult:
+                     add_out: ir.Value) -> MatchResult | None:
         add = add_out.producer()
         assert add is not None
-        return _first_refusal(
-            lambda: refuse_if_not_constant(b, bias),
-            lambda: refuse_if_escapes(mm_out, add),
-            lambda: _refuse_unless_float(a, b, bias),
-            lambda: _refuse_unless_2d_weight(b),
+        return first_refusal(
+            refuse_if_not_constant(b, bias),
+            refuse_if_escapes(mm_out, add),
+            _refuse_unless_float(a, b, bias),
+            lambda: _refuse_unless_2d_weight(b),  # reads b, known constant only by now
         )
 
 
@@ -132,9 +123,9 @@ class MatMulAddToGemm(_MatMulAddBase):
               add_out: ir.Value) -> MatchResult:
         if _rank(a) != 2:
             return MatchResult().fail(f"'{a.name}' has rank {_rank(a)}, Gemm needs 2")
-        result = self.check_common(a, b, bias, mm_out, add_out)
-        if not result:
-            return result
+        refusal = self.check_common(a, b, bias, mm_out, add_out)
+        if refusal is not None:
+            return refusal
         assert a.shape is not None
         m, n = a.shape[0], const_array(b).shape[1]
         shape = const_array(bias).shape
@@ -165,9 +156,9 @@ class MatMulAddToReshapedGemm(_MatMulAddBase):
         rank = _rank(a)
         if rank is None or rank < 3:
             return MatchResult().fail(f"'{a.name}' has rank {rank}, this form is for rank >= 3")
-        result = self.check_common(a, b, bias, mm_out, add_out)
-        if not result:
-            return result
+        refusal = self.check_common(a, b, bias, mm_out, add_out)
+        if refusal is not None:
+            return refusal
         assert a.shape is not None
         k, n = const_array(b).shape
         if k > self.max_k:
@@ -226,14 +217,16 @@ class _FoldScaleBase(RewriteRuleClassBase):
         assert mm is not None and mul is not None
         # The fused-away value is the output of whichever op comes first.
         first, second = (mm_out, mul) if self.scale_after else (mul_out, mm)
-        return _first_refusal(
-            lambda: refuse_if_not_constant(w, c),
-            lambda: refuse_if_shared(w, mm),
-            lambda: refuse_if_escapes(first, second),
-            lambda: _refuse_unless_float(x, w, c),
+        refusal = first_refusal(
+            refuse_if_not_constant(w, c),
+            refuse_if_shared(w, mm),
+            refuse_if_escapes(first, second),
+            _refuse_unless_float(x, w, c),
+            # These read W and c, known constant only by now.
             lambda: _refuse_unless_2d_weight(w),
             lambda: self.check_scale(x, c, w),
         )
+        return refusal if refusal is not None else MatchResult()
 
     def rewrite(self, op: Any, x: ir.Value, w: ir.Value, c: ir.Value, mm_out: ir.Value,
                 **_: Any) -> ir.Value:

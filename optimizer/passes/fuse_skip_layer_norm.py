@@ -37,12 +37,13 @@ import onnx_ir as ir
 from onnxscript.rewriter.pattern import MatchResult
 
 from optimizer.passes.base import FusionPass
-from optimizer.passes.checks import attr_int, refuse_if_not_constant
-from optimizer.passes.fuse_layer_norm import (
-    FormsRule,
-    node_label,
+from optimizer.passes.checks import (
+    attr_float,
+    attr_int,
     refuse_if_intermediates_escape,
+    refuse_if_not_constant,
 )
+from optimizer.passes.matching import MS_DOMAIN, FormsRule, node_label
 
 __all__ = ["FUSE_SKIP_LAYER_NORM", "FuseSkipLayerNorm"]
 
@@ -126,10 +127,10 @@ class FuseSkipLayerNorm(FormsRule):
             inputs.pop()
         if not self.keep_sum:
             return op.SkipLayerNormalization(*inputs, epsilon=plan.epsilon,
-                                             _domain="com.microsoft")
+                                             _domain=MS_DOMAIN)
         # Outputs 1 and 2 (mean, inv_std_var) are training outputs the CPU kernel leaves unset.
         output, _mean, _inv_std_var, total = op.SkipLayerNormalization(
-            *inputs, epsilon=plan.epsilon, _domain="com.microsoft", _outputs=4)
+            *inputs, epsilon=plan.epsilon, _domain=MS_DOMAIN, _outputs=4)
         return output, total
 
 
@@ -182,10 +183,8 @@ def _plan(p: ir.Value, q: ir.Value, r: ir.Value | None, gamma: ir.Value,
             shape = None if value.const_value is None else tuple(value.const_value.shape)
             return MatchResult().fail(
                 f"'{value.name}' has shape {shape}, expected ({hidden},)")
-    epsilon_attr = layer_norm.attributes.get("epsilon")
-    epsilon = _DEFAULT_EPSILON if epsilon_attr is None else epsilon_attr.as_float()
     return _SkipPlan(input=input_, skip=skip, bias=bias, gamma=gamma, beta=beta,
-                     epsilon=epsilon)
+                     epsilon=attr_float(layer_norm, "epsilon", _DEFAULT_EPSILON))
 
 
 def _refuse_unless_same_shape(input_: ir.Value, skip: ir.Value) -> MatchResult | None:
