@@ -37,6 +37,11 @@ class FusionReport:
     iterations: int  # rounds over all passes until none changed the graph
     duration_s: float
     notes: tuple[str, ...] = ()  # what was left alone and why
+    excluded_rules: tuple[str, ...] = ()  # rules kept off (e.g. named by bisection as unsafe)
+
+    def applied_rules(self) -> tuple[str, ...]:
+        """Names of the rules that fired at least once, in run order."""
+        return tuple(s.rule for s in self.rules if s.applied)
 
     def applied(self, rule_or_pass: str) -> int:
         """Times the rule (or every rule of the pass) fired."""

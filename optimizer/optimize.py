@@ -23,6 +23,7 @@ PassSelection = Literal["all", "none"] | Sequence[str]
 class OptimizeOptions:
     backend: str = "onnxruntime"
     passes: PassSelection = "all"
+    excluded_rules: tuple[str, ...] = ()  # rule names never to apply (see passes.engine)
 
 
 def select_passes(selection: PassSelection, backend: str) -> tuple[list[FusionPass], dict[str, str]]:
@@ -52,6 +53,7 @@ def optimize_model(model: onnx.ModelProto, options: OptimizeOptions) -> tuple[on
     """Run the selected passes on a copy of `model`; the input model is not modified."""
     passes, left_out = select_passes(options.passes, options.backend)
     ir_model = ir.from_proto(model)
-    report = run_passes(ir_model, passes, backend=options.backend)
+    report = run_passes(ir_model, passes, backend=options.backend,
+                        excluded_rules=options.excluded_rules)
     report = replace(report, passes_skipped={**left_out, **report.passes_skipped})
     return ir.to_proto(ir_model), report

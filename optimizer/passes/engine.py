@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import onnx_ir as ir
 import onnx_ir.passes.common
@@ -60,11 +60,20 @@ def _rule_name(fusion_pass: FusionPass, rule: RewriteRule) -> str:
     return rule.name or f"{fusion_pass.name}.{type(rule).__name__}"
 
 
-def run_passes(model: ir.Model, passes: Sequence[FusionPass], *, backend: str) -> FusionReport:
+def run_passes(
+    model: ir.Model,
+    passes: Sequence[FusionPass],
+    *,
+    backend: str,
+    excluded_rules: Collection[str] = (),
+) -> FusionReport:
     """Rewrite `model` in place with `passes` (in order, repeated until nothing changes).
 
     Passes that do not support `backend` are skipped and listed in the report with the reason.
+    Rules named in `excluded_rules` (a rule's name, or a clean-up pass's name) never run: pass
+    bisection and the validation fallback use this to drop the rule that broke equivalence.
     """
+    excluded = frozenset(excluded_rules)
     started = time.perf_counter()
     ops_before = ir_op_histogram(model)
     runnable = [p for p in passes if p.supports(backend)]
@@ -79,14 +88,14 @@ def run_passes(model: ir.Model, passes: Sequence[FusionPass], *, backend: str) -
         iterations += 1
         changed = 0
         for fusion_pass in runnable:
-            changed += _apply_once(model, fusion_pass, backend, applied)
+            changed += _apply_once(model, fusion_pass, backend, applied, excluded)
         if changed == 0:
             break
     if any(applied.values()):
         # Rewrites leave the weights they replaced behind; without this a fused ResNet-50
         # carries both copies (102 MB → 196 MB).
         ir.passes.common.RemoveUnusedNodesPass()(model)
-    refusals = _near_misses(model, runnable, backend)
+    refusals = _near_misses(model, runnable, backend, excluded)
     rules = tuple(
         RuleStats(
             pass_name=p.name,
@@ -96,6 +105,7 @@ def run_passes(model: ir.Model, passes: Sequence[FusionPass], *, backend: str) -
         )
         for p in runnable
         for name in ([_rule_name(p, r) for r in p.rules_for(backend)] or [p.name])
+        if name not in excluded
     )
     ops_after = ir_op_histogram(model)
     return FusionReport(
@@ -110,6 +120,7 @@ def run_passes(model: ir.Model, passes: Sequence[FusionPass], *, backend: str) -
         iterations=iterations,
         duration_s=round(time.perf_counter() - started, 4),
         notes=_left_alone_notes(ops_before),
+        excluded_rules=tuple(sorted(excluded)),
     )
 
 
@@ -118,13 +129,16 @@ def _apply_once(
     fusion_pass: FusionPass,
     backend: str,
     applied: defaultdict[tuple[str, str], int],
+    excluded: frozenset[str],
 ) -> int:
     changed = 0
-    if fusion_pass.graph_function is not None:
+    if fusion_pass.graph_function is not None and fusion_pass.name not in excluded:
         count = fusion_pass.graph_function(model)
         applied[(fusion_pass.name, fusion_pass.name)] += count
         changed += count
     for rule in fusion_pass.rules_for(backend):
+        if _rule_name(fusion_pass, rule) in excluded:
+            continue
         # One rule per set so each rule's count is known.
         count = RewriteRuleSet([rule]).apply_to_model(model)
         applied[(fusion_pass.name, _rule_name(fusion_pass, rule))] += count
@@ -146,12 +160,14 @@ class _RefusalTracer(MatchingTracer):
 
 
 def _near_misses(
-    model: ir.Model, passes: Sequence[FusionPass], backend: str
+    model: ir.Model, passes: Sequence[FusionPass], backend: str, excluded: frozenset[str]
 ) -> dict[str, list[Refusal]]:
     """A dry run (the tracer makes the rewriter change nothing) to collect refusals."""
     result: dict[str, list[Refusal]] = {}
     for fusion_pass in passes:
         for rule in fusion_pass.rules_for(backend):
+            if _rule_name(fusion_pass, rule) in excluded:
+                continue
             tracer = _RefusalTracer()
             RewriteRuleSet([rule]).apply_to_model(model, tracer=tracer)
             if tracer.refusals[rule]:

@@ -1,0 +1,79 @@
+"""Pass bisection names a deliberately wrong rule registered next to correct ones."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnx_ir as ir
+import pytest
+from onnxscript.rewriter.pattern import RewriteRuleClassBase
+
+import optimizer.optimize as optimize_module
+from optimizer.optimize import OptimizeOptions, optimize_model
+from optimizer.passes import DEFAULT_PASSES
+from optimizer.passes.base import FusionPass
+from optimizer.shapes import fix_input_shapes
+from optimizer.validation.bisect import bisect_rules, equivalence_check
+from optimizer.validation.compare import default_tolerances
+from tests.models import small_cnn
+
+
+class ReluToLeakyRelu(RewriteRuleClassBase):
+    """A WRONG rewrite, planted to be found: Relu(x) is not LeakyRelu(x, 0.1) for x < 0."""
+
+    def pattern(self, op: Any, x: ir.Value) -> ir.Value:
+        return op.Relu(x)
+
+    def rewrite(self, op: Any, x: ir.Value) -> ir.Value:
+        return op.LeakyRelu(x, alpha=0.1)
+
+
+PLANTED = FusionPass(
+    name="planted_wrong_rule", summary="test only", stage="other",
+    rules={"onnxruntime": [ReluToLeakyRelu.rule()]},
+)
+
+
+@pytest.fixture
+def passes_with_a_wrong_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    passes = (PLANTED, *DEFAULT_PASSES)  # first, so the Relus are still there to rewrite
+    monkeypatch.setattr(optimize_module, "DEFAULT_PASSES", passes)
+    monkeypatch.setattr(optimize_module, "PASSES_BY_NAME", {p.name: p for p in passes})
+
+
+def _model_and_check() -> tuple[Any, Any]:
+    model = fix_input_shapes(small_cnn(seed=4), {"input": [2, 3, 32, 32]})
+    rng = np.random.default_rng(0)
+    feeds = [{"input": rng.standard_normal((2, 3, 32, 32)).astype(np.float32)} for _ in range(2)]
+    return model, equivalence_check(model, feeds, default_tolerances("fp32"))
+
+
+@pytest.mark.usefixtures("passes_with_a_wrong_rule")
+def test_bisection_names_the_planted_wrong_rule() -> None:
+    model, is_equivalent = _model_and_check()
+    fused, report = optimize_model(model, OptimizeOptions())
+    assert "ReluToLeakyRelu" in report.applied_rules() and len(report.applied_rules()) >= 3
+    assert not is_equivalent(fused)
+
+    result = bisect_rules(model, OptimizeOptions(), is_equivalent)
+
+    assert result.culprits == (("ReluToLeakyRelu",),)
+    assert result.passes_with_culprits_excluded
+    fixed, _ = optimize_model(model, OptimizeOptions(excluded_rules=result.culprit_rules))
+    assert is_equivalent(fixed)
+
+
+def test_bisection_finds_nothing_when_every_rule_is_correct() -> None:
+    model, is_equivalent = _model_and_check()
+    result = bisect_rules(model, OptimizeOptions(), is_equivalent)
+    assert result.culprits == () and result.passes_with_culprits_excluded
+    assert len(result.steps) == 1  # one check of the full rule set, no search
+
+
+def test_excluded_rules_never_run_and_are_reported() -> None:
+    model, _ = _model_and_check()
+    _, report = optimize_model(model, OptimizeOptions(excluded_rules=("FoldBatchNormIntoConv",)))
+    assert report.ops_after.get("BatchNormalization") == 2
+    assert report.excluded_rules == ("FoldBatchNormIntoConv",)
+    assert "FoldBatchNormIntoConv" not in report.applied_rules()
