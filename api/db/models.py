@@ -1,4 +1,4 @@
-"""ORM models: uploaded models, jobs and everything a job produces."""
+"""ORM models: uploaded models and datasets, jobs and everything a job produces."""
 
 import uuid
 from datetime import datetime
@@ -28,6 +28,7 @@ __all__ = [
     "Artifact",
     "Base",
     "BenchmarkRecord",
+    "Dataset",
     "Job",
     "JobEvent",
     "JobStatus",
@@ -81,6 +82,28 @@ class Model(Base):
     __table_args__ = (Index("ix_models_created_at", "created_at"),)
 
 
+class Dataset(Base):
+    """An uploaded .npz of model inputs (optional `labels`), stored once per content hash.
+
+    `arrays` describes one sample of each input array: [{"name", "dtype", "shape"}], the shape
+    without the leading sample axis; `samples` is the length of that axis (the same for all).
+    """
+
+    __tablename__ = "datasets"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    name: Mapped[str] = mapped_column(String(255))
+    sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    storage_uri: Mapped[str] = mapped_column(Text)
+    samples: Mapped[int] = mapped_column(Integer)
+    arrays: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    has_labels: Mapped[bool] = mapped_column(Boolean)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
+
+    __table_args__ = (Index("ix_datasets_created_at", "created_at"),)
+
+
 class Job(Base):
     """One optimization run of a model; its status moves only through api/db/job_state.py."""
 
@@ -88,6 +111,10 @@ class Job(Base):
 
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
     model_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("models.id", ondelete="RESTRICT"))
+    # The validation inputs, when the job names a dataset (also in config["dataset_id"]).
+    dataset_id: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("datasets.id", ondelete="RESTRICT")
+    )
     config: Mapped[dict[str, Any]] = mapped_column(JSON)
     status: Mapped[str] = mapped_column(String(16), default=JobStatus.QUEUED)
     stage: Mapped[str | None] = mapped_column(String(32))
@@ -101,8 +128,11 @@ class Job(Base):
     finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     heartbeat_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     fusion_report: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # optimizer.FusionReport
+    # How validation went beyond the per-output rows: bisection, blame, fallback, localisation.
+    accuracy_report: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
     model: Mapped[Model] = relationship()
+    dataset: Mapped[Dataset | None] = relationship()
     artifacts: Mapped[list["Artifact"]] = relationship(
         order_by="Artifact.name", cascade="all, delete-orphan", passive_deletes=True
     )
@@ -162,6 +192,8 @@ class ValidationResult(Base):
     rtol: Mapped[float] = mapped_column(Float)
     min_cosine: Mapped[float] = mapped_column(Float)
     passed: Mapped[bool] = mapped_column(Boolean)
+    # every metric of optimizer.validation.OutputComparison (RMSE, SNR, percentiles, top-k...)
+    metrics: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
 
 class BenchmarkRecord(Base):

@@ -2,7 +2,7 @@
 
 import uuid
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -38,6 +38,13 @@ class ValidationConfig(BaseModel):
     atol: float | None = Field(default=None, gt=0, description="overrides the precision default")
     rtol: float | None = Field(default=None, ge=0)
     min_cosine: float | None = Field(default=None, gt=0, le=1)
+    # Optional limits, unchecked unless given (optimizer.validation.Tolerances).
+    max_rel_err: float | None = Field(default=None, gt=0)
+    max_rmse: float | None = Field(default=None, gt=0)
+    min_snr_db: float | None = None
+    min_top1_agreement: float | None = Field(default=None, ge=0, le=1)
+    min_top5_agreement: float | None = Field(default=None, ge=0, le=1)
+    max_accuracy_drop: float | None = Field(default=None, ge=0, le=1)
 
 
 class BenchmarkConfig(BaseModel):
@@ -56,13 +63,30 @@ class JobConfig(BaseModel):
     backend: Literal["onnxruntime"] = "onnxruntime"
     precision: Literal["fp32"] = "fp32"
     input_shapes: dict[str, list[int]] | None = Field(
-        default=None, description="static shape per input; dynamic dims not given default to 1"
+        default=None,
+        description="static shape per input; dynamic dims not given come from the dataset's "
+        "sample shape (with dataset_id), else default to 1",
+    )
+    input_ranges: dict[str, tuple[float, float]] | None = Field(
+        default=None,
+        description="[low, high) per input for the seeded random inputs, e.g. token ids in "
+        "[0, vocab_size): integer inputs (whole-number bounds) draw low..high-1, float inputs "
+        "uniform values",
+    )
+    dataset_id: uuid.UUID | None = Field(
+        default=None,
+        description="validate on an uploaded dataset (POST /v1/datasets) instead of random "
+        "inputs; sample i of each array is one model call at that input's shape",
     )
     passes: Literal["all", "none"] | list[str] = Field(
         default="all", description='"all", "none", or pass names (GET /v1/passes lists them)'
     )
     ablation: bool = Field(
         default=False, description="also benchmark the fusion stages cumulatively"
+    )
+    on_validation_failure: Literal["fail", "fallback"] = Field(
+        default="fail",
+        description='"fallback" keeps the largest set of rewrites that validates instead of failing',
     )
     ort_optimization_level: Literal["disabled", "basic", "extended", "all"] = "all"
     validation: ValidationConfig = ValidationConfig()
@@ -113,6 +137,7 @@ class OutputValidationRead(BaseModel):
     rtol: float
     min_cosine: float
     passed: bool
+    metrics: dict[str, Any] | None  # RMSE, SNR (dB), |err| percentiles, NaN/Inf counts, top-k...
 
 
 class ValidationRead(BaseModel):
@@ -187,6 +212,8 @@ class JobRead(JobSummary):
     attempts: int
     artifacts: list[ArtifactRead]
     fusion_report: FusionReportRead | None
+    # bisection of the rewrite rules when validation failed, who is to blame, the fallback taken
+    accuracy_report: dict[str, Any] | None
     validation: ValidationRead | None
     benchmarks: list[BenchmarkRead]
     events: list[JobEventRead]

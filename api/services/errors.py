@@ -3,6 +3,8 @@
 __all__ = [
     "ArtifactNotFound",
     "BrokerUnavailable",
+    "DatasetNotFound",
+    "InvalidDatasetFile",
     "InvalidJobConfig",
     "InvalidModelFile",
     "InvalidUpload",
@@ -27,6 +29,10 @@ class ModelNotFound(ServiceError):
     status_code = 404
 
 
+class DatasetNotFound(ServiceError):
+    status_code = 404
+
+
 class JobNotFound(ServiceError):
     status_code = 404
 
@@ -44,6 +50,10 @@ class InvalidJobConfig(ServiceError):
 
 
 class InvalidModelFile(ServiceError):
+    status_code = 422
+
+
+class InvalidDatasetFile(ServiceError):
     status_code = 422
 
 

@@ -58,6 +58,7 @@ def job_read(job: Job) -> JobRead:
             rtol=r.rtol,
             min_cosine=r.min_cosine,
             passed=r.passed,
+            metrics=r.metrics,
         )
         for r in job.validation_results
     ]
@@ -77,6 +78,7 @@ def job_read(job: Job) -> JobRead:
             )
             for a in job.artifacts
         ],
+        accuracy_report=job.accuracy_report,
         fusion_report=job.fusion_report,  # type: ignore[arg-type]  # validated into the schema
         validation=validation,
         benchmarks=_benchmarks(job),

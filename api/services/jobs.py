@@ -10,16 +10,10 @@ from sqlalchemy.orm import Session, selectinload
 from api.db import job_state
 from api.db.models import Artifact, Job, JobStatus
 from api.schemas.jobs import JobConfig, JobCreate
-from api.services.errors import (
-    ArtifactNotFound,
-    BrokerUnavailable,
-    InvalidJobConfig,
-    JobNotCancellable,
-    JobNotFound,
-)
+from api.services.datasets import get_dataset
+from api.services.errors import ArtifactNotFound, BrokerUnavailable, JobNotCancellable, JobNotFound
+from api.services.job_inputs import check_input_ranges, job_input_shapes
 from api.services.models import get_model
-from optimizer.errors import InputShapeError
-from optimizer.shapes import resolve_input_shapes
 from optimizer.tensor_specs import TensorSpec
 
 __all__ = ["cancel_job", "create_job", "get_artifact", "get_job", "list_jobs"]
@@ -30,17 +24,24 @@ Dispatch = Callable[[Job], None]
 
 
 def create_job(*, session: Session, spec: JobCreate, dispatch: Dispatch) -> Job:
-    """Insert a queued job, commit, and only then send its id to the broker."""
+    """Insert a queued job, commit, and only then send its id to the broker.
+
+    Raises:
+        ModelNotFound, DatasetNotFound: the model or dataset named does not exist.
+        InvalidJobConfig: input_shapes, input_ranges or the dataset do not fit the model's
+            inputs (see api/services/job_inputs.py).
+        BrokerUnavailable: the job was stored but could not be sent; it is marked failed.
+    """
     model = get_model(session=session, model_id=spec.model_id)
+    dataset = (
+        get_dataset(session=session, dataset_id=spec.dataset_id) if spec.dataset_id else None
+    )
     inputs = [TensorSpec.from_dict(spec) for spec in model.inputs]
-    try:
-        shapes = resolve_input_shapes(inputs, spec.input_shapes)
-    except InputShapeError as err:
-        field = f"input_shapes.{err.input_name}" if err.input_name else "input_shapes"
-        raise InvalidJobConfig(f"{field}: {err}") from err
+    shapes = job_input_shapes(inputs, spec.input_shapes, dataset)
+    check_input_ranges(inputs, spec.input_ranges)
     config = JobConfig.model_validate(spec.model_dump(exclude={"model_id"}))
     config.input_shapes = {name: list(shape) for name, shape in shapes.items()}
-    job = Job(model_id=model.id, config=config.model_dump(mode="json"))
+    job = Job(model_id=model.id, dataset_id=spec.dataset_id, config=config.model_dump(mode="json"))
     session.add(job)
     session.flush()
     job_state.record_event(session, job.id, "queued")

@@ -13,7 +13,9 @@ from api.db.models import Base
 from api.db.session import make_engine
 from tests.support.databases import create_postgres_database, drop_postgres_database, run_alembic
 
-TABLES = {"models", "jobs", "artifacts", "validation_results", "benchmark_records", "job_events"}
+TABLES = {
+    "models", "jobs", "artifacts", "validation_results", "benchmark_records", "job_events", "datasets"
+}
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

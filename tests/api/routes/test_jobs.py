@@ -1,17 +1,22 @@
-"""Starting, reading, listing and cancelling jobs; bad configs refused with nothing stored."""
+"""Starting, reading, listing and cancelling jobs; bad configs (shapes, ranges, datasets)
+refused with nothing stored."""
 
 import base64
 import json
 import uuid
 from typing import Any
 
+import numpy as np
+import onnx
 import pytest
 import redis
 from fastapi.testclient import TestClient
+from onnx import TensorProto, helper, numpy_helper
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from api.db.models import Job
+from tests.api.routes.test_datasets import npz_bytes
 from tests.models import model_bytes, small_cnn
 
 
@@ -128,3 +133,162 @@ def test_job_events_record_its_timeline(client: TestClient, model_id: str) -> No
     client.post(f"/v1/jobs/{job_id}/cancel")
     events = client.get(f"/v1/jobs/{job_id}").json()["events"]
     assert [e["message"] for e in events] == ["queued", "cancelled by request"]
+
+
+def _upload_dataset(client: TestClient, **arrays: Any) -> str:
+    response = client.post("/v1/datasets", files={"file": ("data.npz", npz_bytes(**arrays))})
+    assert response.status_code == 201, response.text
+    return str(response.json()["id"])
+
+
+def _images(samples: int, *sample_shape: int, dtype: Any = np.float32) -> np.ndarray:
+    rng = np.random.default_rng(samples)
+    return rng.standard_normal((samples, *sample_shape)).astype(dtype)
+
+
+def _token_model() -> onnx.ModelProto:
+    """ids int64 [N, seq] and mask float32 [N, seq] -> embedding(ids) * mask, [N, seq, 4]."""
+    table = np.random.default_rng(3).standard_normal((16, 4)).astype(np.float32)
+    graph = helper.make_graph(
+        [
+            helper.make_node("Gather", ["table", "ids"], ["embedded"]),
+            helper.make_node("Unsqueeze", ["mask", "last"], ["mask3"]),
+            helper.make_node("Mul", ["embedded", "mask3"], ["out"]),
+        ],
+        "tokens",
+        [
+            helper.make_tensor_value_info("ids", TensorProto.INT64, ["N", "seq"]),
+            helper.make_tensor_value_info("mask", TensorProto.FLOAT, ["N", "seq"]),
+        ],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["N", "seq", 4])],
+        initializer=[
+            numpy_helper.from_array(table, "table"),
+            numpy_helper.from_array(np.array([-1], np.int64), "last"),
+        ],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.fixture
+def token_model_id(client: TestClient) -> str:
+    response = client.post("/v1/models", files={"file": ("tok.onnx", model_bytes(_token_model()))})
+    assert response.status_code == 201, response.text
+    return str(response.json()["id"])
+
+
+def _assert_no_job(db_session: Session, broker: redis.Redis) -> None:
+    assert db_session.scalar(select(func.count()).select_from(Job)) == 0
+    assert broker.llen("cpu") == 0
+
+
+def test_job_with_dataset_runs_at_the_sample_shape_and_records_the_dataset(
+    client: TestClient, db_session: Session, model_id: str
+) -> None:
+    dataset_id = _upload_dataset(client, input=_images(4, 2, 3, 32, 32),
+                                 labels=np.arange(4) % 10)
+    response = client.post("/v1/jobs", json={"model_id": model_id, "dataset_id": dataset_id})
+    assert response.status_code == 202, response.text
+    job = response.json()
+    assert job["config"]["dataset_id"] == dataset_id
+    assert job["config"]["input_shapes"] == {"input": [2, 3, 32, 32]}
+    assert client.get(f"/v1/jobs/{job['id']}").json()["config"]["dataset_id"] == dataset_id
+    row = db_session.get(Job, uuid.UUID(job["id"]))
+    assert row is not None and str(row.dataset_id) == dataset_id
+
+
+def test_job_with_dataset_and_the_same_explicit_shape_is_accepted(
+    client: TestClient, model_id: str
+) -> None:
+    dataset_id = _upload_dataset(client, input=_images(2, 8, 3, 32, 32))
+    response = client.post("/v1/jobs", json={
+        "model_id": model_id, "dataset_id": dataset_id, "input_shapes": {"input": [8, 3, 32, 32]}})
+    assert response.status_code == 202, response.text
+    assert response.json()["config"]["input_shapes"] == {"input": [8, 3, 32, 32]}
+
+
+@pytest.mark.parametrize(
+    ("arrays", "change", "expected"),
+    [
+        ({"image": _images(2, 1, 3, 32, 32)}, {}, "no array for input(s) 'input'"),
+        ({"input": _images(2, 1, 3, 32, 32), "extra": _images(2, 4)}, {},
+         "array(s) 'extra' are not model inputs"),
+        ({"input": _images(2, 1, 3, 32, 32, dtype=np.float64)}, {},
+         "array 'input' is float64 but model input 'input' takes float32"),
+        # the sample axis used as the batch axis: each sample lacks the model's batch dim
+        ({"input": _images(2, 3, 32, 32)}, {}, "needs shape [samples, N, 3, 32, 32]"),
+        ({"input": _images(2, 1, 3, 28, 28)}, {}, "samples of shape [1, 3, 28, 28]"),
+        ({"input": _images(2, 1, 3, 32, 32)}, {"input_shapes": {"input": [4, 3, 32, 32]}},
+         "input_shapes sets input 'input' to [4, 3, 32, 32]"),
+    ],
+    ids=["missing-input", "extra-array", "dtype", "no-batch-dim", "spatial-dims",
+         "contradicts-input-shapes"],
+)
+def test_job_with_mismatching_dataset_is_422_naming_dataset_id_and_the_input(
+    client: TestClient, db_session: Session, broker: redis.Redis, model_id: str,
+    arrays: dict[str, np.ndarray], change: dict[str, Any], expected: str,
+) -> None:
+    dataset_id = _upload_dataset(client, **arrays)
+    response = client.post("/v1/jobs", json={"model_id": model_id, "dataset_id": dataset_id, **change})
+    assert response.status_code == 422, response.text
+    body = response.json()
+    assert body["error"] == "InvalidJobConfig"
+    assert body["detail"].startswith(f"dataset_id: dataset {dataset_id}")
+    assert expected in body["detail"]
+    _assert_no_job(db_session, broker)
+
+
+def test_dataset_disagreeing_on_a_shared_dim_is_422(
+    client: TestClient, db_session: Session, broker: redis.Redis, token_model_id: str
+) -> None:
+    dataset_id = _upload_dataset(client, ids=np.zeros((3, 1, 8), np.int64),
+                                 mask=np.ones((3, 1, 6), np.float32))
+    response = client.post("/v1/jobs", json={"model_id": token_model_id, "dataset_id": dataset_id})
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"].startswith("dataset_id:")
+    assert "dim 'seq' is 8 in input 'ids' but 6 in input 'mask'" in response.json()["detail"]
+    _assert_no_job(db_session, broker)
+
+
+def test_unknown_dataset_is_404_and_nothing_is_stored(
+    client: TestClient, db_session: Session, broker: redis.Redis, model_id: str
+) -> None:
+    response = client.post("/v1/jobs", json={"model_id": model_id, "dataset_id": str(uuid.uuid4())})
+    assert response.status_code == 404, response.text
+    assert response.json()["error"] == "DatasetNotFound"
+    _assert_no_job(db_session, broker)
+
+
+def test_input_ranges_are_stored_with_the_job(client: TestClient, token_model_id: str) -> None:
+    ranges = {"ids": [0, 16], "mask": [0.0, 1.0]}
+    response = client.post("/v1/jobs", json={"model_id": token_model_id, "input_ranges": ranges})
+    assert response.status_code == 202, response.text
+    assert response.json()["config"]["input_ranges"] == ranges
+    assert response.json()["config"]["dataset_id"] is None
+
+
+@pytest.mark.parametrize(
+    ("ranges", "field", "expected"),
+    [
+        ({"tokens": [0, 16]}, "input_ranges.tokens", "no input 'tokens'"),
+        ({"ids": [16, 0]}, "input_ranges.ids", "low 16.0 must be below high 0.0"),
+        ({"mask": [1, 1]}, "input_ranges.mask", "must be below"),
+        ({"mask": [0, float("inf")]}, "input_ranges.mask", "not finite"),
+        ({"ids": [0, 15.5]}, "input_ranges.ids", "bounds are whole numbers, e.g. [0, 16)"),
+        ({"ids": [0, 2.0**64]}, "input_ranges.ids", "goes beyond"),
+        ({"mask": [0, 1e39]}, "input_ranges.mask", "largest magnitude"),
+        ({"ids": [0, 1, 2]}, "input_ranges.ids", "at most 2"),
+    ],
+    ids=["unknown-input", "reversed", "empty", "infinite", "fractional-int", "int64-overflow",
+         "float32-overflow", "three-bounds"],
+)
+def test_invalid_input_ranges_are_422_naming_the_input(
+    client: TestClient, db_session: Session, broker: redis.Redis, token_model_id: str,
+    ranges: dict[str, list[float]], field: str, expected: str,
+) -> None:
+    # Python's json writes (and reads) Infinity, which httpx's json= refuses to send.
+    body = json.dumps({"model_id": token_model_id, "input_ranges": ranges})
+    response = client.post("/v1/jobs", content=body, headers={"Content-Type": "application/json"})
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"].startswith(f"{field}:")
+    assert expected in response.json()["detail"]
+    _assert_no_job(db_session, broker)

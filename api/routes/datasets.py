@@ -1,0 +1,69 @@
+"""/v1/datasets: upload, list and read .npz datasets that jobs validate on."""
+
+import uuid
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, Response
+from starlette.concurrency import run_in_threadpool
+
+from api.deps import SessionDep, SettingsDep, StoreDep
+from api.schemas.common import PageParams
+from api.schemas.datasets import DatasetList, DatasetRead
+from api.services import datasets
+from api.services.uploads import receive_upload
+
+router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
+
+
+@router.post(
+    "",
+    response_model=DatasetRead,
+    status_code=201,
+    responses={200: {"description": "The same bytes were uploaded before; that one is returned"}},
+)
+async def upload_dataset(
+    request: Request,
+    response: Response,
+    session: SessionDep,
+    store: StoreDep,
+    settings: SettingsDep,
+    name: Annotated[str | None, Query(max_length=255)] = None,
+) -> DatasetRead:
+    """Upload an .npz: `curl -F file=@data.npz .../v1/datasets` (or a raw octet-stream body).
+
+    One array per model input, named after it, each with a leading sample axis of the same
+    length S, and optionally `labels` (S integer class indices). Sample i of every array is one
+    model call, so the model's batch dim is part of each sample: for an input of shape
+    [N, 3, 224, 224], an array of shape [S, 1, 3, 224, 224] is S calls at batch size 1. Jobs
+    name the dataset by id (`"dataset_id"`), which checks it against their model's inputs.
+    """
+    length = request.headers.get("content-length")
+    received = await receive_upload(
+        chunks=request.stream(),
+        content_type=request.headers.get("content-type", ""),
+        content_length=int(length) if length and length.isdigit() else None,
+        temp_dir=settings.data_dir / "uploads",
+        max_bytes=settings.max_upload_bytes,
+        raw_name=name,
+    )
+    dataset, created = await run_in_threadpool(
+        datasets.register_upload, session=session, store=store, received=received
+    )
+    response.status_code = 201 if created else 200
+    return DatasetRead.model_validate(dataset)
+
+
+@router.get("", response_model=DatasetList)
+def list_datasets(session: SessionDep, page: Annotated[PageParams, Query()]) -> DatasetList:
+    rows, total = datasets.list_datasets(session=session, limit=page.limit, offset=page.offset)
+    return DatasetList(
+        items=[DatasetRead.model_validate(d) for d in rows],
+        total=total,
+        limit=page.limit,
+        offset=page.offset,
+    )
+
+
+@router.get("/{dataset_id}", response_model=DatasetRead)
+def read_dataset(dataset_id: uuid.UUID, session: SessionDep) -> DatasetRead:
+    return DatasetRead.model_validate(datasets.get_dataset(session=session, dataset_id=dataset_id))

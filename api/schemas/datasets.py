@@ -1,0 +1,34 @@
+"""Bodies of /v1/datasets."""
+
+import uuid
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from api.schemas.common import Page
+
+__all__ = ["DatasetArray", "DatasetList", "DatasetRead"]
+
+
+class DatasetArray(BaseModel):
+    name: str  # the model input it feeds
+    dtype: str
+    shape: list[int] = Field(description="one sample: the array's shape without the sample axis")
+
+
+class DatasetRead(BaseModel):
+    """An uploaded .npz: S samples, each one model call with every input at its sample shape."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: uuid.UUID
+    name: str
+    sha256: str
+    size_bytes: int
+    samples: int = Field(description="length of the leading sample axis shared by every array")
+    arrays: list[DatasetArray]
+    has_labels: bool = Field(description="a 1-D integer `labels` array: the class of each sample")
+    created_at: datetime
+
+
+DatasetList = Page[DatasetRead]

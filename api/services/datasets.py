@@ -1,0 +1,62 @@
+"""Uploaded datasets (.npz validation inputs): check, store once per content hash, list, fetch."""
+
+import uuid
+from pathlib import Path
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from api.db.models import Dataset
+from api.services.dataset_files import read_dataset_file
+from api.services.errors import DatasetNotFound
+from api.services.stored_uploads import display_name, store_upload
+from api.services.uploads import ReceivedFile
+from api.storage import ArtifactStore
+
+__all__ = ["get_dataset", "list_datasets", "register_upload"]
+
+
+def register_upload(
+    *, session: Session, store: ArtifactStore, received: ReceivedFile
+) -> tuple[Dataset, bool]:
+    """Turn a received .npz into a Dataset row; (dataset, created). Same bytes → existing one.
+
+    The file is checked on its own (no model is known yet); jobs naming the dataset check it
+    against their model's inputs. The temporary file is always consumed: moved in or deleted.
+
+    Raises:
+        InvalidDatasetFile: see `read_dataset_file`; nothing is stored.
+    """
+
+    def describe(path: Path) -> Dataset:
+        contents = read_dataset_file(path)
+        return Dataset(
+            name=display_name(received, "dataset.npz"),
+            sha256=received.sha256,
+            size_bytes=received.size_bytes,
+            samples=contents.samples,
+            arrays=[spec.to_dict() for spec in contents.arrays],
+            has_labels=contents.has_labels,
+        )
+
+    return store_upload(session=session, store=store, received=received, kind=Dataset,
+                        key=f"datasets/{received.sha256}.npz", describe=describe)
+
+
+def get_dataset(*, session: Session, dataset_id: uuid.UUID) -> Dataset:
+    dataset = session.get(Dataset, dataset_id)
+    if dataset is None:
+        raise DatasetNotFound(
+            f"dataset {dataset_id} does not exist; GET /v1/datasets lists the uploaded ones")
+    return dataset
+
+
+def list_datasets(*, session: Session, limit: int, offset: int) -> tuple[list[Dataset], int]:
+    total = session.scalar(select(func.count()).select_from(Dataset)) or 0
+    rows = session.scalars(
+        select(Dataset)
+        .order_by(Dataset.created_at.desc(), Dataset.id.desc())
+        .limit(limit)
+        .offset(offset)
+    ).all()
+    return list(rows), total

@@ -1,0 +1,26 @@
+"""Add jobs.accuracy_report: bisection, blame and fallback when validation fails.
+
+Revision ID: 0006
+Revises: 0005
+Create Date: 2026-11-30 03:45:00+00:00
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0006"
+down_revision: str | None = "0005"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("jobs") as batch_op:
+        batch_op.add_column(sa.Column("accuracy_report", sa.JSON(), nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("jobs") as batch_op:
+        batch_op.drop_column("accuracy_report")
