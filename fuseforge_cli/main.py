@@ -12,6 +12,7 @@ from types import FrameType
 
 from api.settings import get_settings
 from fuseforge_cli.optimize_command import add_optimize_parser
+from fuseforge_cli.validate_command import add_validate_parser
 
 __all__ = ["main"]
 
@@ -136,6 +137,7 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("--beat", action="store_true", help="also run the periodic stale-job sweep")
     w.set_defaults(func=worker)
     add_optimize_parser(sub)
+    add_validate_parser(sub)
     return parser
 
 

@@ -9,6 +9,7 @@ __all__ = [
     "AccuracyMismatchError",
     "EngineBuildError",
     "InferenceError",
+    "InputRangeError",
     "InputShapeError",
     "InternalError",
     "InvalidModelError",
@@ -33,6 +34,14 @@ class UnsupportedModelError(OptimizerError):
 
 class InputShapeError(OptimizerError):
     """Requested input shapes do not fit the model's declared inputs."""
+
+    def __init__(self, message: str, *, input_name: str | None = None) -> None:
+        super().__init__(message)
+        self.input_name = input_name
+
+
+class InputRangeError(OptimizerError):
+    """Requested value ranges for random inputs do not fit the model's inputs (job `input_ranges`)."""
 
     def __init__(self, message: str, *, input_name: str | None = None) -> None:
         super().__init__(message)

@@ -1,18 +1,30 @@
-"""Decide whether an optimized model's outputs match the original's within stated tolerances."""
+"""Decide whether an optimized model's outputs match the original's within stated tolerances.
+
+The reference is always the original model, unmodified, in fp32 (callers pass its runner
+first); the metrics themselves live in `optimizer.validation.metrics`.
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any, Literal
 
 import numpy as np
 
 from optimizer.errors import AccuracyMismatchError, InternalError
 from optimizer.runner import Runner
+from optimizer.validation.datasets import DatasetError
+from optimizer.validation.metrics import (
+    class_metrics,
+    error_metrics,
+    looks_like_class_scores,
+    tolerance_excess,
+)
 
 __all__ = [
+    "MetricFailure",
     "OutputComparison",
     "Tolerances",
     "ValidationReport",
@@ -24,15 +36,69 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Tolerances:
-    """Elementwise |candidate - reference| <= atol + rtol * |reference|, and a cosine floor."""
+    """The limits every output must meet.
+
+    Always checked: elementwise |candidate - reference| <= atol + rtol * |reference|, and the
+    cosine similarity floor. Checked only when set (None: not checked): the limits on the other
+    metrics; top-k and accuracy limits apply to outputs holding class scores (see
+    `compare_outputs`), `max_accuracy_drop` only when labels are given. Agreements and accuracy
+    drops are fractions: 0.99 is 99%, 0.01 one point.
+    """
 
     atol: float
     rtol: float
     min_cosine: float
+    max_rel_err: float | None = None
+    max_rmse: float | None = None
+    min_snr_db: float | None = None
+    min_top1_agreement: float | None = None
+    min_top5_agreement: float | None = None
+    max_accuracy_drop: float | None = None
 
     def to_dict(self) -> dict[str, float]:
-        return asdict(self)
+        """The limits in force; unset optional limits are left out."""
+        return {key: value for key, value in asdict(self).items() if value is not None}
 
+    def with_overrides(self, overrides: Mapping[str, float | None]) -> Tolerances:
+        """A copy with the given limits replaced (a job's overrides); None keeps the current one.
+
+        >>> default_tolerances("fp16").with_overrides({"atol": 1e-3, "min_snr_db": 40})
+        ... # doctest: +SKIP
+
+        Raises:
+            ValueError: an unknown limit name, a value that is not a finite number, or a value
+                out of its range (tolerances below 0, cosine outside [-1, 1], agreements and
+                accuracy drops outside [0, 1]).
+        """
+        known = [field.name for field in fields(self)]
+        changes: dict[str, float] = {}
+        for name, value in overrides.items():
+            if name not in known:
+                raise ValueError(f"Unknown tolerance {name!r}; expected one of "
+                                 f"{', '.join(known)}.")
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not math.isfinite(value):
+                raise ValueError(f"Tolerance {name!r} must be a finite number, got {value!r}.")
+            low, high = _LIMIT_RANGES.get(name, (-math.inf, math.inf))
+            if not low <= value <= high:
+                raise ValueError(f"Tolerance {name!r} must lie in [{low:g}, {high:g}], got "
+                                 f"{value!r}.")
+            changes[name] = float(value)
+        return replace(self, **changes)
+
+
+_LIMIT_RANGES = {
+    "atol": (0.0, math.inf),
+    "rtol": (0.0, math.inf),
+    "min_cosine": (-1.0, 1.0),
+    "max_rel_err": (0.0, math.inf),
+    "max_rmse": (0.0, math.inf),
+    "min_top1_agreement": (0.0, 1.0),
+    "min_top5_agreement": (0.0, 1.0),
+    "max_accuracy_drop": (0.0, 1.0),
+}
 
 _DEFAULT_TOLERANCES = {
     "fp32": Tolerances(atol=1e-4, rtol=1e-3, min_cosine=0.9999),
@@ -57,7 +123,12 @@ def default_tolerances(precision: str) -> Tolerances:
 
 @dataclass(frozen=True)
 class OutputComparison:
-    """How one output differs from the reference, over all samples together."""
+    """How one output differs from the reference, over all samples together.
+
+    The error fields are those of `metrics.ErrorMetrics`; the class fields (top-k agreement,
+    accuracies) are None for outputs that are not class scores, accuracies also without labels.
+    A missing output or a shape mismatch has infinite errors and a NaN cosine.
+    """
 
     name: str
     max_abs_err: float
@@ -65,9 +136,46 @@ class OutputComparison:
     mean_abs_err: float
     cosine_similarity: float  # NaN when the output is missing or its shape differs
     passed: bool
+    rmse: float = math.nan
+    snr_db: float = math.nan
+    abs_err_p50: float = math.nan
+    abs_err_p90: float = math.nan
+    abs_err_p99: float = math.nan
+    reference_nan_count: int = 0
+    reference_inf_count: int = 0
+    candidate_nan_count: int = 0
+    candidate_inf_count: int = 0
+    top1_agreement: float | None = None
+    top5_agreement: float | None = None
+    reference_accuracy: float | None = None
+    candidate_accuracy: float | None = None
+    accuracy_drop: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A strict-JSON dict: non-finite numbers become None (PostgreSQL JSON rejects them)."""
+        return {key: _json_number(value) for key, value in asdict(self).items()}
+
+
+@dataclass(frozen=True)
+class MetricFailure:
+    """One limit one output broke: the value found, the limit, and how far past it.
+
+    `metric` is an `OutputComparison` field limited by `Tolerances` ("cosine_similarity",
+    "snr_db", "top1_agreement"...), or one of "missing", "shape", "dtype" (value and limit are
+    then descriptions), "elementwise" (value: the worst |c - r| / (atol + rtol·|r|), limit 1),
+    "candidate_nan_count" / "candidate_inf_count" (limit: the reference's count).
+    `excess` is how far the value is past the limit, in the metric's units (positive; None
+    where value and limit are not numbers).
+    """
+
+    output: str
+    metric: str
+    value: float | str
+    limit: float | str
+    excess: float | None
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
         return {key: _json_number(value) for key, value in asdict(self).items()}
 
 
@@ -77,6 +185,7 @@ class ValidationReport:
     tolerances: Tolerances
     samples: int
     outputs: tuple[OutputComparison, ...]
+    failures: tuple[MetricFailure, ...] = ()  # every limit broken, output by output
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -84,24 +193,20 @@ class ValidationReport:
             "tolerances": self.tolerances.to_dict(),
             "samples": self.samples,
             "outputs": [output.to_dict() for output in self.outputs],
+            "failures": [failure.to_dict() for failure in self.failures],
         }
 
     def raise_if_failed(self, subject: str) -> None:
-        """Raise AccuracyMismatchError naming each failing output of `subject` (e.g. a job).
+        """Raise AccuracyMismatchError listing every limit `subject` (e.g. a job) broke.
 
         >>> report.raise_if_failed("engine for job 42")        # doctest: +SKIP
         """
         if self.passed:
             return
-        failed = [output for output in self.outputs if not output.passed]
-        details = "; ".join(
-            f"output {o.name!r}: max abs error {o.max_abs_err:.3g}, max rel error "
-            f"{o.max_rel_err:.3g}, cosine {o.cosine_similarity:.6f}" for o in failed)
-        tol = self.tolerances
+        details = "; ".join(failure.message for failure in self.failures)
         raise AccuracyMismatchError(
-            f"The outputs of {subject} differ from the original model beyond tolerance "
-            f"(atol={tol.atol:g}, rtol={tol.rtol:g}, min cosine={tol.min_cosine:g}) over "
-            f"{self.samples} samples: {details}. Build at a higher precision or loosen the "
+            f"The outputs of {subject} differ from the original model's beyond tolerance over "
+            f"{self.samples} sample(s): {details}. Build at a higher precision or loosen the "
             "tolerances.")
 
 
@@ -109,28 +214,51 @@ def compare_outputs(
     reference: Sequence[Mapping[str, np.ndarray]],
     candidate: Sequence[Mapping[str, np.ndarray]],
     tolerances: Tolerances,
+    *,
+    labels: np.ndarray | Sequence[np.ndarray] | None = None,
+    class_outputs: Collection[str] | None = None,
 ) -> ValidationReport:
     """Compare each reference output with the candidate's, sample by sample.
 
-    An output passes when shapes and dtypes match, every element satisfies
-    |c - r| <= atol + rtol * |r| (NaN only where the reference has NaN, infinities equal), and
-    the cosine similarity over all samples is at least `min_cosine`. A missing output or a
-    shape mismatch fails with infinite errors rather than raising.
+    An output passes when it is present with the reference's shape and dtype, every element
+    satisfies |c - r| <= atol + rtol * |r| (NaN only where the reference has NaN, infinities
+    equal), the cosine similarity over all samples is at least `min_cosine`, and every optional
+    limit set in `tolerances` holds. A missing output or a shape mismatch fails rather than
+    raising.
+
+    Class scores: `class_outputs` names the outputs whose last axis holds class scores; when
+    None, every float output shaped [batch, classes >= 2] counts. `labels` (one entry per
+    sample, e.g. a [samples] or [samples, batch] integer array) adds the task accuracy of both
+    models to every class-score output with one prediction per label.
 
     Raises:
         InternalError: the two sequences hold different numbers of samples.
+        DatasetError: labels for a different number of samples, labels that fit no
+            class-score output, or a name in `class_outputs` that is no output or has fewer
+            than 2 classes on its last axis.
     """
     if len(reference) != len(candidate):
         raise InternalError(
             f"compare_outputs got {len(reference)} reference samples but {len(candidate)} "
             "candidate samples; run both on the same feeds.")
+    if labels is not None and len(labels) != len(reference):
+        raise DatasetError(f"Got labels for {len(labels)} samples but outputs for "
+                           f"{len(reference)}; give one entry of labels per sample.")
+    label_rows = None if labels is None else [np.asarray(label) for label in labels]
     names = list(dict.fromkeys(name for sample in reference for name in sample))
-    outputs = tuple(
-        _compare_output(name, [sample[name] for sample in reference],
-                        [sample.get(name) for sample in candidate], tolerances)
-        for name in names)
-    return ValidationReport(passed=all(output.passed for output in outputs),
-                            tolerances=tolerances, samples=len(reference), outputs=outputs)
+    scored = _class_outputs(names, reference, class_outputs)
+    labelled = _labelled_outputs(scored, reference, label_rows)
+    outputs: list[OutputComparison] = []
+    failures: list[MetricFailure] = []
+    for name in names:
+        output, output_failures = _compare_output(
+            name, [sample[name] for sample in reference],
+            [sample.get(name) for sample in candidate], tolerances,
+            is_class=name in scored, labels=label_rows if name in labelled else None)
+        outputs.append(output)
+        failures.extend(output_failures)
+    return ValidationReport(passed=not failures, tolerances=tolerances, samples=len(reference),
+                            outputs=tuple(outputs), failures=tuple(failures))
 
 
 def validate(
@@ -138,66 +266,212 @@ def validate(
     candidate: Runner,
     feeds: Sequence[Mapping[str, np.ndarray]],
     tolerances: Tolerances,
+    *,
+    labels: np.ndarray | Sequence[np.ndarray] | None = None,
+    class_outputs: Collection[str] | None = None,
 ) -> ValidationReport:
-    """Run both runners on every feed and compare their outputs with `compare_outputs`."""
+    """Run both runners on every feed and compare their outputs with `compare_outputs`.
+
+    `reference` runs the original model in fp32 (e.g. ONNX Runtime with graph optimizations
+    disabled); `candidate` the optimized model or engine.
+    """
     reference_outputs = [reference.infer(feed) for feed in feeds]
     candidate_outputs = [candidate.infer(feed) for feed in feeds]
-    return compare_outputs(reference_outputs, candidate_outputs, tolerances)
+    return compare_outputs(reference_outputs, candidate_outputs, tolerances, labels=labels,
+                           class_outputs=class_outputs)
 
 
-def _compare_output(name: str, references: list[np.ndarray], candidates: list[np.ndarray | None],
-                    tol: Tolerances) -> OutputComparison:
-    pairs = []
+def _class_outputs(names: list[str], reference: Sequence[Mapping[str, np.ndarray]],
+                   declared: Collection[str] | None) -> set[str]:
+    if not reference:
+        return set()
+    first = reference[0]
+    if declared is None:
+        return {name for name in names if name in first and looks_like_class_scores(first[name])}
+    for name in declared:
+        if name not in names:
+            raise DatasetError(f"Output {name!r} was named as class scores, but the model has "
+                               f"no output of that name; its outputs are {_quoted(names)}.")
+        shape = np.shape(first[name])
+        if len(shape) == 0 or shape[-1] < 2:
+            raise DatasetError(
+                f"Output {name!r} was named as class scores, but its shape {list(shape)} has "
+                "fewer than 2 classes on its last axis; name only outputs whose last axis "
+                "holds one score per class.")
+    return set(declared)
+
+
+def _labelled_outputs(scored: set[str], reference: Sequence[Mapping[str, np.ndarray]],
+                      labels: list[np.ndarray] | None) -> set[str]:
+    if labels is None or not reference:
+        return set()
+    sizes = {np.size(label) for label in labels}
+
+    def predictions(name: str) -> set[int]:
+        return {int(np.size(sample[name]) // np.shape(sample[name])[-1]) for sample in reference}
+
+    fitting = {name for name in scored if predictions(name) == sizes and len(sizes) == 1}
+    if not fitting:
+        found = ", ".join(f"{name!r} ({sorted(predictions(name))[0]} per sample)"
+                          for name in sorted(scored)) or "none"
+        raise DatasetError(
+            f"The labels hold {sorted(sizes)} class id(s) per sample, which fits no output of "
+            f"class scores (outputs with class scores: {found}); give one label per "
+            "prediction, or name the class-score output explicitly.")
+    return fitting
+
+
+def _compare_output(
+    name: str,
+    references: list[np.ndarray],
+    candidates: list[np.ndarray | None],
+    tol: Tolerances,
+    *,
+    is_class: bool,
+    labels: list[np.ndarray] | None,
+) -> tuple[OutputComparison, list[MetricFailure]]:
     for ref, cand in zip(references, candidates, strict=True):
         if cand is None or np.shape(cand) != np.shape(ref):
-            return OutputComparison(name=name, max_abs_err=math.inf, max_rel_err=math.inf,
-                                    mean_abs_err=math.inf, cosine_similarity=math.nan,
-                                    passed=False)
-        pairs.append((np.asarray(ref), np.asarray(cand)))
-    same_dtype = all(ref.dtype == cand.dtype for ref, cand in pairs)
-    as_f64 = [(ref.astype(np.float64), cand.astype(np.float64)) for ref, cand in pairs]
-    # A relative error against an exact zero is meaningless; measure it against a floor set
-    # by the output's scale instead.
-    scale = max((float(np.max(np.abs(r[np.isfinite(r)]), initial=0.0)) for r, _ in as_f64),
-                default=0.0)
-    floor = max(1e-6 * scale, 1e-12)
-    max_abs = max_rel = total_abs = 0.0
-    count = 0
-    dot = ref_norm2 = cand_norm2 = 0.0
-    all_close = True
-    with np.errstate(invalid="ignore", over="ignore"):
-        for ref, cand in as_f64:
-            # Matching NaNs and equal infinities count as no error.
-            equal = (ref == cand) | (np.isnan(ref) & np.isnan(cand))
-            abs_err = np.nan_to_num(np.where(equal, 0.0, np.abs(cand - ref)), nan=math.inf)
-            rel_err = np.nan_to_num(abs_err / np.maximum(np.abs(ref), floor), nan=math.inf)
-            max_abs = max(max_abs, float(np.max(abs_err, initial=0.0)))
-            max_rel = max(max_rel, float(np.max(rel_err, initial=0.0)))
-            total_abs += float(np.sum(abs_err))
-            count += abs_err.size
-            # allclose also fails a NaN or infinity where the reference is finite.
-            all_close &= bool(np.allclose(cand, ref, atol=tol.atol, rtol=tol.rtol, equal_nan=True))
-            finite = np.isfinite(ref) & np.isfinite(cand)
-            dot += float(np.sum(ref[finite] * cand[finite]))
-            ref_norm2 += float(np.sum(ref[finite] ** 2))
-            cand_norm2 += float(np.sum(cand[finite] ** 2))
-    cosine = _cosine(dot, ref_norm2, cand_norm2)
-    return OutputComparison(
-        name=name,
-        max_abs_err=max_abs,
-        max_rel_err=max_rel,
-        mean_abs_err=total_abs / count if count else 0.0,
-        cosine_similarity=cosine,
-        passed=same_dtype and all_close and cosine >= tol.min_cosine,
-    )
+            return _unmatched(name, ref, cand)
+    present = [np.asarray(cand) for cand in candidates if cand is not None]
+    errors = error_metrics(references, present)
+    classes = class_metrics(references, present, labels) if is_class else None
+    output = OutputComparison(name=name, passed=True, **asdict(errors),
+                              **(asdict(classes) if classes else {}))
+    failures = _dtype_failures(name, references[0], present[0])
+    failures += _elementwise_failures(name, references, present, tol)
+    failures += _non_finite_failures(output)
+    failures += _limit_failures(output, tol)
+    return replace(output, passed=not failures), failures
 
 
-def _cosine(dot: float, ref_norm2: float, cand_norm2: float) -> float:
-    if ref_norm2 == 0.0 and cand_norm2 == 0.0:
-        return 1.0  # two all-zero outputs agree perfectly
-    if ref_norm2 == 0.0 or cand_norm2 == 0.0:
-        return 0.0
-    return max(-1.0, min(1.0, dot / math.sqrt(ref_norm2 * cand_norm2)))
+def _unmatched(name: str, ref: np.ndarray,
+               cand: np.ndarray | None) -> tuple[OutputComparison, list[MetricFailure]]:
+    output = OutputComparison(
+        name=name, max_abs_err=math.inf, max_rel_err=math.inf, mean_abs_err=math.inf,
+        cosine_similarity=math.nan, passed=False, rmse=math.inf, snr_db=-math.inf,
+        abs_err_p50=math.inf, abs_err_p90=math.inf, abs_err_p99=math.inf)
+    if cand is None:
+        failure = MetricFailure(
+            output=name, metric="missing", value="missing", limit="present", excess=None,
+            message=f"output {name!r} is missing from the candidate's outputs")
+    else:
+        found, wanted = list(np.shape(cand)), list(np.shape(ref))
+        failure = MetricFailure(
+            output=name, metric="shape", value=str(found), limit=str(wanted), excess=None,
+            message=f"output {name!r} has shape {found}, but the reference's is {wanted}")
+    return output, [failure]
+
+
+def _dtype_failures(name: str, ref: np.ndarray, cand: np.ndarray) -> list[MetricFailure]:
+    if np.asarray(ref).dtype == cand.dtype:
+        return []
+    found, wanted = cand.dtype.name, np.asarray(ref).dtype.name
+    return [MetricFailure(
+        output=name, metric="dtype", value=found, limit=wanted, excess=None,
+        message=f"output {name!r} is {found}, but the reference's is {wanted}; keep the "
+                "graph outputs in their original type")]
+
+
+def _elementwise_failures(name: str, references: list[np.ndarray], candidates: list[np.ndarray],
+                          tol: Tolerances) -> list[MetricFailure]:
+    excess = tolerance_excess(references, candidates, tol.atol, tol.rtol)
+    if not excess.outside:
+        return []
+    share = excess.outside / excess.elements
+    if math.isinf(excess.worst_ratio):
+        worst = f"the worst is {excess.worst_abs_err:.3g} off a reference of " \
+                f"{excess.worst_reference:.3g} (NaN or infinity on one side only)"
+    else:
+        worst = f"the worst, |error| {excess.worst_abs_err:.3g} at reference " \
+                f"{excess.worst_reference:.3g}, is {excess.worst_ratio:.3g}x its allowance"
+    return [MetricFailure(
+        output=name, metric="elementwise", value=excess.worst_ratio, limit=1.0,
+        excess=excess.worst_ratio - 1.0,
+        message=f"output {name!r}: {excess.outside} of {excess.elements} elements "
+                f"({share:.2%}) differ by more than atol + rtol*|reference| "
+                f"(atol={tol.atol:g}, rtol={tol.rtol:g}); {worst}")]
+
+
+def _non_finite_failures(output: OutputComparison) -> list[MetricFailure]:
+    failures = []
+    for kind in ("nan", "inf"):
+        found = getattr(output, f"candidate_{kind}_count")
+        allowed = getattr(output, f"reference_{kind}_count")
+        if found > allowed:
+            shown = "NaN" if kind == "nan" else "infinite"
+            failures.append(MetricFailure(
+                output=output.name, metric=f"candidate_{kind}_count", value=found,
+                limit=allowed, excess=found - allowed,
+                message=f"output {output.name!r} has {found} {shown} values where the "
+                        f"reference has {allowed} (overflow in a lower precision?)"))
+    return failures
+
+
+Direction = Literal["min", "max"]
+
+# (Tolerances field, OutputComparison field, which side of the limit passes, how to show it)
+_LIMITS: tuple[tuple[str, str, Direction, str], ...] = (
+    ("min_cosine", "cosine_similarity", "min", "cosine similarity"),
+    ("max_rel_err", "max_rel_err", "max", "max relative error"),
+    ("max_rmse", "rmse", "max", "RMSE"),
+    ("min_snr_db", "snr_db", "min", "SNR"),
+    ("min_top1_agreement", "top1_agreement", "min", "top-1 agreement"),
+    ("min_top5_agreement", "top5_agreement", "min", "top-5 agreement"),
+    ("max_accuracy_drop", "accuracy_drop", "max", "accuracy drop"),
+)
+
+
+def _limit_failures(output: OutputComparison, tol: Tolerances) -> list[MetricFailure]:
+    failures = []
+    for limit_name, metric, direction, label in _LIMITS:
+        limit = getattr(tol, limit_name)
+        value = getattr(output, metric)
+        if limit is None or value is None:
+            continue  # not asked for, or not measured for this output (not class scores)
+        ok = value >= limit if direction == "min" else value <= limit
+        if ok:
+            continue
+        excess = limit - value if direction == "min" else value - limit
+        if math.isnan(excess):
+            excess = math.inf
+        side = "below the minimum" if direction == "min" else "above the maximum"
+        failures.append(MetricFailure(
+            output=output.name, metric=metric, value=value, limit=limit, excess=excess,
+            message=f"output {output.name!r}: {label} {_show(metric, value)} is {side} "
+                    f"{_show(metric, limit)} by {_show_excess(metric, excess)}"
+                    + _accuracy_note(metric, output)))
+    return failures
+
+
+def _show(metric: str, value: float) -> str:
+    if metric in ("top1_agreement", "top5_agreement"):
+        return f"{value:.2%}"
+    if metric == "accuracy_drop":
+        return f"{value * 100:.2f} points"
+    if metric == "snr_db":
+        return f"{value:.1f} dB"
+    if metric == "cosine_similarity":
+        return f"{value:.6f}"
+    return f"{value:.3g}"
+
+
+def _show_excess(metric: str, excess: float) -> str:
+    if metric in ("top1_agreement", "top5_agreement"):
+        return f"{excess * 100:.2f} points"
+    return _show(metric, excess)
+
+
+def _accuracy_note(metric: str, output: OutputComparison) -> str:
+    if metric != "accuracy_drop" or output.reference_accuracy is None \
+            or output.candidate_accuracy is None:
+        return ""
+    return (f" (accuracy {output.reference_accuracy:.2%} for the original, "
+            f"{output.candidate_accuracy:.2%} for the candidate)")
+
+
+def _quoted(names: Sequence[str]) -> str:
+    return ", ".join(repr(name) for name in names) or "none"
 
 
 def _json_number(value: Any) -> Any:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
-from optimizer.errors import InternalError, UnsupportedModelError
+from optimizer.errors import InputRangeError, InternalError, UnsupportedModelError
 from optimizer.inputs import random_feeds
 from optimizer.tensor_specs import TensorSpec
 
@@ -62,3 +64,66 @@ def test_random_feeds_refuses_a_shape_that_is_not_concrete(dim):
 def test_random_feeds_refuses_string_inputs():
     with pytest.raises(UnsupportedModelError, match="'text' has dtype 'string'"):
         random_feeds([TensorSpec("text", "string", (2,))], count=1, seed=0)
+
+
+def test_ranged_integers_cover_low_to_high_minus_one_only():
+    feed = random_feeds([TensorSpec("ids", "int64", (2000,))], count=1, seed=0,
+                        ranges={"ids": (5, 9)})[0]
+
+    assert set(np.unique(feed["ids"]).tolist()) == {5, 6, 7, 8}
+    assert feed["ids"].dtype == np.int64
+
+
+def test_ranged_token_ids_reach_a_large_vocabulary():
+    feed = random_feeds([TensorSpec("input_ids", "int32", (4, 512))], count=1, seed=1,
+                        ranges={"input_ids": (0, 30522)})[0]
+
+    ids = feed["input_ids"]
+    assert ids.dtype == np.int32 and ids.min() >= 0 and ids.max() < 30522
+    assert ids.max() > 29000  # uniform over the vocabulary, not just small ids
+
+
+def test_ranged_floats_are_uniform_between_the_bounds():
+    feed = random_feeds([TensorSpec("x", "float32", (5000,))], count=1, seed=2,
+                        ranges={"x": (-3.0, 2.0)})[0]
+
+    assert -3.0 <= feed["x"].min() < -2.9 and 1.9 < feed["x"].max() < 2.0
+    assert float(feed["x"].mean()) == pytest.approx(-0.5, abs=0.1)
+
+
+def test_a_range_for_one_input_leaves_the_others_unchanged():
+    specs = [TensorSpec("x", "float32", (3, 4)), TensorSpec("ids", "int64", (3,))]
+
+    plain = random_feeds(specs, count=2, seed=9)
+    ranged = random_feeds(specs, count=2, seed=9, ranges={"ids": (100, 200)})
+
+    for a, b in zip(plain, ranged, strict=True):
+        np.testing.assert_array_equal(a["x"], b["x"])
+        assert b["ids"].min() >= 100
+
+
+@pytest.mark.parametrize(
+    ("ranges", "message"),
+    [
+        ({"image": (0, 1)}, "input 'image', but the model has no input of that name; its "
+                            "inputs are: 'ids', 'x', 'mask', 'small'"),
+        ({"ids": (5, 5)}, "range \\[5, 5\\) is empty; low must be below high"),
+        ({"x": (1.0, -1.0)}, "low must be below high"),
+        ({"ids": (0, 10.5)}, "integer dtype int64.*fractional bound; give whole numbers, e.g. "
+                             "\\[0, 11\\)"),
+        ({"small": (0, 300)}, "dtype uint8, which holds 0..255.*keep low >= 0 and high <= 256"),
+        ({"small": (-1, 10)}, "dtype uint8"),
+        ({"mask": (0, 1)}, "'mask' is bool, which takes no value range"),
+        ({"x": (0, math.inf)}, "bound inf is not a finite number"),
+        ({"x": (0, 1, 2)}, "is not a pair \\[low, high\\]"),
+        ({"x": "0,1"}, "is not a pair"),
+        ({"x": (True, 2)}, "bound True is not a finite number"),
+    ],
+)
+def test_random_feeds_refuses_bad_ranges(ranges, message):
+    specs = [TensorSpec("ids", "int64", (2,)), TensorSpec("x", "float32", (2,)),
+             TensorSpec("mask", "bool", (2,)), TensorSpec("small", "uint8", (2,))]
+
+    with pytest.raises(InputRangeError, match=message) as caught:
+        random_feeds(specs, count=1, seed=0, ranges=ranges)
+    assert caught.value.input_name == next(iter(ranges))

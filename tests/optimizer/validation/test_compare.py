@@ -13,6 +13,8 @@ from optimizer.errors import AccuracyMismatchError, InternalError
 from optimizer.inputs import random_feeds
 from optimizer.tensor_specs import TensorSpec
 from optimizer.validation import Tolerances, compare_outputs, default_tolerances, validate
+from optimizer.validation.compare import MetricFailure
+from optimizer.validation.datasets import DatasetError
 
 FP32 = default_tolerances("fp32")
 
@@ -159,18 +161,24 @@ def test_validation_report_to_dict_is_strict_json_even_with_infinite_errors():
     assert data["passed"] is False
     assert data["outputs"][0]["max_abs_err"] is None
     assert data["tolerances"] == {"atol": 1e-4, "rtol": 1e-3, "min_cosine": 0.9999}
+    assert data["failures"] == [{"output": "y", "metric": "missing", "value": "missing",
+                                 "limit": "present", "excess": None,
+                                 "message": "output 'y' is missing from the candidate's outputs"}]
 
 
-def test_raise_if_failed_names_the_failing_output_and_tolerances():
+def test_raise_if_failed_names_each_broken_limit_of_the_failing_output():
     ref = _logits()
     report = compare_outputs([{"logits": ref, "ok": ref}], [{"logits": ref + 1, "ok": ref}],
                              FP32)
 
-    with pytest.raises(AccuracyMismatchError,
-                       match=r"engine for job 7 .*atol=0\.0001.*output 'logits': max abs error 1"
-                       ) as caught:
+    with pytest.raises(AccuracyMismatchError) as caught:
         report.raise_if_failed("engine for job 7")
-    assert "'ok'" not in str(caught.value)
+    message = str(caught.value)
+    assert message.startswith("The outputs of engine for job 7 differ")
+    assert "output 'logits': 20 of 20 elements (100.00%) differ by more than atol + " \
+        "rtol*|reference| (atol=0.0001, rtol=0.001)" in message
+    assert "output 'logits': cosine similarity" in message
+    assert "'ok'" not in message
 
 
 def test_raise_if_failed_is_silent_when_the_report_passed():
@@ -186,3 +194,176 @@ def test_validate_passes_a_model_optimized_by_onnx_runtime_against_the_original(
 
     assert report.passed and report.samples == 3
     assert [output.name for output in report.outputs] == ["logits"]
+
+
+def _scores(top: list[int], classes: int = 10) -> np.ndarray:
+    """[len(top), classes] scores whose row i has its maximum at class top[i]."""
+    rows = np.random.default_rng(len(top)).uniform(0, 0.5, (len(top), classes)).astype(np.float32)
+    rows[np.arange(len(top)), top] = 1.0
+    return rows
+
+
+def test_report_lists_every_broken_limit_with_value_limit_and_excess():
+    rng = np.random.default_rng(11)
+    ref = _scores(list(rng.integers(0, 10, 20)))
+    cand = ref + rng.normal(0, 0.05, ref.shape).astype(np.float32)
+    cand[:4] = _scores([(int(np.argmax(row)) + 1) % 10 for row in ref[:4]])  # 4 of 20 flip
+    hidden = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    hidden_cand = hidden.copy()
+    hidden_cand[0, 0, :2] = np.nan
+    tolerances = FP32.with_overrides({"min_snr_db": 40.0, "min_top1_agreement": 0.9})
+
+    report = compare_outputs([{"logits": ref, "hidden": hidden}],
+                             [{"logits": cand, "hidden": hidden_cand}], tolerances)
+
+    assert not report.passed
+    assert [(f.output, f.metric) for f in report.failures] == [
+        ("logits", "elementwise"),
+        ("logits", "cosine_similarity"),
+        ("logits", "snr_db"),
+        ("logits", "top1_agreement"),
+        ("hidden", "elementwise"),
+        ("hidden", "candidate_nan_count"),
+        ("hidden", "snr_db"),  # a NaN is infinite noise; the cosine skips it and stays 1
+    ]
+    by_metric = {(f.output, f.metric): f for f in report.failures}
+    top1 = by_metric["logits", "top1_agreement"]
+    assert (top1.value, top1.limit, top1.excess) == (pytest.approx(0.8), 0.9, pytest.approx(0.1))
+    assert top1.message == ("output 'logits': top-1 agreement 80.00% is below the minimum "
+                            "90.00% by 10.00 points")
+    snr = by_metric["logits", "snr_db"]
+    logits = report.outputs[0]
+    assert snr.value == logits.snr_db < 40.0 and snr.excess == pytest.approx(40.0 - snr.value)
+    nans = by_metric["hidden", "candidate_nan_count"]
+    assert (nans.value, nans.limit, nans.excess) == (2, 0, 2)
+    assert by_metric["hidden", "elementwise"].value == math.inf
+    assert [o.passed for o in report.outputs] == [False, False]
+
+
+def test_failures_name_missing_shape_and_dtype_problems():
+    ref = _logits()
+
+    report = compare_outputs(
+        [{"gone": ref, "short": ref, "half": ref}],
+        [{"short": ref[:1], "half": ref.astype(np.float16)}], default_tolerances("fp16"))
+
+    assert [(f.output, f.metric, f.value, f.limit) for f in report.failures] == [
+        ("gone", "missing", "missing", "present"),
+        ("short", "shape", "[1, 10]", "[2, 10]"),
+        ("half", "dtype", "float16", "float32"),
+    ]
+
+
+def test_optional_limits_are_checked_only_when_set():
+    ref = _logits()
+    cand = ref + np.float32(5e-5)  # within atol, but well short of 120 dB of SNR
+
+    assert compare_outputs([{"y": ref}], [{"y": cand}], FP32).passed
+    strict = FP32.with_overrides({"min_snr_db": 120.0, "max_rmse": 1e-6, "max_rel_err": 1e-6})
+    report = compare_outputs([{"y": ref}], [{"y": cand}], strict)
+    assert [f.metric for f in report.failures] == ["max_rel_err", "rmse", "snr_db"]
+
+
+def test_class_limits_skip_outputs_that_are_not_class_scores():
+    ref = np.random.default_rng(0).standard_normal((2, 3, 10)).astype(np.float32)
+    tolerances = FP32.with_overrides({"min_top1_agreement": 1.0})
+
+    report = compare_outputs([{"tokens": ref}], [{"tokens": -ref}], tolerances)
+
+    assert report.outputs[0].top1_agreement is None
+    assert "top1_agreement" not in {f.metric for f in report.failures}
+
+
+def test_declared_class_outputs_get_top_k_agreement_over_every_leading_row():
+    ref = _scores([1, 2, 3, 4, 5, 6]).reshape(2, 3, 10)
+    cand = ref.copy()
+    cand[1, 2] = _scores([0])[0]
+
+    report = compare_outputs([{"tokens": ref}], [{"tokens": cand}], FP32,
+                             class_outputs=["tokens"])
+
+    assert report.outputs[0].top1_agreement == pytest.approx(5 / 6)
+
+
+def test_declared_class_outputs_must_exist_and_hold_classes():
+    ref = {"logits": _logits(), "score": np.zeros((2, 1), np.float32)}
+
+    with pytest.raises(DatasetError, match="'probs'.*its outputs are 'logits', 'score'"):
+        compare_outputs([ref], [ref], FP32, class_outputs=["probs"])
+    with pytest.raises(DatasetError, match="'score'.*shape \\[2, 1\\] has fewer than 2 classes"):
+        compare_outputs([ref], [ref], FP32, class_outputs=["score"])
+
+
+def test_labels_report_the_accuracy_points_the_candidate_lost():
+    rng = np.random.default_rng(2)
+    labels = rng.integers(0, 10, (50, 1))  # 50 samples, one prediction each
+    ref_top = labels[:, 0].copy()
+    ref_top[:5] = (ref_top[:5] + 1) % 10  # the original is right 45 times of 50 (90%)
+    cand_top = ref_top.copy()
+    cand_top[5] = (cand_top[5] + 1) % 10  # the candidate loses one more: 88%
+    reference = [{"logits": _scores([int(t)])} for t in ref_top]
+    candidate = [{"logits": _scores([int(t)])} for t in cand_top]
+    tolerances = FP32.with_overrides({"atol": 10.0, "max_accuracy_drop": 0.01})
+
+    report = compare_outputs(reference, candidate, tolerances, labels=labels)
+
+    (logits,) = report.outputs
+    assert (logits.reference_accuracy, logits.candidate_accuracy, logits.accuracy_drop) == \
+        (pytest.approx(0.90), pytest.approx(0.88), pytest.approx(0.02))
+    (drop,) = [f for f in report.failures if f.metric == "accuracy_drop"]
+    assert drop.message == ("output 'logits': accuracy drop 2.00 points is above the maximum "
+                            "1.00 points by 1.00 points (accuracy 90.00% for the original, "
+                            "88.00% for the candidate)")
+
+
+def test_labels_must_fit_a_class_score_output():
+    sample = {"logits": _logits()}  # 2 predictions per sample
+
+    with pytest.raises(DatasetError, match="3.*per sample, which fits no output"):
+        compare_outputs([sample], [sample], FP32, labels=np.zeros((1, 3), np.int64))
+    with pytest.raises(DatasetError, match="labels for 2 samples but outputs for 1"):
+        compare_outputs([sample], [sample], FP32, labels=np.zeros((2, 2), np.int64))
+
+
+def test_with_overrides_replaces_the_given_limits_and_keeps_the_rest():
+    tolerances = default_tolerances("fp16").with_overrides(
+        {"atol": 1e-3, "rtol": None, "min_top1_agreement": 0.99})
+
+    assert tolerances == Tolerances(atol=1e-3, rtol=1e-2, min_cosine=0.999,
+                                    min_top1_agreement=0.99)
+    assert tolerances.to_dict() == {"atol": 1e-3, "rtol": 1e-2, "min_cosine": 0.999,
+                                    "min_top1_agreement": 0.99}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"atl": 1.0}, "Unknown tolerance 'atl'; expected one of atol, rtol"),
+        ({"atol": -1.0}, "'atol' must lie in \\[0, inf\\]"),
+        ({"min_top1_agreement": 99.0}, "'min_top1_agreement' must lie in \\[0, 1\\]"),
+        ({"min_snr_db": math.nan}, "'min_snr_db' must be a finite number"),
+        ({"min_cosine": True}, "'min_cosine' must be a finite number"),
+    ],
+)
+def test_with_overrides_refuses_bad_limits(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        FP32.with_overrides(overrides)
+
+
+def test_metric_failure_to_dict_is_strict_json():
+    failure = MetricFailure(output="y", metric="elementwise", value=math.inf, limit=1.0,
+                            excess=math.inf, message="m")
+
+    assert json.loads(json.dumps(failure.to_dict(), allow_nan=False))["value"] is None
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_an_unchanged_model_passes_on_every_seed(cnn_path, seed):
+    feeds = random_feeds([TensorSpec("input", "float32", (2, 3, 32, 32))], count=2, seed=seed)
+
+    with OnnxRuntimeRunner(cnn_path) as original, OnnxRuntimeRunner(cnn_path) as same:
+        report = validate(original, same, feeds, FP32.with_overrides(
+            {"min_snr_db": 100.0, "min_top1_agreement": 1.0, "min_top5_agreement": 1.0}))
+
+    assert report.passed, report.failures
+    assert report.outputs[0].top1_agreement == 1.0

@@ -1,0 +1,249 @@
+"""`fuseforge validate ORIGINAL.onnx CANDIDATE.onnx`: a job's accuracy check, locally.
+
+The original runs in ONNX Runtime on the CPU with every graph optimization disabled (the fp32
+reference); the candidate runs as given. Exit codes: 0 the candidate passed, 1 it failed
+(the report says every limit it broke), 2 the check could not run (bad arguments, an
+unreadable model or dataset, models with different inputs, a model ONNX Runtime cannot run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from fuseforge_cli.optimize_command import _input_shape
+from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
+from optimizer.errors import OptimizerError
+from optimizer.inputs import random_feeds
+from optimizer.model_check import check_model_file
+from optimizer.shapes import resolve_input_shapes
+from optimizer.tensor_specs import TensorSpec
+from optimizer.validation.compare import (
+    OutputComparison,
+    Tolerances,
+    ValidationReport,
+    default_tolerances,
+    validate,
+)
+from optimizer.validation.datasets import load_dataset
+
+__all__ = [
+    "ValidationPlan",
+    "add_validate_parser",
+    "check",
+    "plan_validation",
+    "render_report",
+    "run_validate",
+]
+
+EXIT_PASSED, EXIT_FAILED, EXIT_CANNOT_VALIDATE = 0, 1, 2
+_DEFAULT_SAMPLES = 8
+
+
+def _input_range(text: str) -> tuple[str, tuple[float, float]]:
+    name, sep, bounds = text.partition("=")
+    try:
+        low, high = bounds.split(",")
+        if not sep or not name:
+            raise ValueError
+        return name, (_number(low), _number(high))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--input-range {text!r}: expected NAME=LOW,HIGH (LOW included, HIGH excluded), "
+            "e.g. input_ids=0,30522") from None
+
+
+def _tolerance(text: str) -> tuple[str, float]:
+    name, sep, value = text.partition("=")
+    try:
+        if not sep or not name:
+            raise ValueError
+        return name, float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--tolerance {text!r}: expected NAME=VALUE, e.g. atol=1e-3 or min_snr_db=40"
+        ) from None
+
+
+def _number(text: str) -> float:
+    # Whole numbers stay ints so integer inputs take them as exact bounds.
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
+def add_validate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = sub.add_parser(
+        "validate", help="check an optimized model against the original (same check as a job)",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("original", type=Path, help="the unmodified model (the reference)")
+    parser.add_argument("candidate", type=Path, help="the optimized model to check")
+    parser.add_argument("--dataset", type=Path,
+                        help=".npz with one array per input (leading sample axis) and optional "
+                             "'labels'; default: seeded random inputs")
+    parser.add_argument("--precision", choices=("fp32", "fp16", "bf16"), default="fp32",
+                        help="the candidate's precision, which sets the default tolerances")
+    parser.add_argument("--samples", type=int, default=None,
+                        help=f"random input sets (default {_DEFAULT_SAMPLES}), or the first N "
+                             "samples of --dataset (default all)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    parser.add_argument("--input-shape", type=_input_shape, action="append", default=[],
+                        metavar="NAME=D1,D2,...",
+                        help="fix an input's shape (repeatable); dynamic dims default to 1")
+    parser.add_argument("--input-range", type=_input_range, action="append", default=[],
+                        metavar="NAME=LOW,HIGH",
+                        help="draw a random input from [LOW, HIGH) (repeatable), e.g. "
+                             "input_ids=0,30522")
+    parser.add_argument("--tolerance", type=_tolerance, action="append", default=[],
+                        metavar="NAME=VALUE",
+                        help="override a limit (repeatable): atol, rtol, min_cosine, "
+                             "max_rel_err, max_rmse, min_snr_db, min_top1_agreement, "
+                             "min_top5_agreement, max_accuracy_drop")
+    parser.add_argument("--class-output", action="append", default=None, metavar="NAME",
+                        help="treat this output's last axis as class scores (repeatable); "
+                             "default: every float output shaped [batch, classes]")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.set_defaults(func=run_validate)
+
+
+@dataclass(frozen=True)
+class ValidationPlan:
+    """Everything a check needs, resolved from the arguments: reusable by a later bisection."""
+
+    original: Path
+    candidate: Path
+    dataset: Path | None  # None: seeded random inputs
+    inputs: tuple[TensorSpec, ...]  # the original's, with the shapes the feeds have
+    feeds: list[dict[str, np.ndarray]]
+    labels: np.ndarray | None
+    tolerances: Tolerances
+    class_outputs: tuple[str, ...] | None
+
+
+def plan_validation(args: argparse.Namespace) -> ValidationPlan:
+    """Check both models and build the feeds and tolerances the arguments ask for.
+
+    Raises:
+        OptimizerError: an unreadable model, bad shapes or ranges, a dataset that does not
+            fit, or models whose inputs differ.
+        ValueError: a bad --samples, --precision or --tolerance.
+    """
+    summary = check_model_file(args.original)
+    candidate = check_model_file(args.candidate)
+    _require_same_inputs(summary.inputs, candidate.inputs, args.candidate)
+    if args.samples is not None and args.samples < 1:
+        raise ValueError(f"--samples must be at least 1, got {args.samples}.")
+    tolerances = default_tolerances(args.precision).with_overrides(dict(args.tolerance))
+    inputs = summary.inputs
+    if args.dataset is None or args.input_shape:
+        shapes = resolve_input_shapes(summary.inputs, dict(args.input_shape))
+        inputs = tuple(TensorSpec(spec.name, spec.dtype, shapes[spec.name]) for spec in inputs)
+    labels = None
+    if args.dataset is not None:
+        # Dynamic dims not fixed by --input-shape take their size from the dataset.
+        dataset = load_dataset(args.dataset, inputs)
+        count = min(args.samples or dataset.samples, dataset.samples)
+        feeds = dataset.feeds[:count]
+        labels = None if dataset.labels is None else dataset.labels[:count]
+    else:
+        feeds = random_feeds(inputs, count=args.samples or _DEFAULT_SAMPLES, seed=args.seed,
+                             ranges=dict(args.input_range))
+    return ValidationPlan(
+        original=args.original, candidate=args.candidate, dataset=args.dataset, inputs=inputs,
+        feeds=feeds, labels=labels, tolerances=tolerances,
+        class_outputs=None if args.class_output is None else tuple(args.class_output))
+
+
+def check(plan: ValidationPlan) -> ValidationReport:
+    """Run the original (ORT, optimizations disabled) and the candidate on the plan's feeds."""
+    with (
+        OnnxRuntimeRunner(plan.original, optimization_level="disabled") as reference,
+        OnnxRuntimeRunner(plan.candidate, optimization_level="disabled") as candidate,
+    ):
+        return validate(reference, candidate, plan.feeds, plan.tolerances, labels=plan.labels,
+                        class_outputs=plan.class_outputs)
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    if args.dataset is not None and args.input_range:
+        return _cannot_validate("--input-range shapes random inputs; it has no effect with "
+                                "--dataset. Drop one of them.")
+    try:
+        plan = plan_validation(args)
+        report = check(plan)
+    except OptimizerError as err:
+        return _cannot_validate(f"{type(err).__name__}: {err}")
+    except ValueError as err:
+        return _cannot_validate(str(err))
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print(render_report(report, plan))
+    return EXIT_PASSED if report.passed else EXIT_FAILED
+
+
+def render_report(report: ValidationReport, plan: ValidationPlan) -> str:
+    """The report as a table of outputs, then every failure, then the verdict."""
+    source = "random inputs" if plan.dataset is None else f"dataset {plan.dataset}"
+    if plan.labels is not None:
+        source += " (with labels)"
+    lines = [f"{plan.candidate} vs {plan.original} (the reference), {report.samples} "
+             f"samples of {source}"]
+    header = ("output", "max_abs", "max_rel", "rmse", "snr_db", "cosine", "p99_abs", "top1",
+              "top5", "acc ref/cand", "")
+    rows = [header, *(_row(output) for output in report.outputs)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines += ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+              .rstrip() for row in rows]
+    if report.failures:
+        lines.append(f"{len(report.failures)} limit(s) broken:")
+        lines += [f"  - {failure.message}" for failure in report.failures]
+    tolerances = ", ".join(f"{key}={value:g}" for key, value in report.tolerances.to_dict().items())
+    lines.append(f"{'PASSED' if report.passed else 'FAILED'} ({tolerances})")
+    return "\n".join(lines)
+
+
+def _row(output: OutputComparison) -> tuple[str, ...]:
+    accuracy = "-"
+    if output.reference_accuracy is not None and output.candidate_accuracy is not None:
+        accuracy = f"{output.reference_accuracy:.2%}/{output.candidate_accuracy:.2%}"
+    return (output.name, _num(output.max_abs_err), _num(output.max_rel_err), _num(output.rmse),
+            _num(output.snr_db, ".1f"), _num(output.cosine_similarity, ".6f"),
+            _num(output.abs_err_p99), _share(output.top1_agreement),
+            _share(output.top5_agreement), accuracy, "ok" if output.passed else "FAIL")
+
+
+def _num(value: float, spec: str = ".3g") -> str:
+    if math.isnan(value):
+        return "-"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return format(value, spec)
+
+
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2%}"
+
+
+def _cannot_validate(message: str) -> int:
+    print(f"fuseforge validate: {message}", file=sys.stderr)
+    return EXIT_CANNOT_VALIDATE
+
+
+def _require_same_inputs(original: tuple[TensorSpec, ...], candidate: tuple[TensorSpec, ...],
+                         candidate_path: Path) -> None:
+    def describe(specs: tuple[TensorSpec, ...]) -> dict[str, str]:
+        return {spec.name: spec.dtype for spec in specs}
+
+    if describe(original) != describe(candidate):
+        raise ValueError(
+            f"Candidate {str(candidate_path)!r} takes inputs {describe(candidate)}, but the "
+            f"original takes {describe(original)}; a candidate must take the same inputs "
+            "(names and dtypes) to be compared.")
