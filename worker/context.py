@@ -29,6 +29,7 @@ class JobContext:
     config: dict[str, Any]
     model_path: Path  # the uploaded model, read-only
     scratch_dir: Path
+    dataset_path: Path | None = None  # the job's validation dataset (.npz), if it names one
     input_specs: tuple[TensorSpec, ...] = ()  # model inputs with the job's static shapes
     input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     static_model_path: Path | None = None
@@ -38,4 +39,13 @@ class JobContext:
     validation: ValidationReport | None = None
     benchmarks: list[BenchmarkResult] = field(default_factory=list)
     ablation: list[BenchmarkResult] = field(default_factory=list)
-    artifacts: list[PendingArtifact] = field(default_factory=list)
+    artifacts: dict[str, PendingArtifact] = field(default_factory=dict)  # by name: reruns replace
+    # Set by the validation fallback: rules kept off, or ORT's level overridden.
+    excluded_rules: tuple[str, ...] = ()
+    passes_override: str | None = None
+    ort_level_override: str | None = None
+    accuracy: dict[str, Any] = field(default_factory=dict)  # verdict, bisection, fallback...
+    labels: Any = None  # the dataset's class labels (numpy array), when it has them
+
+    def add_artifact(self, name: str, kind: str, path: Path) -> None:
+        self.artifacts[name] = PendingArtifact(name, kind, path)

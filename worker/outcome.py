@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 from api.db.models import Artifact, BenchmarkRecord, Job, ValidationResult
 from api.db.session import session_scope
 from api.storage import ArtifactStore, StoredObject
+from optimizer.jsonable import json_safe
 from worker.context import JobContext
 
 __all__ = ["record_failure", "record_success"]
@@ -23,14 +24,21 @@ def _validation_rows(ctx: JobContext) -> list[ValidationResult]:
         return []
     rows = []
     for output in report.outputs:
-        values = output.to_dict()  # non-finite errors become None: JSON and SQLite lack NaN
+        metrics = output.to_dict()  # non-finite errors become None: JSON and SQLite lack NaN
         rows.append(
             ValidationResult(
                 job_id=ctx.job_id,
-                output_name=values.pop("name"),
+                output_name=output.name,
                 samples=report.samples,
-                **values,
-                **report.tolerances.to_dict(),
+                max_abs_err=metrics["max_abs_err"],
+                max_rel_err=metrics["max_rel_err"],
+                mean_abs_err=metrics["mean_abs_err"],
+                cosine_similarity=metrics["cosine_similarity"],
+                atol=report.tolerances.atol,
+                rtol=report.tolerances.rtol,
+                min_cosine=report.tolerances.min_cosine,
+                passed=output.passed,
+                metrics=metrics,
             )
         )
     return rows
@@ -44,11 +52,15 @@ def _benchmark_rows(ctx: JobContext) -> list[BenchmarkRecord]:
     ]
 
 
-def _attach_fusion_report(session: Session, ctx: JobContext) -> None:
+def _attach_reports(session: Session, ctx: JobContext) -> None:
+    accuracy = dict(ctx.accuracy)
+    if ctx.validation is not None:
+        accuracy["tolerances"] = ctx.validation.tolerances.to_dict()
+        accuracy["failures"] = [f.to_dict() for f in ctx.validation.failures]
+    values = {"accuracy_report": json_safe(accuracy) if accuracy else None}
     if ctx.fusion_report is not None:
-        session.execute(
-            update(Job).where(Job.id == ctx.job_id).values(fusion_report=ctx.fusion_report.to_dict())
-        )
+        values["fusion_report"] = ctx.fusion_report.to_dict()
+    session.execute(update(Job).where(Job.id == ctx.job_id).values(**values))
 
 
 def record_success(ctx: JobContext, store: ArtifactStore) -> bool:
@@ -58,7 +70,7 @@ def record_success(ctx: JobContext, store: ArtifactStore) -> bool:
     """
     stored: list[tuple[str, str, StoredObject]] = []
     try:
-        for artifact in ctx.artifacts:
+        for artifact in ctx.artifacts.values():
             key = f"jobs/{ctx.job_id}/{artifact.name}"
             stored.append((artifact.name, artifact.kind, store.put_file(artifact.path, key)))
         with session_scope() as session:
@@ -75,7 +87,7 @@ def record_success(ctx: JobContext, store: ArtifactStore) -> bool:
             )
             session.add_all(_validation_rows(ctx))
             session.add_all(_benchmark_rows(ctx))
-            _attach_fusion_report(session, ctx)
+            _attach_reports(session, ctx)
             if job_state.succeed(session, ctx.job_id) is None:
                 session.rollback()
                 _delete_quietly(store, stored)
@@ -91,7 +103,7 @@ def record_failure(ctx: JobContext, code: str, message: str) -> None:
     with session_scope() as session:
         if job_state.fail(session, ctx.job_id, code, message) is not None:
             session.add_all(_validation_rows(ctx))
-            _attach_fusion_report(session, ctx)
+            _attach_reports(session, ctx)
 
 
 def _delete_quietly(store: ArtifactStore, stored: list[tuple[str, str, StoredObject]]) -> None:

@@ -72,6 +72,7 @@ def _context_for(job: Job, store: LocalArtifactStore, scratch_root: Path) -> Job
         job_id=job.id,
         config=job.config,
         model_path=store.local_path(job.model.storage_uri),
+        dataset_path=store.local_path(job.dataset.storage_uri) if job.dataset else None,
         scratch_dir=scratch_root / str(job.id),
     )
 

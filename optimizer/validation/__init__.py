@@ -1,10 +1,12 @@
 """Validation: does an optimized model reproduce the original's outputs, and if not, where not.
 
-`compare` holds the per-output metrics and the verdict; later modules add datasets,
-divergence localisation and pass bisection. The names below are the public surface.
+`compare` and `metrics` hold the per-output metrics and the verdict, `datasets` reads user
+inputs, `localize` finds the first divergent tensor, `bisect` names the rewrite rule that broke
+equivalence.
 """
 
 from optimizer.validation.compare import (
+    MetricFailure,
     OutputComparison,
     Tolerances,
     ValidationReport,
@@ -12,12 +14,21 @@ from optimizer.validation.compare import (
     default_tolerances,
     validate,
 )
+from optimizer.validation.datasets import Dataset, DatasetError, load_dataset
+from optimizer.validation.localize import Divergence, TensorError, localize_divergence
 
 __all__ = [
+    "Dataset",
+    "DatasetError",
+    "Divergence",
+    "MetricFailure",
+    "TensorError",
     "OutputComparison",
     "Tolerances",
     "ValidationReport",
     "compare_outputs",
     "default_tolerances",
+    "load_dataset",
+    "localize_divergence",
     "validate",
 ]

@@ -19,7 +19,8 @@ def benchmark_ablation(ctx: JobContext) -> None:
         iterations=settings["iterations"],
         measure_memory=settings["measure_memory"],
     )
-    feeds = random_feeds(ctx.input_specs, count=1, seed=ctx.config["validation"]["seed"])[0]
+    feeds = random_feeds(ctx.input_specs, count=1, seed=ctx.config["validation"]["seed"],
+                         ranges=ctx.config.get("input_ranges"))[0]
     work_dir = ctx.scratch_dir / "ablation"
     work_dir.mkdir()
     ctx.ablation = run_ablation(

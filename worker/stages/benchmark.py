@@ -23,7 +23,8 @@ def benchmark_variants(ctx: JobContext) -> None:
         iterations=settings["iterations"],
         measure_memory=settings["measure_memory"],
     )
-    feeds = random_feeds(ctx.input_specs, count=1, seed=ctx.config["validation"]["seed"])[0]
+    feeds = random_feeds(ctx.input_specs, count=1, seed=ctx.config["validation"]["seed"],
+                         ranges=ctx.config.get("input_ranges"))[0]
     with (
         OnnxRuntimeRunner(ctx.model_path, optimization_level="disabled") as original,
         runner_for_engine(ctx.engine.manifest_path) as engine,

@@ -1,8 +1,10 @@
 """Stage `build_engine`: build the backend's engine from the static-shape model."""
 
+import shutil
+
 from optimizer.backends.onnxruntime.build import OrtBuildOptions, build_ort_engine
 from optimizer.errors import InternalError
-from worker.context import JobContext, PendingArtifact
+from worker.context import JobContext
 
 
 def build_engine(ctx: JobContext) -> None:
@@ -11,13 +13,13 @@ def build_engine(ctx: JobContext) -> None:
     backend = ctx.config["backend"]
     if backend != "onnxruntime":  # the API accepts no other backend yet
         raise InternalError(f"no engine builder for backend {backend!r}")
-    options = OrtBuildOptions(optimization_level=ctx.config["ort_optimization_level"])
+    level = ctx.ort_level_override or ctx.config["ort_optimization_level"]
+    options = OrtBuildOptions(optimization_level=level)  # type: ignore[arg-type]
     engine_dir = ctx.scratch_dir / "engine"
+    shutil.rmtree(engine_dir, ignore_errors=True)  # a fallback rebuild replaces the engine
     engine_dir.mkdir()
     ctx.engine = build_ort_engine(
         ctx.fused_model_path, engine_dir, options=options, input_shapes=ctx.input_shapes
     )
-    ctx.artifacts += [
-        PendingArtifact("engine.onnx", "engine", ctx.engine.model_path),
-        PendingArtifact("manifest.json", "manifest", ctx.engine.manifest_path),
-    ]
+    ctx.add_artifact("engine.onnx", "engine", ctx.engine.model_path)
+    ctx.add_artifact("manifest.json", "manifest", ctx.engine.manifest_path)

@@ -1,30 +1,121 @@
 """Stage `validate`: the engine must reproduce the original model's outputs within tolerance.
 
 The reference is always the uploaded model, unmodified, in ONNX Runtime with every graph
-optimization disabled.
+optimization disabled. When the engine fails, bisection names the rewrite rule(s) to blame; with
+`"on_validation_failure": "fallback"` the job then keeps the largest validated set of rewrites
+(see worker/fallback.py) instead of failing.
 """
 
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
+from dataclasses import fields
+from typing import Any
+
+import numpy as np
+import onnx
 
 from optimizer.backends.onnxruntime.build import runner_for_engine
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
-from optimizer.errors import InternalError
+from optimizer.errors import AccuracyMismatchError, InternalError
 from optimizer.inputs import random_feeds
-from optimizer.validation import default_tolerances, validate
+from optimizer.optimize import OptimizeOptions
+from optimizer.validation import Tolerances, ValidationReport, default_tolerances, validate
+from optimizer.validation.bisect import bisect_rules, equivalence_check
+from optimizer.validation.datasets import load_dataset
+from optimizer.validation.localize import Divergence, localize_divergence
 from worker.context import JobContext
+from worker.stages.build_engine import build_engine
+from worker.stages.optimize import optimize_graph
+from worker.fallback import fall_back
 
 
-def validate_engine(ctx: JobContext) -> None:
+_LOCALIZE_SAMPLES = 2
+TOLERANCE_FIELDS = frozenset(f.name for f in fields(Tolerances))
+
+
+def job_tolerances(config: Mapping[str, Any]) -> Tolerances:
+    """The precision's defaults with the job's overrides applied."""
+    overrides = {k: v for k, v in config["validation"].items() if k in TOLERANCE_FIELDS}
+    return default_tolerances(str(config["precision"])).with_overrides(overrides)
+
+
+def job_feeds(ctx: JobContext) -> tuple[list[dict[str, np.ndarray]], np.ndarray | None]:
+    """The job's dataset (and labels) if it names one, else seeded random inputs in its ranges."""
+    if ctx.dataset_path is not None:
+        dataset = load_dataset(ctx.dataset_path, ctx.input_specs)
+        return list(dataset.feeds), dataset.labels
+    settings = ctx.config["validation"]
+    feeds = random_feeds(ctx.input_specs, count=settings["samples"], seed=settings["seed"],
+                         ranges=ctx.config.get("input_ranges"))
+    return feeds, None
+
+
+def validate_current_engine(
+    ctx: JobContext, feeds: Sequence[Mapping[str, np.ndarray]], tolerances: Tolerances
+) -> ValidationReport:
     if ctx.engine is None:
         raise InternalError("validate ran before build_engine")
-    settings = ctx.config["validation"]
-    tolerances = default_tolerances(ctx.config["precision"])
-    overrides = {k: settings[k] for k in ("atol", "rtol", "min_cosine") if settings.get(k) is not None}
-    tolerances = replace(tolerances, **overrides)
-    feeds = random_feeds(ctx.input_specs, count=settings["samples"], seed=settings["seed"])
     with (
         OnnxRuntimeRunner(ctx.model_path, optimization_level="disabled") as reference,
         runner_for_engine(ctx.engine.manifest_path) as candidate,
     ):
-        ctx.validation = validate(reference, candidate, feeds, tolerances)
-    ctx.validation.raise_if_failed(f"the engine of job {ctx.job_id}")
+        return validate(reference, candidate, feeds, tolerances, labels=ctx.labels)
+
+
+def validate_engine(ctx: JobContext) -> None:
+    tolerances = job_tolerances(ctx.config)
+    feeds, ctx.labels = job_feeds(ctx)
+    ctx.validation = validate_current_engine(ctx, feeds, tolerances)
+    ctx.accuracy["passed_first_time"] = ctx.validation.passed
+    if ctx.validation.passed:
+        return
+    _blame_rules(ctx, feeds, tolerances)
+    divergence = _localize(ctx, feeds, tolerances)
+    if ctx.config.get("on_validation_failure", "fail") == "fallback":
+        fall_back(ctx, feeds, tolerances, rebuild=_rebuild, validate_engine=validate_current_engine)
+        return
+    try:
+        ctx.validation.raise_if_failed(f"the engine of job {ctx.job_id}")
+    except AccuracyMismatchError as err:
+        where = f" First divergence: {divergence.describe()}" if divergence else ""
+        raise AccuracyMismatchError(f"{err}{where} ({ctx.accuracy['blame']}).") from None
+
+
+def _localize(
+    ctx: JobContext, feeds: Sequence[Mapping[str, np.ndarray]], tolerances: Tolerances
+) -> Divergence | None:
+    """The first tensor where our fused graph departs from the original (ORT optimizations off;
+    a few samples keep it quick)."""
+    if ctx.static_model_path is None or ctx.fused_model_path is None:
+        raise InternalError("validate ran before optimize")
+    divergence = localize_divergence(
+        onnx.load(ctx.static_model_path), onnx.load(ctx.fused_model_path),
+        feeds[:_LOCALIZE_SAMPLES], tolerances, fusion_report=ctx.fusion_report,
+    )
+    ctx.accuracy["localization"] = divergence.to_dict() if divergence else None
+    return divergence
+
+
+def _rebuild(ctx: JobContext) -> None:
+    optimize_graph(ctx)
+    build_engine(ctx)
+
+
+def _blame_rules(
+    ctx: JobContext, feeds: Sequence[Mapping[str, np.ndarray]], tolerances: Tolerances
+) -> None:
+    """Bisect our rewrite rules (judged with ORT's own optimizations off)."""
+    if ctx.static_model_path is None:
+        raise InternalError("validate ran before load")
+    static_model = onnx.load(ctx.static_model_path)
+    options = OptimizeOptions(backend=ctx.config["backend"], passes=ctx.config["passes"])
+    result = bisect_rules(static_model, options, equivalence_check(static_model, feeds, tolerances))
+    ctx.accuracy["bisection"] = result.to_dict()
+    if not result.culprits:
+        ctx.accuracy["blame"] = (
+            "our rewrites alone keep the outputs within tolerance; the difference comes from "
+            f"ONNX Runtime's own '{ctx.config['ort_optimization_level']}' optimizations"
+        )
+    else:
+        ctx.accuracy["blame"] = "rule(s) " + ", ".join(
+            "+".join(group) for group in result.culprits
+        ) + " break equivalence"

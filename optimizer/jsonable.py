@@ -1,0 +1,20 @@
+"""Make report values strict JSON: non-finite floats become None (PostgreSQL JSON refuses NaN)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["json_safe"]
+
+
+def json_safe(value: Any) -> Any:
+    """`value` with every NaN/Inf replaced by None and tuples turned into lists."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
