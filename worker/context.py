@@ -34,6 +34,7 @@ class JobContext:
     input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     static_model_path: Path | None = None
     fused_model_path: Path | None = None
+    engine_source_path: Path | None = None  # what the engine is built from (fused, maybe fp16)
     fusion_report: FusionReport | None = None
     engine: OrtEngine | None = None
     validation: ValidationReport | None = None

@@ -61,7 +61,11 @@ class JobConfig(BaseModel):
     model_config = _STRICT
 
     backend: Literal["onnxruntime"] = "onnxruntime"
-    precision: Literal["fp32"] = "fp32"
+    precision: Literal["fp32", "fp16", "bf16"] = Field(
+        default="fp32",
+        description="fp16/bf16 convert the graph (sensitive ops kept in fp32) and validate it "
+        "against the fp32 original with that precision's tolerances",
+    )
     input_shapes: dict[str, list[int]] | None = Field(
         default=None,
         description="static shape per input; dynamic dims not given come from the dataset's "

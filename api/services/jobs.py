@@ -11,7 +11,13 @@ from api.db import job_state
 from api.db.models import Artifact, Job, JobStatus
 from api.schemas.jobs import JobConfig, JobCreate
 from api.services.datasets import get_dataset
-from api.services.errors import ArtifactNotFound, BrokerUnavailable, JobNotCancellable, JobNotFound
+from api.services.errors import (
+    ArtifactNotFound,
+    BrokerUnavailable,
+    InvalidJobConfig,
+    JobNotCancellable,
+    JobNotFound,
+)
 from api.services.job_inputs import check_input_ranges, job_input_shapes
 from api.services.models import get_model
 from optimizer.tensor_specs import TensorSpec
@@ -32,6 +38,11 @@ def create_job(*, session: Session, spec: JobCreate, dispatch: Dispatch) -> Job:
             inputs (see api/services/job_inputs.py).
         BrokerUnavailable: the job was stored but could not be sent; it is marked failed.
     """
+    if spec.precision == "bf16" and spec.backend == "onnxruntime":
+        raise InvalidJobConfig(
+            "precision: bf16 needs backend 'tensorrt'; ONNX Runtime's CPU provider has no bf16 "
+            "kernels for most ops. Use fp16 or fp32 with onnxruntime."
+        )
     model = get_model(session=session, model_id=spec.model_id)
     dataset = (
         get_dataset(session=session, dataset_id=spec.dataset_id) if spec.dataset_id else None

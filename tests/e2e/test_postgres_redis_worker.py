@@ -181,3 +181,23 @@ def test_ablation_benchmarks_each_fusion_stage_cumulatively(stack: dict[str, str
     assert ablation[0]["speedup_vs_reference"] is None
     assert all(isinstance(b["slower_than_previous"], bool) for b in ablation[1:])
     assert [b["suite"] for b in job["benchmarks"]].count("comparison") == 2
+
+
+def test_fp16_job_converts_the_graph_and_validates_it_by_emulation(stack: dict[str, str]) -> None:
+    base_url = stack["base_url"]
+    uploaded = upload(base_url, model_bytes(small_cnn(seed=10)), "cnn.onnx")
+    created = httpx.post(
+        f"{base_url}/v1/jobs",
+        json={"model_id": uploaded["id"], "precision": "fp16",
+              "benchmark": {"warmup": 1, "iterations": 3, "measure_memory": False}},
+        timeout=30,
+    )
+    job = wait_for_job(base_url, created.json()["id"])
+
+    assert job["status"] == "succeeded", job["error"]
+    assert job["validation"]["passed"] is True
+    assert job["validation"]["outputs"][0]["atol"] == 1e-2  # fp16 tolerances
+    report = job["accuracy_report"]
+    assert report["precision"]["precision"] == "fp16"
+    assert report["precision_evaluation"]["method"] == "emulated"
+    assert "model.fp16.onnx" in {a["name"] for a in job["artifacts"]}

@@ -8,7 +8,7 @@ from worker.context import JobContext
 
 
 def build_engine(ctx: JobContext) -> None:
-    if ctx.fused_model_path is None:
+    if ctx.engine_source_path is None:
         raise InternalError("build_engine ran before optimize")
     backend = ctx.config["backend"]
     if backend != "onnxruntime":  # the API accepts no other backend yet
@@ -19,7 +19,7 @@ def build_engine(ctx: JobContext) -> None:
     shutil.rmtree(engine_dir, ignore_errors=True)  # a fallback rebuild replaces the engine
     engine_dir.mkdir()
     ctx.engine = build_ort_engine(
-        ctx.fused_model_path, engine_dir, options=options, input_shapes=ctx.input_shapes
+        ctx.engine_source_path, engine_dir, options=options, input_shapes=ctx.input_shapes
     )
     ctx.add_artifact("engine.onnx", "engine", ctx.engine.model_path)
     ctx.add_artifact("manifest.json", "manifest", ctx.engine.manifest_path)

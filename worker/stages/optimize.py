@@ -6,6 +6,7 @@ import onnx
 
 from optimizer.errors import InternalError
 from optimizer.optimize import OptimizeOptions, optimize_model
+from optimizer.precision import convert_precision
 from worker.context import JobContext
 
 
@@ -26,3 +27,15 @@ def optimize_graph(ctx: JobContext) -> None:
     report_path.write_text(json.dumps(report.to_dict(), indent=2))
     ctx.add_artifact("fused.onnx", "optimized_model", ctx.fused_model_path)
     ctx.add_artifact("fusion_report.json", "report", report_path)
+    ctx.engine_source_path = ctx.fused_model_path
+    if ctx.config["precision"] != "fp32":
+        _convert_precision(ctx, fused)
+
+
+def _convert_precision(ctx: JobContext, fused: onnx.ModelProto) -> None:
+    """The low-precision graph TensorRT 11 needs (it builds strongly typed networks)."""
+    converted, report = convert_precision(fused, ctx.config["precision"])
+    ctx.accuracy["precision"] = report.to_dict()
+    ctx.engine_source_path = ctx.scratch_dir / f"model.{ctx.config['precision']}.onnx"
+    onnx.save(converted, ctx.engine_source_path)
+    ctx.add_artifact(ctx.engine_source_path.name, "optimized_model", ctx.engine_source_path)

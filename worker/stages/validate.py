@@ -18,6 +18,7 @@ from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
 from optimizer.errors import AccuracyMismatchError, InternalError
 from optimizer.inputs import random_feeds
 from optimizer.optimize import OptimizeOptions
+from optimizer.precision import evaluate_precision
 from optimizer.validation import Tolerances, ValidationReport, default_tolerances, validate
 from optimizer.validation.bisect import bisect_rules, equivalence_check
 from optimizer.validation.datasets import load_dataset
@@ -64,6 +65,9 @@ def validate_current_engine(
 def validate_engine(ctx: JobContext) -> None:
     tolerances = job_tolerances(ctx.config)
     feeds, ctx.labels = job_feeds(ctx)
+    if ctx.config["precision"] != "fp32":
+        _validate_precision(ctx, feeds, tolerances)
+        return
     ctx.validation = validate_current_engine(ctx, feeds, tolerances)
     ctx.accuracy["passed_first_time"] = ctx.validation.passed
     if ctx.validation.passed:
@@ -93,6 +97,25 @@ def _localize(
     )
     ctx.accuracy["localization"] = divergence.to_dict() if divergence else None
     return divergence
+
+
+def _validate_precision(
+    ctx: JobContext, feeds: Sequence[Mapping[str, np.ndarray]], tolerances: Tolerances
+) -> None:
+    """fp16/bf16: ONNX Runtime's CPU kernels compute in fp32 and would hide overflow, so the
+    converted graph is judged by emulation (optimizer/precision/emulate.py says how faithful)."""
+    if ctx.static_model_path is None or ctx.engine_source_path is None:
+        raise InternalError("validate ran before optimize")
+    evaluation = evaluate_precision(
+        onnx.load(ctx.static_model_path), onnx.load(ctx.engine_source_path), feeds,
+        precision=ctx.config["precision"], tolerances=tolerances,
+    )
+    ctx.validation = evaluation.validation
+    ctx.accuracy["precision_evaluation"] = {"method": evaluation.method, "backend": evaluation.backend}
+    ctx.validation.raise_if_failed(
+        f"the {ctx.config['precision']} model of job {ctx.job_id} ({evaluation.method} on "
+        f"{evaluation.backend})"
+    )
 
 
 def _rebuild(ctx: JobContext) -> None:

@@ -292,3 +292,9 @@ def test_invalid_input_ranges_are_422_naming_the_input(
     assert response.json()["detail"].startswith(f"{field}:")
     assert expected in response.json()["detail"]
     _assert_no_job(db_session, broker)
+
+
+def test_bf16_on_onnxruntime_is_422_saying_which_backend_can(client: TestClient, model_id: str) -> None:
+    response = client.post("/v1/jobs", json={"model_id": model_id, "precision": "bf16"})
+    assert response.status_code == 422
+    assert response.json()["detail"].startswith("precision: bf16 needs backend 'tensorrt'")
