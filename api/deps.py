@@ -3,17 +3,19 @@
 from collections.abc import Callable, Iterator
 from typing import Annotated
 
-from fastapi import Depends
+from fastapi import Depends, Query, Request
 from sqlalchemy.orm import Session
 
 from api.db.models import Job
 from api.db.session import get_sessionmaker
+from api.services.uploads import ReceivedFile, receive_upload
 from api.settings import Settings, get_settings
 from api.storage import ArtifactStore, LocalArtifactStore
 from worker.celery_app import JOB_QUEUE_BY_BACKEND, RUN_JOB_TASK, celery_app
 
 __all__ = [
     "DispatchDep",
+    "ReceivedUploadDep",
     "SessionDep",
     "SettingsDep",
     "StoreDep",
@@ -31,6 +33,27 @@ def get_session() -> Iterator[Session]:
 
 
 SessionDep = Annotated[Session, Depends(get_session)]
+
+
+async def get_received_upload(
+    request: Request,
+    settings: SettingsDep,
+    name: Annotated[str | None, Query(max_length=255)] = None,
+) -> ReceivedFile:
+    """The request body streamed to a temporary file (multipart `file` or raw octet-stream);
+    the service that takes it must move or delete the file."""
+    length = request.headers.get("content-length")
+    return await receive_upload(
+        chunks=request.stream(),
+        content_type=request.headers.get("content-type", ""),
+        content_length=int(length) if length and length.isdigit() else None,
+        temp_dir=settings.data_dir / "uploads",
+        max_bytes=settings.max_upload_bytes,
+        raw_name=name,
+    )
+
+
+ReceivedUploadDep = Annotated[ReceivedFile, Depends(get_received_upload)]
 
 
 def get_store(settings: SettingsDep) -> ArtifactStore:

@@ -3,14 +3,13 @@
 import uuid
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Query, Response
 from starlette.concurrency import run_in_threadpool
 
-from api.deps import SessionDep, SettingsDep, StoreDep
+from api.deps import ReceivedUploadDep, SessionDep, StoreDep
 from api.schemas.common import PageParams
 from api.schemas.datasets import DatasetList, DatasetRead
 from api.services import datasets
-from api.services.uploads import receive_upload
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 
@@ -22,12 +21,10 @@ router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
     responses={200: {"description": "The same bytes were uploaded before; that one is returned"}},
 )
 async def upload_dataset(
-    request: Request,
+    received: ReceivedUploadDep,
     response: Response,
     session: SessionDep,
     store: StoreDep,
-    settings: SettingsDep,
-    name: Annotated[str | None, Query(max_length=255)] = None,
 ) -> DatasetRead:
     """Upload an .npz: `curl -F file=@data.npz .../v1/datasets` (or a raw octet-stream body).
 
@@ -37,15 +34,6 @@ async def upload_dataset(
     [N, 3, 224, 224], an array of shape [S, 1, 3, 224, 224] is S calls at batch size 1. Jobs
     name the dataset by id (`"dataset_id"`), which checks it against their model's inputs.
     """
-    length = request.headers.get("content-length")
-    received = await receive_upload(
-        chunks=request.stream(),
-        content_type=request.headers.get("content-type", ""),
-        content_length=int(length) if length and length.isdigit() else None,
-        temp_dir=settings.data_dir / "uploads",
-        max_bytes=settings.max_upload_bytes,
-        raw_name=name,
-    )
     dataset, created = await run_in_threadpool(
         datasets.register_upload, session=session, store=store, received=received
     )

@@ -3,24 +3,15 @@
 import onnx
 
 from optimizer.ablation import run_ablation
-from optimizer.benchmark import BenchmarkOptions
 from optimizer.errors import InternalError
-from optimizer.inputs import random_feeds
 from worker.context import JobContext
-from worker.stages.benchmark import batch_size_of
+from worker.stages.benchmark import batch_size_of, benchmark_setup
 
 
 def benchmark_ablation(ctx: JobContext) -> None:
     if ctx.static_model_path is None:
         raise InternalError("ablation ran before load")
-    settings = ctx.config["benchmark"]
-    options = BenchmarkOptions(
-        warmup=settings["warmup"],
-        iterations=settings["iterations"],
-        measure_memory=settings["measure_memory"],
-    )
-    feeds = random_feeds(ctx.input_specs, count=1, seed=ctx.config["validation"]["seed"],
-                         ranges=ctx.config.get("input_ranges"))[0]
+    options, feeds = benchmark_setup(ctx)
     work_dir = ctx.scratch_dir / "ablation"
     work_dir.mkdir()
     ctx.ablation = run_ablation(

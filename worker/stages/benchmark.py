@@ -1,5 +1,7 @@
 """Stage `benchmark`: time the original and the engine interleaved in one process."""
 
+import numpy as np
+
 from optimizer.backends.onnxruntime.build import runner_for_engine
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
 from optimizer.benchmark import BenchmarkOptions, benchmark_interleaved
@@ -14,9 +16,8 @@ def batch_size_of(ctx: JobContext) -> int:
     return first_shape[0] if first_shape else 1
 
 
-def benchmark_variants(ctx: JobContext) -> None:
-    if ctx.engine is None:
-        raise InternalError("benchmark ran before build_engine")
+def benchmark_setup(ctx: JobContext) -> tuple[BenchmarkOptions, dict[str, np.ndarray]]:
+    """The job's benchmark options and the one input batch every variant is timed on."""
     settings = ctx.config["benchmark"]
     options = BenchmarkOptions(
         warmup=settings["warmup"],
@@ -25,6 +26,13 @@ def benchmark_variants(ctx: JobContext) -> None:
     )
     feeds = random_feeds(ctx.input_specs, count=1, seed=ctx.config["validation"]["seed"],
                          ranges=ctx.config.get("input_ranges"))[0]
+    return options, feeds
+
+
+def benchmark_variants(ctx: JobContext) -> None:
+    if ctx.engine is None:
+        raise InternalError("benchmark ran before build_engine")
+    options, feeds = benchmark_setup(ctx)
     with (
         OnnxRuntimeRunner(ctx.model_path, optimization_level="disabled") as original,
         runner_for_engine(ctx.engine.manifest_path) as engine,
