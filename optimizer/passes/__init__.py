@@ -9,6 +9,7 @@ from optimizer.passes.fuse_conv_bn import FOLD_BATCH_NORM
 from optimizer.passes.fuse_gelu import FUSE_GELU
 from optimizer.passes.fuse_layer_norm import FUSE_LAYER_NORM
 from optimizer.passes.fuse_matmul_add import FUSE_MATMUL_ADD
+from optimizer.passes.fuse_residual_gemm import FUSE_RESIDUAL_GEMM
 from optimizer.passes.fuse_skip_layer_norm import FUSE_SKIP_LAYER_NORM
 
 __all__ = ["BACKENDS", "DEFAULT_PASSES", "FusionPass", "PASSES_BY_NAME"]
@@ -29,6 +30,7 @@ DEFAULT_PASSES: tuple[FusionPass, ...] = (
     FUSE_SKIP_LAYER_NORM,
     FUSE_GELU,
     FUSE_ATTENTION,
+    FUSE_RESIDUAL_GEMM,
     FUSE_MATMUL_ADD,
 )
 
