@@ -11,6 +11,7 @@ from optimizer.passes import PASSES_BY_NAME
 from api.schemas.common import Page
 
 __all__ = [
+    "AccuracyBudget",
     "ArtifactRead",
     "BenchmarkConfig",
     "FusionReportRead",
@@ -55,6 +56,16 @@ class BenchmarkConfig(BaseModel):
     measure_memory: bool = True
 
 
+class AccuracyBudget(BaseModel):
+    """What `precision_search` must keep: limits on the worst output against the fp32 original."""
+
+    model_config = _STRICT
+
+    min_cosine: float | None = Field(default=0.999, gt=0, le=1)
+    min_top1_agreement: float | None = Field(default=None, ge=0, le=1)
+    max_abs_err: float | None = Field(default=None, gt=0)
+
+
 class JobConfig(BaseModel):
     """How to optimize: stored on the job exactly as it ran (input shapes resolved)."""
 
@@ -88,6 +99,12 @@ class JobConfig(BaseModel):
     ablation: bool = Field(
         default=False, description="also benchmark the fusion stages cumulatively"
     )
+    precision_search: bool = Field(
+        default=False,
+        description="keep the fewest extra nodes in fp32 that bring an fp16/bf16 model within "
+        "accuracy_budget",
+    )
+    accuracy_budget: AccuracyBudget = AccuracyBudget()
     on_validation_failure: Literal["fail", "fallback"] = Field(
         default="fail",
         description='"fallback" keeps the largest set of rewrites that validates instead of failing',

@@ -38,6 +38,11 @@ def create_job(*, session: Session, spec: JobCreate, dispatch: Dispatch) -> Job:
             inputs (see api/services/job_inputs.py).
         BrokerUnavailable: the job was stored but could not be sent; it is marked failed.
     """
+    if spec.precision_search and spec.precision == "fp32":
+        raise InvalidJobConfig(
+            "precision_search: there is nothing to search at fp32; set precision to fp16 "
+            "(or bf16 with backend tensorrt)"
+        )
     if spec.precision == "bf16" and spec.backend == "onnxruntime":
         raise InvalidJobConfig(
             "precision: bf16 needs backend 'tensorrt'; ONNX Runtime's CPU provider has no bf16 "

@@ -16,14 +16,13 @@ import onnx
 from optimizer.backends.onnxruntime.build import runner_for_engine
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
 from optimizer.errors import AccuracyMismatchError, InternalError
-from optimizer.inputs import random_feeds
 from optimizer.optimize import OptimizeOptions
 from optimizer.precision import evaluate_precision
 from optimizer.validation import Tolerances, ValidationReport, default_tolerances, validate
 from optimizer.validation.bisect import bisect_rules, equivalence_check
-from optimizer.validation.datasets import load_dataset
 from optimizer.validation.localize import Divergence, localize_divergence
 from worker.context import JobContext
+from worker.feeds import job_feeds
 from worker.stages.build_engine import build_engine
 from worker.stages.optimize import optimize_graph
 from worker.fallback import fall_back
@@ -37,17 +36,6 @@ def job_tolerances(config: Mapping[str, Any]) -> Tolerances:
     """The precision's defaults with the job's overrides applied."""
     overrides = {k: v for k, v in config["validation"].items() if k in TOLERANCE_FIELDS}
     return default_tolerances(str(config["precision"])).with_overrides(overrides)
-
-
-def job_feeds(ctx: JobContext) -> tuple[list[dict[str, np.ndarray]], np.ndarray | None]:
-    """The job's dataset (and labels) if it names one, else seeded random inputs in its ranges."""
-    if ctx.dataset_path is not None:
-        dataset = load_dataset(ctx.dataset_path, ctx.input_specs)
-        return list(dataset.feeds), dataset.labels
-    settings = ctx.config["validation"]
-    feeds = random_feeds(ctx.input_specs, count=settings["samples"], seed=settings["seed"],
-                         ranges=ctx.config.get("input_ranges"))
-    return feeds, None
 
 
 def validate_current_engine(

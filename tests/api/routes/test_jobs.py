@@ -298,3 +298,17 @@ def test_bf16_on_onnxruntime_is_422_saying_which_backend_can(client: TestClient,
     response = client.post("/v1/jobs", json={"model_id": model_id, "precision": "bf16"})
     assert response.status_code == 422
     assert response.json()["detail"].startswith("precision: bf16 needs backend 'tensorrt'")
+
+
+def test_precision_search_at_fp32_is_422(client: TestClient, model_id: str) -> None:
+    response = client.post("/v1/jobs", json={"model_id": model_id, "precision_search": True})
+    assert response.status_code == 422
+    assert response.json()["detail"].startswith("precision_search: there is nothing to search")
+
+
+def test_accuracy_budget_is_checked(client: TestClient, model_id: str) -> None:
+    response = client.post("/v1/jobs", json={
+        "model_id": model_id, "precision": "fp16", "precision_search": True,
+        "accuracy_budget": {"min_cosine": 1.5}})
+    assert response.status_code == 422
+    assert response.json()["detail"].startswith("accuracy_budget.min_cosine")
