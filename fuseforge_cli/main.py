@@ -143,6 +143,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=os.environ.get("FUSEFORGE_LOG_LEVEL", "INFO"))
+    for chatty in ("onnxscript", "onnx_ir"):  # a line per rewrite would bury our own output
+        logging.getLogger(chatty).setLevel(logging.WARNING)
     args = _parser().parse_args(argv)
     return int(args.func(args) or 0)
 

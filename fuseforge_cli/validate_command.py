@@ -4,6 +4,13 @@ The original runs in ONNX Runtime on the CPU with every graph optimization disab
 reference); the candidate runs as given. Exit codes: 0 the candidate passed, 1 it failed
 (the report says every limit it broke), 2 the check could not run (bad arguments, an
 unreadable model or dataset, models with different inputs, a model ONNX Runtime cannot run).
+
+When the candidate fails, the report also names the first tensor where it departs from the
+original (compared on the first few samples) and what produced it. With --bisect the candidate
+is taken to be ORIGINAL optimized by FuseForge's passes (--passes, --backend): ORIGINAL is
+optimized again, at the candidate's input shapes, with halves of the rules that fired, until
+the rule(s) that break the check are named (fuseforge_cli/bisect_candidate.py). A problem while
+localising or bisecting is written to stderr; the exit code stays the verdict's.
 """
 
 from __future__ import annotations
@@ -12,16 +19,23 @@ import argparse
 import json
 import math
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
+import onnx
 
-from fuseforge_cli.optimize_command import _input_shape
+from fuseforge_cli.bisect_candidate import Bisection, bisect_candidate
+from fuseforge_cli.optimize_command import _input_shape, _pass_selection
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
 from optimizer.errors import OptimizerError
+from optimizer.fusion_report import FusionReport
 from optimizer.inputs import random_feeds
 from optimizer.model_check import check_model_file
+from optimizer.optimize import OptimizeOptions, select_passes
+from optimizer.passes import BACKENDS
 from optimizer.shapes import resolve_input_shapes
 from optimizer.tensor_specs import TensorSpec
 from optimizer.validation.compare import (
@@ -32,11 +46,13 @@ from optimizer.validation.compare import (
     validate,
 )
 from optimizer.validation.datasets import load_dataset
+from optimizer.validation.localize import Divergence, localize_divergence
 
 __all__ = [
     "ValidationPlan",
     "add_validate_parser",
     "check",
+    "localize",
     "plan_validation",
     "render_report",
     "run_validate",
@@ -44,6 +60,10 @@ __all__ = [
 
 EXIT_PASSED, EXIT_FAILED, EXIT_CANNOT_VALIDATE = 0, 1, 2
 _DEFAULT_SAMPLES = 8
+# As a job does (worker/stages/validate.py): the first divergent tensor shows on a few samples,
+# and each sample runs both models with every shared tensor as an output.
+LOCALIZE_SAMPLES = 2
+_T = TypeVar("_T")
 
 
 def _input_range(text: str) -> tuple[str, tuple[float, float]]:
@@ -109,6 +129,15 @@ def add_validate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignor
     parser.add_argument("--class-output", action="append", default=None, metavar="NAME",
                         help="treat this output's last axis as class scores (repeatable); "
                              "default: every float output shaped [batch, classes]")
+    parser.add_argument("--bisect", action="store_true",
+                        help="on failure, optimize ORIGINAL again with halves of the rules that "
+                             "fired and name the rule(s) that break the check")
+    parser.add_argument("--passes", type=_pass_selection, default=None,
+                        help="with --bisect: the passes CANDIDATE was optimized with, all | "
+                             "none | comma-separated pass names (default: all)")
+    parser.add_argument("--backend", choices=BACKENDS, default=None,
+                        help="with --bisect: the backend CANDIDATE was optimized for "
+                             "(default: onnxruntime)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.set_defaults(func=run_validate)
 
@@ -171,26 +200,86 @@ def check(plan: ValidationPlan) -> ValidationReport:
                         class_outputs=plan.class_outputs)
 
 
+def localize(plan: ValidationPlan, *,
+             fusion_report: FusionReport | None = None) -> Divergence | None:
+    """The first tensor both models compute where the candidate leaves tolerance, over the
+    plan's first LOCALIZE_SAMPLES feeds; None if every such tensor is within it.
+
+    Raises:
+        OptimizerError: ONNX Runtime cannot run a model with its intermediate tensors exposed.
+    """
+    return localize_divergence(onnx.load(plan.original), onnx.load(plan.candidate),
+                               plan.feeds[:LOCALIZE_SAMPLES], plan.tolerances,
+                               fusion_report=fusion_report)
+
+
 def run_validate(args: argparse.Namespace) -> int:
     if args.dataset is not None and args.input_range:
         return _cannot_validate("--input-range shapes random inputs; it has no effect with "
                                 "--dataset. Drop one of them.")
+    if not args.bisect and (args.passes is not None or args.backend is not None):
+        return _cannot_validate("--passes and --backend say how CANDIDATE was optimized, for "
+                                "--bisect to optimize ORIGINAL the same way; add --bisect or "
+                                "drop them.")
+    options = OptimizeOptions(backend=args.backend or "onnxruntime",
+                              passes="all" if args.passes is None else args.passes)
     try:
+        if args.bisect:
+            select_passes(options.passes, options.backend)  # unknown pass names: exit 2 now
         plan = plan_validation(args)
         report = check(plan)
     except OptimizerError as err:
         return _cannot_validate(f"{type(err).__name__}: {err}")
     except ValueError as err:
         return _cannot_validate(str(err))
-    if args.json:
-        print(json.dumps(report.to_dict(), indent=2))
+    divergence: Divergence | None = None
+    bisection: Bisection | None = None
+    if report.passed:
+        bisection = Bisection(plan.candidate, options, result=None) if args.bisect else None
     else:
-        print(render_report(report, plan))
+        if args.bisect:
+            bisection = _or_none("bisect the rules", lambda: bisect_candidate(
+                plan.original, plan.candidate, plan.feeds, plan.tolerances, options,
+                labels=plan.labels, class_outputs=plan.class_outputs))
+        # The re-optimization's report names the passes of the rules the localiser finds.
+        fusion_report = bisection.report if bisection else None
+        divergence = _or_none("localise the divergence",
+                              lambda: localize(plan, fusion_report=fusion_report))
+    if args.json:
+        print(json.dumps({**report.to_dict(),
+                          "localization": divergence.to_dict() if divergence else None,
+                          **({"bisection": bisection.to_dict()} if bisection else {})},
+                         indent=2))
+    else:
+        notes = [] if report.passed else [_localization_note(divergence)]
+        print(render_report(report, plan,
+                            notes=[*notes, *([bisection.describe()] if bisection else [])]))
     return EXIT_PASSED if report.passed else EXIT_FAILED
 
 
-def render_report(report: ValidationReport, plan: ValidationPlan) -> str:
-    """The report as a table of outputs, then every failure, then the verdict."""
+def _or_none(what: str, step: Callable[[], _T]) -> _T | None:
+    """`step()`, or None after saying on stderr why it could not `what`."""
+    try:
+        return step()
+    except OptimizerError as err:
+        print(f"fuseforge validate: could not {what}: {type(err).__name__}: {err}",
+              file=sys.stderr)
+        return None
+
+
+def _localization_note(divergence: Divergence | None) -> str:
+    where = f"Localisation (first {LOCALIZE_SAMPLES} samples): "
+    if divergence is not None:
+        return where + divergence.describe()
+    return where + ("every tensor both models compute is within tolerance, so the failure shows "
+                    "only in metrics taken over all samples (top-k agreement, accuracy) or on "
+                    "later samples.")
+
+
+def render_report(report: ValidationReport, plan: ValidationPlan,
+                  notes: Sequence[str] = ()) -> str:
+    """The report as a table of outputs, then every failure, then `notes` (localisation,
+    bisection), then the verdict."""
     source = "random inputs" if plan.dataset is None else f"dataset {plan.dataset}"
     if plan.labels is not None:
         source += " (with labels)"
@@ -205,6 +294,7 @@ def render_report(report: ValidationReport, plan: ValidationPlan) -> str:
     if report.failures:
         lines.append(f"{len(report.failures)} limit(s) broken:")
         lines += [f"  - {failure.message}" for failure in report.failures]
+    lines += notes
     tolerances = ", ".join(f"{key}={value:g}" for key, value in report.tolerances.to_dict().items())
     lines.append(f"{'PASSED' if report.passed else 'FAILED'} ({tolerances})")
     return "\n".join(lines)

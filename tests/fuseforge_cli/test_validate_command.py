@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
+import onnx_ir as ir
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from onnxscript.rewriter.pattern import RewriteRuleClassBase
 
+import optimizer.optimize as optimize_module
 from fuseforge_cli.main import main
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
+from optimizer.passes import DEFAULT_PASSES
+from optimizer.passes.base import FusionPass
 from tests.models import IR_VERSION, OPSET, small_cnn
 
 
@@ -25,13 +31,64 @@ def original(tmp_path: Path) -> Path:
 @pytest.fixture
 def perturbed(tmp_path: Path) -> Path:
     """small_cnn(seed=3) with noise (std 0.05) on the classifier's weights (std 0.3)."""
+    return _perturbed(tmp_path, "fc.w", seed=8)
+
+
+@pytest.fixture
+def conv2_perturbed(tmp_path: Path) -> Path:
+    """small_cnn(seed=3) with noise (std 0.05) on the second convolution's weights (std 0.2),
+    and only there."""
+    return _perturbed(tmp_path, "conv2.w", seed=11)
+
+
+def _perturbed(tmp_path: Path, weight: str, seed: int) -> Path:
     model = small_cnn(seed=3)
-    (fc_w,) = [t for t in model.graph.initializer if t.name == "fc.w"]
-    weights = numpy_helper.to_array(fc_w)
-    noise = np.random.default_rng(8).normal(0, 0.05, weights.shape).astype(weights.dtype)
-    fc_w.CopyFrom(numpy_helper.from_array(weights + noise, "fc.w"))
-    path = tmp_path / "perturbed.onnx"
+    (tensor,) = [t for t in model.graph.initializer if t.name == weight]
+    values = numpy_helper.to_array(tensor)
+    noise = np.random.default_rng(seed).normal(0, 0.05, values.shape).astype(values.dtype)
+    tensor.CopyFrom(numpy_helper.from_array(values + noise, weight))
+    path = tmp_path / f"{weight}_perturbed.onnx"
     onnx.save(model, path)
+    return path
+
+
+class AveragePoolToMaxPool(RewriteRuleClassBase):
+    """A WRONG rewrite, planted to be found: the maximum of a channel is not its mean."""
+
+    def pattern(self, op: Any, x: ir.Value) -> ir.Value:
+        return op.GlobalAveragePool(x)
+
+    def rewrite(self, op: Any, x: ir.Value) -> ir.Value:
+        return op.GlobalMaxPool(x)
+
+
+PLANTED = FusionPass(name="planted_wrong_pool", summary="test only", stage="other",
+                     rules={"onnxruntime": [AveragePoolToMaxPool.rule()]})
+
+
+@pytest.fixture
+def planted_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wrong rule is one of FuseForge's passes for the test, as if it had shipped."""
+    passes = (*DEFAULT_PASSES, PLANTED)
+    monkeypatch.setattr(optimize_module, "DEFAULT_PASSES", passes)
+    monkeypatch.setattr(optimize_module, "PASSES_BY_NAME", {p.name: p for p in passes})
+
+
+@pytest.fixture
+def planted_candidate(planted_rule: None, original: Path, tmp_path: Path) -> Path:
+    """`fuseforge optimize` of the original at batch 2, the wrong rule among the passes."""
+    path = tmp_path / "fused.onnx"
+    assert main(["optimize", str(original), "-o", str(path), "--input-shape",
+                 "input=2,3,32,32"]) == 0
+    return path
+
+
+@pytest.fixture
+def planted_dynamic_candidate(planted_rule: None, original: Path, tmp_path: Path) -> Path:
+    """The same without --input-shape: the batch stays dynamic, and FuseConvAddRelu, which
+    needs static shapes, does not fire."""
+    path = tmp_path / "fused_dynamic.onnx"
+    assert main(["optimize", str(original), "-o", str(path)]) == 0
     return path
 
 
@@ -66,6 +123,111 @@ def test_validate_fails_a_perturbed_model_and_lists_the_broken_limits(original, 
     assert "output 'logits': SNR" in out and "below the minimum 60.0 dB" in out
 
 
+def test_validate_names_the_layer_whose_weight_was_perturbed(original, conv2_perturbed, capsys):
+    code = main(["validate", str(original), str(conv2_perturbed)])
+
+    assert code == 1
+    out = capsys.readouterr().out
+    (where,) = [line for line in out.splitlines() if line.startswith("Localisation")]
+    assert "first 2 samples" in where
+    assert "The first divergence is at node 'conv2' (Conv)" in where
+    assert "its inputs 'r1' are within tolerance" in where
+    assert "Produced by changed weights conv2.w." in where
+    assert out.splitlines()[-1].startswith("FAILED")
+
+
+def test_validate_bisect_names_the_planted_wrong_rule(original, planted_candidate, capsys):
+    code = main(["validate", str(original), str(planted_candidate), "--input-shape",
+                 "input=2,3,32,32", "--bisect"])
+
+    assert code == 1
+    out = capsys.readouterr().out
+    (bisection,) = [line for line in out.splitlines() if line.startswith("Bisection")]
+    assert "--passes all --backend onnxruntime, input shapes input=2,3,32,32" in bisection
+    assert ("rule AveragePoolToMaxPool (pass planted_wrong_pool) breaks equivalence. With it "
+            "excluded the re-optimized model passes.") in bisection
+    assert "is not what these passes produce" not in bisection
+    (where,) = [line for line in out.splitlines() if line.startswith("Localisation")]
+    assert "tensor 'pooled'" in where and "AveragePoolToMaxPool" in where
+
+
+def test_validate_bisect_json_holds_the_localization_and_the_bisection(
+        original, planted_dynamic_candidate, capsys):
+    capsys.readouterr()
+    code = main(["validate", str(original), str(planted_dynamic_candidate), "--input-shape",
+                 "input=2,3,32,32", "--bisect", "--json", "--samples", "3"])
+
+    assert code == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["passed"] is False and report["samples"] == 3
+    where = report["localization"]
+    assert where["tensor"]["name"] == "pooled" and where["samples"] == 2
+    assert where["rules"] == ["AveragePoolToMaxPool"]
+    assert where["passes"] == ["planted_wrong_pool"]
+    bisection = report["bisection"]
+    assert bisection["ran"] is True
+    assert (bisection["passes"], bisection["backend"]) == ("all", "onnxruntime")
+    # Re-optimized at the candidate's dynamic batch, so the same rules fire as made it.
+    assert bisection["input_shapes"] == {"input": ["N", 3, 32, 32]}
+    assert "FuseConvAddRelu" not in bisection["steps"][0]["enabled_rules"]
+    assert bisection["culprits"] == [["AveragePoolToMaxPool"]]
+    assert bisection["culprit_passes"] == {"AveragePoolToMaxPool": "planted_wrong_pool"}
+    assert bisection["passes_with_culprits_excluded"] is True
+    assert bisection["rules_applied"] >= 3
+    first = bisection["steps"][0]  # every rule that fired: the re-optimized model fails
+    assert first["passed"] is False and "AveragePoolToMaxPool" in first["enabled_rules"]
+    assert bisection["candidate_matches_passes"] is True
+    assert "AveragePoolToMaxPool" in bisection["message"]
+    assert "is not what these passes produce" not in bisection["message"]
+
+
+def test_validate_bisect_says_when_the_candidate_is_not_what_the_passes_produce(
+        original, conv2_perturbed, capsys):
+    code = main(["validate", str(original), str(conv2_perturbed), "--bisect"])
+
+    assert code == 1
+    out = capsys.readouterr().out
+    (bisection,) = [line for line in out.splitlines() if line.startswith("Bisection")]
+    assert "ORIGINAL optimized again by FuseForge's passes" in bisection
+    assert "passes this check, so no rewrite rule of these passes is to blame" in bisection
+    assert f"{str(conv2_perturbed)!r} is not what they produce (op counts, candidate vs " \
+        "ORIGINAL optimized again: " in bisection
+
+
+@pytest.mark.usefixtures("planted_rule")
+def test_validate_bisect_warns_when_the_rules_named_did_not_make_the_candidate(
+        original, conv2_perturbed, capsys):
+    code = main(["validate", str(original), str(conv2_perturbed), "--bisect", "--json"])
+
+    assert code == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["localization"]["changed_weights"] == ["conv2.w"]
+    bisection = report["bisection"]
+    assert bisection["culprits"] == [["AveragePoolToMaxPool"]]
+    assert bisection["candidate_matches_passes"] is False
+    assert f"But {str(conv2_perturbed)!r} is not what these passes produce" in \
+        bisection["message"]
+    assert "BatchNormalization 2 vs 0" in bisection["message"]
+
+
+def test_validate_bisect_of_a_passing_candidate_has_nothing_to_bisect(original, tmp_path,
+                                                                     capsys):
+    fused = tmp_path / "fused.onnx"
+    assert main(["optimize", str(original), "-o", str(fused)]) == 0
+    capsys.readouterr()
+
+    assert main(["validate", str(original), str(fused), "--bisect"]) == 0
+    out = capsys.readouterr().out
+    assert "Bisection: validation passed, so there is nothing to bisect." in out
+    assert "Localisation" not in out and out.splitlines()[-1].startswith("PASSED")
+
+    assert main(["validate", str(original), str(fused), "--bisect", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["localization"] is None
+    assert report["bisection"]["ran"] is False and report["bisection"]["culprits"] == []
+    assert "nothing to bisect" in report["bisection"]["message"]
+
+
 def test_validate_json_is_the_report(original, perturbed, capsys):
     code = main(["validate", str(original), str(perturbed), "--json", "--samples", "3",
                  "--precision", "fp16", "--seed", "4"])
@@ -77,6 +239,9 @@ def test_validate_json_is_the_report(original, perturbed, capsys):
     (logits,) = report["outputs"]
     assert logits["name"] == "logits" and logits["passed"] is False
     assert logits["top1_agreement"] is not None and logits["snr_db"] > 0
+    assert report["localization"]["node"] == "fc"
+    assert report["localization"]["changed_weights"] == ["fc.w"]
+    assert "bisection" not in report
     elementwise, cosine = report["failures"]
     assert (elementwise["metric"], elementwise["limit"]) == ("elementwise", 1.0)
     assert elementwise["value"] > 1 and elementwise["excess"] == \
@@ -133,6 +298,9 @@ def test_validate_input_range_keeps_token_ids_inside_the_vocabulary(tmp_path, ca
         (["--samples", "0"], "--samples must be at least 1"),
         (["--input-shape", "input=2,3"], "InputShapeError"),
         (["--class-output", "probs"], "DatasetError: Output 'probs' was named as class scores"),
+        (["--passes", "none"], "add --bisect or drop them"),
+        (["--backend", "tensorrt"], "add --bisect or drop them"),
+        (["--bisect", "--passes", "fuse_nothing"], "PassError: unknown pass(es) 'fuse_nothing'"),
     ],
 )
 def test_validate_reports_bad_arguments_with_exit_2(original, capsys, extra, message):
