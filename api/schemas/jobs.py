@@ -4,7 +4,7 @@ import uuid
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from optimizer.passes import PASSES_BY_NAME
 
@@ -64,6 +64,12 @@ class AccuracyBudget(BaseModel):
     min_cosine: float | None = Field(default=0.999, gt=0, le=1)
     min_top1_agreement: float | None = Field(default=None, ge=0, le=1)
     max_abs_err: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _at_least_one_limit(self) -> "AccuracyBudget":
+        if self.min_cosine is None and self.min_top1_agreement is None and self.max_abs_err is None:
+            raise ValueError("set at least one of min_cosine, min_top1_agreement, max_abs_err")
+        return self
 
 
 class JobConfig(BaseModel):

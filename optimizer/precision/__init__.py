@@ -22,20 +22,32 @@ from optimizer.precision.evaluate import (
     run_outputs,
 )
 from optimizer.precision.keep_list import DEFAULT_KEEP, NO_KEEP, KeepPolicy
+from optimizer.precision.search import search_precision
+from optimizer.precision.search_result import (
+    AccuracyBudget,
+    AccuracyReached,
+    KeptFp32Node,
+    PrecisionSearchResult,
+)
 
 __all__ = [
     "DEFAULT_KEEP",
     "EMULATED",
     "LOW_DTYPES",
     "NO_KEEP",
+    "AccuracyBudget",
+    "AccuracyReached",
     "KeepPolicy",
+    "KeptFp32Node",
     "KeptNode",
     "Precision",
     "PrecisionEvaluation",
     "PrecisionReport",
+    "PrecisionSearchResult",
     "convert_precision",
     "emulate_precision",
     "evaluate_precision",
     "model_runner",
     "run_outputs",
+    "search_precision",
 ]

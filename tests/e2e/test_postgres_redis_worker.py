@@ -201,3 +201,22 @@ def test_fp16_job_converts_the_graph_and_validates_it_by_emulation(stack: dict[s
     assert report["precision"]["precision"] == "fp16"
     assert report["precision_evaluation"]["method"] == "emulated"
     assert "model.fp16.onnx" in {a["name"] for a in job["artifacts"]}
+
+
+def test_precision_search_reports_the_budget_and_what_it_kept(stack: dict[str, str]) -> None:
+    base_url = stack["base_url"]
+    uploaded = upload(base_url, model_bytes(small_cnn(seed=11)), "cnn.onnx")
+    created = httpx.post(
+        f"{base_url}/v1/jobs",
+        json={"model_id": uploaded["id"], "precision": "fp16", "precision_search": True,
+              "accuracy_budget": {"min_cosine": 0.9999},
+              "benchmark": {"warmup": 1, "iterations": 3, "measure_memory": False}},
+        timeout=30,
+    )
+    job = wait_for_job(base_url, created.json()["id"])
+
+    assert job["status"] == "succeeded", job["error"]
+    search = job["accuracy_report"]["precision_search"]
+    assert search["within_budget"] is True
+    assert search["accuracy"]["cosine"] >= 0.9999
+    assert search["evaluations"] >= 1 and "kept_fp32_nodes" in search

@@ -6,8 +6,11 @@ import onnx
 
 from optimizer.errors import InternalError
 from optimizer.optimize import OptimizeOptions, optimize_model
-from optimizer.precision import convert_precision
+from optimizer.precision import AccuracyBudget, convert_precision, search_precision
 from worker.context import JobContext
+from worker.feeds import job_feeds
+
+_SEARCH_SAMPLES = 4  # each search step runs the model on these; validation then uses them all
 
 
 def optimize_graph(ctx: JobContext) -> None:
@@ -33,8 +36,18 @@ def optimize_graph(ctx: JobContext) -> None:
 
 
 def _convert_precision(ctx: JobContext, fused: onnx.ModelProto) -> None:
-    """The low-precision graph TensorRT 11 needs (it builds strongly typed networks)."""
-    converted, report = convert_precision(fused, ctx.config["precision"])
+    """The low-precision graph TensorRT 11 needs (it builds strongly typed networks); with
+    `precision_search`, the fewest extra fp32 nodes that keep it within the accuracy budget."""
+    if ctx.config.get("precision_search"):
+        feeds, _ = job_feeds(ctx)
+        result = search_precision(
+            fused, feeds[:_SEARCH_SAMPLES], precision=ctx.config["precision"],
+            budget=AccuracyBudget(**ctx.config["accuracy_budget"]),
+        )
+        ctx.accuracy["precision_search"] = result.to_dict()
+        converted, report = result.model, result.report
+    else:
+        converted, report = convert_precision(fused, ctx.config["precision"])
     ctx.accuracy["precision"] = report.to_dict()
     ctx.engine_source_path = ctx.scratch_dir / f"model.{ctx.config['precision']}.onnx"
     onnx.save(converted, ctx.engine_source_path)
