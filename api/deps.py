@@ -11,7 +11,7 @@ from api.db.session import get_sessionmaker
 from api.services.uploads import ReceivedFile, receive_upload
 from api.settings import Settings, get_settings
 from api.storage import ArtifactStore, LocalArtifactStore
-from worker.celery_app import JOB_QUEUE_BY_BACKEND, RUN_JOB_TASK, celery_app
+from worker.celery_app import RUN_JOB_TASK, celery_app, job_queue
 
 __all__ = [
     "DispatchDep",
@@ -64,8 +64,9 @@ StoreDep = Annotated[ArtifactStore, Depends(get_store)]
 
 
 def send_run_job(job: Job) -> None:
-    """Send the job id (and nothing else: the database holds the job) to its backend's queue."""
-    queue = JOB_QUEUE_BY_BACKEND[job.config["backend"]]
+    """Send the job id (and nothing else: the database holds the job) to its queue: the backend's,
+    or a GPU's own queue when the job names a `target_gpu`."""
+    queue = job_queue(job.config)
     celery_app.send_task(
         RUN_JOB_TASK,
         args=[str(job.id)],

@@ -1,4 +1,4 @@
-"""ORM models: uploaded models and datasets, jobs and everything a job produces."""
+"""ORM models: uploaded models and datasets, jobs and everything a job produces, and workers."""
 
 import uuid
 from datetime import datetime
@@ -34,6 +34,7 @@ __all__ = [
     "JobStatus",
     "Model",
     "ValidationResult",
+    "Worker",
 ]
 
 # Stable constraint names, so autogenerate and downgrades see the same names on every database.
@@ -121,6 +122,8 @@ class Job(Base):
     progress: Mapped[float] = mapped_column(Float, default=0.0)
     error_code: Mapped[str | None] = mapped_column(String(64))
     error_message: Mapped[str | None] = mapped_column(Text)
+    # Why a queued job is waiting, e.g. no worker with the GPU it needs is online.
+    status_detail: Mapped[str | None] = mapped_column(Text)
     worker: Mapped[str | None] = mapped_column(String(255))
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
@@ -234,3 +237,30 @@ class JobEvent(Base):
     stage: Mapped[str | None] = mapped_column(String(32))
     message: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
+
+
+class Worker(Base):
+    """A Celery worker node and what it can build on (GPU, TensorRT), refreshed by its heartbeat.
+
+    A worker is online while `expires_at` lies ahead and `stopped_at` is unset; `queues` are the
+    queues it consumes, so "can any online worker take this job" is "does one consume its queue".
+    """
+
+    __tablename__ = "workers"
+
+    name: Mapped[str] = mapped_column(String(255), primary_key=True)  # Celery node: celery@host
+    hostname: Mapped[str] = mapped_column(String(255))
+    pid: Mapped[int] = mapped_column(Integer)
+    queues: Mapped[list[str]] = mapped_column(JSON)
+    gpu_name: Mapped[str | None] = mapped_column(String(255))  # the GPU builds run on (device 0)
+    compute_capability: Mapped[str | None] = mapped_column(String(16))  # "9.0"
+    gpu_memory_mib: Mapped[int | None] = mapped_column(Integer)
+    tensorrt_version: Mapped[str | None] = mapped_column(String(32))
+    # optimizer.capabilities.HostCapabilities.to_dict(): every visible GPU and detection notes
+    capabilities: Mapped[dict[str, Any]] = mapped_column(JSON)
+    started_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    heartbeat_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    expires_at: Mapped[datetime] = mapped_column(UtcDateTime)  # offline past this without a beat
+    stopped_at: Mapped[datetime | None] = mapped_column(UtcDateTime)  # set on a clean shutdown
+
+    __table_args__ = (Index("ix_workers_expires_at", "expires_at"),)

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from optimizer.capabilities import normalize_compute_capability
 from optimizer.passes import PASSES_BY_NAME
 
 from api.schemas.common import Page
@@ -77,7 +78,18 @@ class JobConfig(BaseModel):
 
     model_config = _STRICT
 
-    backend: Literal["onnxruntime"] = "onnxruntime"
+    backend: Literal["onnxruntime", "tensorrt"] = Field(
+        default="onnxruntime",
+        description='"onnxruntime" runs on CPU workers; "tensorrt" builds a TensorRT engine on a '
+        "GPU worker",
+    )
+    target_gpu: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        description='tensorrt only: build on this GPU, named by compute capability ("9.0") or by '
+        'model as the driver reports it, with or without "NVIDIA" ("H200")',
+    )
     precision: Literal["fp32", "fp16", "bf16"] = Field(
         default="fp32",
         description="fp16/bf16 convert the graph (sensitive ops kept in fp32) and validate it "
@@ -118,6 +130,18 @@ class JobConfig(BaseModel):
     ort_optimization_level: Literal["disabled", "basic", "extended", "all"] = "all"
     validation: ValidationConfig = ValidationConfig()
     benchmark: BenchmarkConfig = BenchmarkConfig()
+
+    @field_validator("target_gpu")
+    @classmethod
+    def _gpu_target(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        value = value.strip()
+        if not any(ch.isalnum() for ch in value):
+            raise ValueError(f"{value!r} names no GPU; give a compute capability like '9.0' or a "
+                             "GPU model like 'H200'")
+        # "sm_90" and "9.0" are one target: store the canonical form the worker queues use.
+        return normalize_compute_capability(value) or value
 
     @field_validator("passes")
     @classmethod
@@ -228,6 +252,8 @@ class JobSummary(BaseModel):
     stage: str | None
     progress: float
     error: JobError | None
+    # while queued: why it is waiting, e.g. no online worker has the GPU it needs
+    status_detail: str | None = None
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None

@@ -3,12 +3,14 @@
 import logging
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
 from api.db import job_state
-from api.db.models import Artifact, Job, JobStatus
+from api.db.models import Artifact, Job, JobStatus, Worker
+from api.db.types import utc_now
 from api.schemas.jobs import JobConfig, JobCreate
 from api.services.datasets import get_dataset
 from api.services.errors import (
@@ -20,7 +22,9 @@ from api.services.errors import (
 )
 from api.services.job_inputs import check_input_ranges, job_input_shapes
 from api.services.models import get_model
+from optimizer.capabilities import normalize_compute_capability
 from optimizer.tensor_specs import TensorSpec
+from worker.celery_app import job_queue
 
 __all__ = ["cancel_job", "create_job", "get_artifact", "get_job", "list_jobs"]
 
@@ -32,16 +36,24 @@ Dispatch = Callable[[Job], None]
 def create_job(*, session: Session, spec: JobCreate, dispatch: Dispatch) -> Job:
     """Insert a queued job, commit, and only then send its id to the broker.
 
+    A TensorRT job no online worker can take is still queued (a GPU worker may start later), with
+    a `status_detail` that names the GPU it waits for and the GPU workers that are online.
+
     Raises:
         ModelNotFound, DatasetNotFound: the model or dataset named does not exist.
         InvalidJobConfig: input_shapes, input_ranges or the dataset do not fit the model's
-            inputs (see api/services/job_inputs.py).
+            inputs (see api/services/job_inputs.py); target_gpu without backend tensorrt.
         BrokerUnavailable: the job was stored but could not be sent; it is marked failed.
     """
     if spec.precision_search and spec.precision == "fp32":
         raise InvalidJobConfig(
             "precision_search: there is nothing to search at fp32; set precision to fp16 "
             "(or bf16 with backend tensorrt)"
+        )
+    if spec.target_gpu is not None and spec.backend != "tensorrt":
+        raise InvalidJobConfig(
+            f"target_gpu: {spec.target_gpu!r} needs backend 'tensorrt'; backend "
+            f"{spec.backend!r} runs on CPU workers. Drop target_gpu or set backend to 'tensorrt'."
         )
     if spec.precision == "bf16" and spec.backend == "onnxruntime":
         raise InvalidJobConfig(
@@ -57,10 +69,12 @@ def create_job(*, session: Session, spec: JobCreate, dispatch: Dispatch) -> Job:
     check_input_ranges(inputs, spec.input_ranges)
     config = JobConfig.model_validate(spec.model_dump(exclude={"model_id"}))
     config.input_shapes = {name: list(shape) for name, shape in shapes.items()}
-    job = Job(model_id=model.id, dataset_id=spec.dataset_id, config=config.model_dump(mode="json"))
+    stored = config.model_dump(mode="json")
+    detail = _waiting_detail(session, stored)
+    job = Job(model_id=model.id, dataset_id=spec.dataset_id, config=stored, status_detail=detail)
     session.add(job)
     session.flush()
-    job_state.record_event(session, job.id, "queued")
+    job_state.record_event(session, job.id, "queued" if detail is None else f"queued; {detail}")
     session.commit()
     try:
         dispatch(job)
@@ -71,6 +85,48 @@ def create_job(*, session: Session, spec: JobCreate, dispatch: Dispatch) -> Job:
         session.commit()
         raise BrokerUnavailable(f"{message}; job {job.id} was marked failed, try again") from err
     return job
+
+
+def _waiting_detail(session: Session, config: dict[str, Any]) -> str | None:
+    """Why a TensorRT job will wait in its queue: None when an online worker consumes that queue.
+
+    Workers list their queues in the `workers` table with a heartbeat (worker/capabilities.py);
+    only a worker with a GPU and TensorRT consumes GPU queues.
+    """
+    if config["backend"] != "tensorrt":
+        return None
+    queue = job_queue(config)
+    now = utc_now()
+    online = session.scalars(
+        select(Worker)
+        .where(Worker.expires_at > now, Worker.stopped_at.is_(None))
+        .order_by(Worker.name)
+    ).all()
+    if any(queue in worker.queues for worker in online):
+        return None
+    target = config.get("target_gpu")
+    if target is None:
+        wanted = "can build TensorRT engines (an NVIDIA GPU and TensorRT)"
+    elif normalize_compute_capability(target) is not None:
+        wanted = f"has a GPU of compute capability {target} with TensorRT"
+    else:
+        wanted = f"has a GPU {target!r} with TensorRT"
+    gpu_workers = [w for w in online if w.gpu_name is not None and w.tensorrt_version is not None]
+    seen = (
+        "; online GPU workers: "
+        + ", ".join(
+            f"{w.name} ({w.gpu_name}, compute capability {w.compute_capability or 'unknown'}, "
+            f"TensorRT {w.tensorrt_version})"
+            for w in gpu_workers
+        )
+        if gpu_workers
+        else "; no GPU worker is online"
+    )
+    where = "a GPU machine" if target is None else "a machine with that GPU"
+    return (
+        f"waiting for a worker: no online worker {wanted} (queue {queue!r}){seen}. The job stays "
+        f"queued until one starts (`fuseforge worker --queues gpu` on {where})."
+    )
 
 
 def get_job(*, session: Session, job_id: uuid.UUID) -> Job:

@@ -3,16 +3,22 @@
 import shutil
 
 from optimizer.backends.onnxruntime.build import OrtBuildOptions, build_ort_engine
-from optimizer.errors import InternalError
+from optimizer.errors import EngineBuildError, InternalError
+from worker.capabilities import detect_worker_capabilities, refusal_for
 from worker.context import JobContext
 
 
 def build_engine(ctx: JobContext) -> None:
     if ctx.engine_source_path is None:
         raise InternalError("build_engine ran before optimize")
-    backend = ctx.config["backend"]
-    if backend != "onnxruntime":  # the API accepts no other backend yet
-        raise InternalError(f"no engine builder for backend {backend!r}")
+    if ctx.config["backend"] == "tensorrt":
+        # The TensorRT build stage is not wired into the pipeline yet (issue 5 in progress):
+        # say so plainly rather than pretend, whichever worker took the job.
+        why = refusal_for(ctx.config, detect_worker_capabilities())
+        raise EngineBuildError(
+            why or "this FuseForge version cannot build TensorRT engines in the job pipeline "
+            "yet; use backend 'onnxruntime' or 'fuseforge optimize --backend tensorrt'"
+        )
     level = ctx.ort_level_override or ctx.config["ort_optimization_level"]
     options = OrtBuildOptions(optimization_level=level)  # type: ignore[arg-type]
     engine_dir = ctx.scratch_dir / "engine"

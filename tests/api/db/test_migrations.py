@@ -14,7 +14,8 @@ from api.db.session import make_engine
 from tests.support.databases import create_postgres_database, drop_postgres_database, run_alembic
 
 TABLES = {
-    "models", "jobs", "artifacts", "validation_results", "benchmark_records", "job_events", "datasets"
+    "models", "jobs", "artifacts", "validation_results", "benchmark_records", "job_events", "datasets",
+    "workers",
 }
 
 

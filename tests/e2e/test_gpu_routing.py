@@ -1,0 +1,112 @@
+"""A real worker asked for cpu and gpu queues on a host without a GPU: it records its capabilities
+("none") with a heartbeat, drops the GPU queues, so a TensorRT job stays queued saying why while
+CPU jobs still run, and it is marked stopped when it shuts down."""
+
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+import redis
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session
+
+from api.db.models import Worker
+from api.db.session import make_engine
+from optimizer.capabilities import detect_capabilities
+from tests.e2e.flows import assert_optimize_flow_succeeds, upload
+from tests.models import model_bytes, small_cnn
+from tests.support.databases import create_postgres_database, drop_postgres_database
+from tests.support.processes import FUSEFORGE, Service, free_port, fuseforge_env, wait_healthy
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(
+        detect_capabilities().can_build_tensorrt,
+        reason="this host can build TensorRT engines; the test needs one that cannot",
+    ),
+]
+
+E2E_REDIS_URL = "redis://127.0.0.1:6379/13"
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    tmp = tmp_path_factory.mktemp("e2e-gpu")
+    database_url = create_postgres_database(f"fuseforge_e2e_gpu_{uuid.uuid4().hex[:8]}")
+    broker = redis.Redis.from_url(E2E_REDIS_URL)
+    broker.flushdb()
+    port = free_port()
+    env = fuseforge_env(
+        FUSEFORGE_DATABASE_URL=database_url,
+        FUSEFORGE_BROKER_URL=E2E_REDIS_URL,
+        FUSEFORGE_DATA_DIR=str(tmp / "data"),
+        FUSEFORGE_PORT=str(port),
+        FUSEFORGE_JOBS__HEARTBEAT_INTERVAL_S="1",
+    )
+    migrate = Service([*FUSEFORGE, "migrate"], env, tmp / "migrate.log")
+    assert migrate.process.wait(timeout=120) == 0, migrate.output()
+    worker = Service([*FUSEFORGE, "worker", "--queues", "cpu,gpu"], env, tmp / "worker.log")
+    api = Service([*FUSEFORGE, "serve"], env, tmp / "api.log")
+    engine = make_engine(database_url)
+    base_url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(base_url, api)
+        yield {"base_url": base_url, "broker": broker, "engine": engine, "worker": worker}
+    finally:
+        api.stop()
+        if worker.process.poll() is None:
+            worker.stop()
+        print("--- worker log (tail) ---\n" + worker.output()[-3000:])
+        engine.dispose()
+        drop_postgres_database(database_url)
+        broker.flushdb()
+
+
+def _worker_row(engine: Engine, timeout_s: float = 60.0) -> Worker:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with Session(engine) as session:
+            row = session.scalars(select(Worker)).one_or_none()
+            if row is not None:
+                return row
+        time.sleep(0.2)
+    raise AssertionError("the worker never recorded itself in the workers table")
+
+
+def test_worker_records_no_gpu_and_consumes_only_cpu(stack: dict[str, Any]) -> None:
+    row = _worker_row(stack["engine"])
+    assert row.queues == ["cpu"]
+    assert row.gpu_name is None and row.tensorrt_version is None
+    assert row.capabilities["gpus"] == []
+    assert row.stopped_at is None and row.expires_at > row.heartbeat_at
+    assert "will not consume gpu: it cannot build TensorRT engines" in stack["worker"].output()
+
+
+def test_tensorrt_job_stays_queued_with_a_detail_while_cpu_jobs_run(stack: dict[str, Any]) -> None:
+    base_url = stack["base_url"]
+    _worker_row(stack["engine"])
+    uploaded = upload(base_url, model_bytes(small_cnn(seed=4)), "cnn.onnx")
+    created = httpx.post(
+        f"{base_url}/v1/jobs", json={"model_id": uploaded["id"], "backend": "tensorrt"}, timeout=30
+    )
+    assert created.status_code == 202, created.text
+    job_id = created.json()["id"]
+    assert "no online worker can build TensorRT engines" in created.json()["status_detail"]
+
+    assert_optimize_flow_succeeds(base_url)  # the worker is busy with CPU work meanwhile
+    job = httpx.get(f"{base_url}/v1/jobs/{job_id}", timeout=10).json()
+    assert job["status"] == "queued" and job["attempts"] == 0
+    assert "no GPU worker is online" in job["status_detail"]
+    assert stack["broker"].llen("gpu") == 1
+
+
+def test_worker_is_marked_stopped_on_shutdown(stack: dict[str, Any]) -> None:
+    before = _worker_row(stack["engine"])
+    assert stack["worker"].stop() == 0
+    with Session(stack["engine"]) as session:
+        row = session.get(Worker, before.name)
+        assert row is not None and row.stopped_at is not None
+        assert row.heartbeat_at >= before.heartbeat_at
