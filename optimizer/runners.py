@@ -14,6 +14,7 @@ __all__ = ["runner_class", "runner_from_spec"]
 # backend never imports the others (the web image has no TensorRT).
 _BACKENDS = {
     "onnxruntime": ("optimizer.backends.onnxruntime.runner", "OnnxRuntimeRunner"),
+    "tensorrt": ("optimizer.backends.tensorrt.runner", "TensorRTRunner"),
 }
 
 
