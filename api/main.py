@@ -7,7 +7,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from api.routes import datasets, health, jobs, models, passes
+from api.routes import datasets, health, jobs, models, passes, plugins
 from api.services.errors import ServiceError
 
 __all__ = ["app", "create_app"]
@@ -47,7 +47,9 @@ def create_app() -> FastAPI:
     app.add_exception_handler(ServiceError, _service_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(HTTPException, _http_error)
-    for router in (models.router, datasets.router, jobs.router, passes.router, health.router):
+    for router in (
+        models.router, datasets.router, jobs.router, passes.router, plugins.router, health.router
+    ):
         app.include_router(router)
     return app
 

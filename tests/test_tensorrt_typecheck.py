@@ -17,7 +17,15 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 STUBS = REPO_ROOT.parent / "shared" / "tensorrt-stubs"
-CHECKED = ["optimizer/backends/tensorrt"]
+# The TensorRT backend and the plugins' TensorRT registrations (the plugin API is typed too).
+CHECKED = [
+    "optimizer/backends/tensorrt",
+    "optimizer/plugins/bias_gelu/trt_registration.py",
+    "optimizer/plugins/multi_head_attention/trt_registration.py",
+    "optimizer/plugins/skip_layer_norm/trt_registration.py",
+    "optimizer/plugins/trt_aot.py",
+    "optimizer/plugins/trt_registry.py",
+]
 
 
 @pytest.mark.parametrize("version", ["11.4", "10.16"])

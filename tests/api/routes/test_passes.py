@@ -22,3 +22,11 @@ def test_job_accepts_named_passes_and_refuses_unknown_ones(client: TestClient) -
     bad = client.post("/v1/jobs", json={"model_id": model_id, "passes": ["fold_batch_norm", "magic"]})
     assert bad.status_code == 422
     assert bad.json()["detail"].startswith("passes") and "'magic'" in bad.json()["detail"]
+
+
+def test_plugins_are_listed_with_their_io_contract(client: TestClient) -> None:
+    listed = {p["name"]: p for p in client.get("/v1/plugins").json()}
+    assert set(listed) == {"skip_layer_norm", "bias_gelu", "multi_head_attention"}
+    for plugin in listed.values():
+        assert plugin["domain"] == "fuseforge" and plugin["inputs"] and plugin["outputs"]
+        assert plugin["summary"] and plugin["readme"]

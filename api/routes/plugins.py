@@ -1,0 +1,15 @@
+"""/v1/plugins: the fused ops FuseForge implements as TensorRT plugins (domain `fuseforge`)."""
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from optimizer.plugins import PLUGINS
+
+router = APIRouter(prefix="/v1/plugins", tags=["plugins"])
+
+
+@router.get("")
+def list_plugins() -> list[dict[str, Any]]:
+    """Each plugin's I/O contract: inputs, outputs, attributes, dtypes, limits, what it replaces."""
+    return [plugin.describe() for plugin in PLUGINS.values()]

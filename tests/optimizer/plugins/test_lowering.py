@@ -1,0 +1,104 @@
+"""lower_for_onnxruntime: plugin nodes become standard ops; names, imports and errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+from onnx import helper, numpy_helper
+
+from optimizer.errors import PluginNotFoundError
+from optimizer.plugins import (
+    DOMAIN,
+    PLUGINS,
+    has_plugin_nodes,
+    lower_for_onnxruntime,
+    plugins_used,
+)
+from tests.optimizer.passes.support import run_model
+
+GELU = PLUGINS["bias_gelu"]
+SKIP_LN = PLUGINS["skip_layer_norm"]
+
+
+def chain() -> onnx.ModelProto:
+    """x → BiasGelu → SkipLayerNorm(·, x) → y, plus a value named like lowering's own names."""
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), n)
+             for n in ("b", "gamma", "beta", "bias")]
+    nodes = [
+        helper.make_node("Relu", ["x"], ["plugin/lowered/Add_0_out0"]),  # a clashing name
+        helper.make_node("BiasGelu", ["plugin/lowered/Add_0_out0", "b"], ["h"], name="plugin",
+                         domain=DOMAIN, **GELU.node_attributes(approximate="none")),
+        helper.make_node("SkipLayerNorm", ["h", "x", "gamma", "beta", "bias"], ["y"],
+                         name="plugin_2", domain=DOMAIN,
+                         **SKIP_LN.node_attributes(epsilon=1e-5)),
+    ]
+    graph = helper.make_graph(
+        nodes, "chain", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 8])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 8])], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid(DOMAIN, 1)])
+    model.ir_version = 10
+    return onnx.shape_inference.infer_shapes(model, strict_mode=True)
+
+
+def expected(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
+    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    [h] = GELU.reference(np.maximum(x, 0), inits["b"], approximate="none")
+    return SKIP_LN.reference(h, x, inits["gamma"], inits["beta"], inits["bias"],
+                             epsilon=1e-5)[0]
+
+
+def test_lowering_a_proto_returns_a_new_standard_model_with_the_same_outputs() -> None:
+    model = chain()
+    before = model.SerializeToString()
+    lowered = lower_for_onnxruntime(model)
+    assert model.SerializeToString() == before
+    assert {n.domain for n in lowered.graph.node} == {""}
+    assert DOMAIN not in {o.domain for o in lowered.opset_import}
+    assert [o.name for o in lowered.graph.output] == ["y"]
+    onnx.checker.check_model(lowered, full_check=True)
+    names = [v for n in lowered.graph.node for v in n.output]
+    assert len(names) == len(set(names))
+    x = np.random.default_rng(1).standard_normal((2, 8)).astype(np.float32)
+    [y] = run_model(lowered, {"x": x})
+    np.testing.assert_allclose(y, expected(model, x), atol=1e-5)
+
+
+def test_lowering_an_ir_model_rewrites_it_in_place() -> None:
+    model = ir.from_proto(chain())
+    assert has_plugin_nodes(model) and plugins_used(model) == ("bias_gelu", "skip_layer_norm")
+    assert lower_for_onnxruntime(model) is model
+    assert not has_plugin_nodes(model) and plugins_used(model) == ()
+
+
+def test_lowering_an_unknown_fuseforge_op_names_the_known_ones() -> None:
+    model = chain()
+    model.graph.node[1].op_type = "QuickGelu"
+    with pytest.raises(PluginNotFoundError, match="no plugin implements op 'fuseforge.QuickGelu'"):
+        lower_for_onnxruntime(model)
+
+
+def test_an_omitted_optional_output_is_not_replaced() -> None:
+    """SkipLayerNorm declared with outputs ["y", ""]: the lowered sum keeps its own name."""
+    rng = np.random.default_rng(0)
+    values = {"x": rng.standard_normal((2, 8)).astype(np.float32),
+              "skip": rng.standard_normal((2, 8)).astype(np.float32)}
+    inits = [numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), n)
+             for n in ("gamma", "beta", "bias")]
+    node = helper.make_node("SkipLayerNorm", ["x", "skip", "gamma", "beta", "bias"], ["y", ""],
+                            domain=DOMAIN, **SKIP_LN.node_attributes(epsilon=1e-5))
+    graph = helper.make_graph(
+        [node], "omitted",
+        [helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, [2, 8]) for n in values],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 8])], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid(DOMAIN, 1)])
+    lowered = lower_for_onnxruntime(model)
+    onnx.checker.check_model(lowered, full_check=True)
+    [y] = run_model(lowered, values)
+    params = [numpy_helper.to_array(t) for t in inits]
+    np.testing.assert_allclose(y, SKIP_LN.reference(*values.values(), *params, epsilon=1e-5)[0],
+                               atol=1e-5)
