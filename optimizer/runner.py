@@ -11,7 +11,8 @@ import numpy as np
 
 from optimizer.tensor_specs import TensorSpec
 
-__all__ = ["Runner", "RunnerSpec"]
+__all__ = [
+    "ClosesOnExit","Runner", "RunnerSpec"]
 
 
 @dataclass(frozen=True)
@@ -68,3 +69,17 @@ class Runner(Protocol):
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  traceback: TracebackType | None) -> None: ...
+
+
+class ClosesOnExit:
+    """`with runner:` releases the runner's backend memory through its `close()`."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.close()

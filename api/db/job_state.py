@@ -53,6 +53,7 @@ def claim(session: Session, job_id: uuid.UUID, worker: str) -> Job | None:
         job_id,
         [JobStatus.QUEUED],
         status=JobStatus.RUNNING.value,
+        status_detail=None,  # whatever the job waited for, it has a worker now
         worker=worker,
         started_at=now,
         heartbeat_at=now,
@@ -107,6 +108,7 @@ def fail(session: Session, job_id: uuid.UUID, code: str, message: str) -> Job | 
         job_id,
         [JobStatus.QUEUED, JobStatus.RUNNING],
         status=JobStatus.FAILED.value,
+        status_detail=None,
         error_code=code,
         error_message=message,
         finished_at=utc_now(),
@@ -124,6 +126,7 @@ def cancel(session: Session, job_id: uuid.UUID) -> Job | None:
         job_id,
         [JobStatus.QUEUED, JobStatus.RUNNING],
         status=JobStatus.CANCELLED.value,
+        status_detail=None,
         finished_at=utc_now(),
     )
     if job is not None:

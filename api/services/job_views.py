@@ -1,6 +1,6 @@
 """Turn Job rows into the response schemas (artifact URLs, error object, validation verdict)."""
 
-from api.db.models import Job, JobStatus
+from api.db.models import Job
 from api.schemas.jobs import (
     ArtifactRead,
     BenchmarkRead,
@@ -31,7 +31,7 @@ def job_summary(job: Job) -> JobSummary:
         progress=job.progress,
         error=_error(job),
         # The detail explains a wait; once a worker claims the job it no longer applies.
-        status_detail=job.status_detail if job.status == JobStatus.QUEUED else None,
+        status_detail=job.status_detail,
         created_at=job.created_at,
         started_at=job.started_at,
         finished_at=job.finished_at,

@@ -16,6 +16,7 @@ from onnxscript.rewriter.pattern import MatchResult
 from optimizer.passes.matching import node_label
 
 __all__ = [
+    "FLOAT_TYPES",
     "attr_float",
     "attr_int",
     "const_array",
@@ -26,6 +27,7 @@ __all__ = [
     "refuse_if_not_float32",
     "refuse_if_shared",
     "refuse_unknown_attributes",
+    "refuse_unless_same_float",
     "unique_initializer_name",
 ]
 
@@ -157,3 +159,15 @@ def unique_initializer_name(graph: ir.Graph | ir.Function | None, base: str) -> 
         n += 1
         name = f"{base}_{n}"
     return name
+
+
+FLOAT_TYPES = (ir.DataType.FLOAT16, ir.DataType.FLOAT, ir.DataType.DOUBLE)
+
+
+def refuse_unless_same_float(*values: ir.Value) -> MatchResult | None:
+    """Every value must have the same floating-point type (no silent mixed precision)."""
+    dtypes = {value.dtype for value in values}
+    if len(dtypes) != 1 or next(iter(dtypes)) not in FLOAT_TYPES:
+        found = ", ".join(f"'{v.name}': {v.dtype}" for v in values)
+        return MatchResult().fail(f"types must be one of float16/float/double and equal; {found}")
+    return None

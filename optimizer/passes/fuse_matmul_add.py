@@ -39,6 +39,7 @@ from optimizer.passes.checks import (
     refuse_if_escapes,
     refuse_if_not_constant,
     refuse_if_shared,
+    refuse_unless_same_float,
     unique_initializer_name,
 )
 
@@ -54,7 +55,6 @@ __all__ = [
     "MatMulAddToReshapedGemmBiasFirst",
 ]
 
-_FLOAT_TYPES = (ir.DataType.FLOAT16, ir.DataType.FLOAT, ir.DataType.DOUBLE)
 # Largest reduction dim K for which Reshape → Gemm → Reshape measured faster (see above).
 RESHAPED_GEMM_MAX_K = 256
 
@@ -66,14 +66,6 @@ def _graph_of(value: ir.Value) -> ir.Graph | None:
 
 def _rank(value: ir.Value) -> int | None:
     return None if value.shape is None else len(value.shape)
-
-
-def _refuse_unless_float(*values: ir.Value) -> MatchResult | None:
-    dtypes = {value.dtype for value in values}
-    if len(dtypes) != 1 or next(iter(dtypes)) not in _FLOAT_TYPES:
-        found = ", ".join(f"'{v.name}': {v.dtype}" for v in values)
-        return MatchResult().fail(f"types must be one of float16/float/double and equal; {found}")
-    return None
 
 
 def _refuse_unless_2d_weight(w: ir.Value) -> MatchResult | None:
@@ -111,7 +103,7 @@ class _MatMulAddBase(RewriteRuleClassBase):
         return first_refusal(
             refuse_if_not_constant(b, bias),
             refuse_if_escapes(mm_out, add),
-            _refuse_unless_float(a, b, bias),
+            refuse_unless_same_float(a, b, bias),
             lambda: _refuse_unless_2d_weight(b),  # reads b, known constant only by now
         )
 
@@ -221,7 +213,7 @@ class _FoldScaleBase(RewriteRuleClassBase):
             refuse_if_not_constant(w, c),
             refuse_if_shared(w, mm),
             refuse_if_escapes(first, second),
-            _refuse_unless_float(x, w, c),
+            refuse_unless_same_float(x, w, c),
             # These read W and c, known constant only by now.
             lambda: _refuse_unless_2d_weight(w),
             lambda: self.check_scale(x, c, w),

@@ -34,13 +34,11 @@ from optimizer.passes.checks import (
     first_refusal,
     refuse_if_escapes,
     refuse_if_not_constant,
+    refuse_unless_same_float,
     unique_initializer_name,
 )
 
 __all__ = ["FUSE_RESIDUAL_GEMM", "FuseResidualIntoGemm"]
-
-_FLOAT_TYPES = (ir.DataType.FLOAT16, ir.DataType.FLOAT, ir.DataType.DOUBLE)
-
 
 def _static_shape(value: ir.Value) -> tuple[int, ...] | None:
     if value.shape is None or not all(isinstance(d, int) for d in value.shape):
@@ -74,7 +72,7 @@ class FuseResidualIntoGemm(RewriteRuleClassBase):
             refuse_if_not_constant(w, bias),
             refuse_if_escapes(mm_out, bias_add),
             refuse_if_escapes(biased, residual_add),
-            lambda: _refuse_unless_same_float(a, w, bias, residual),
+            lambda: refuse_unless_same_float(a, w, bias, residual),
             lambda: _refuse_unless_shapes_fit(a, w, bias, residual, out),
         )
         return refusal if refusal is not None else MatchResult()
@@ -98,14 +96,6 @@ class FuseResidualIntoGemm(RewriteRuleClassBase):
                                         name=unique_initializer_name(graph, f"{w.name}_out_shape")))
         c = op.Add(op.Reshape(residual, cols), c_bias)
         return op.Reshape(op.Gemm(op.Reshape(a, rows), w, c), back)
-
-
-def _refuse_unless_same_float(*values: ir.Value) -> MatchResult | None:
-    dtypes = {value.dtype for value in values}
-    if len(dtypes) != 1 or next(iter(dtypes)) not in _FLOAT_TYPES:
-        found = ", ".join(f"'{v.name}': {v.dtype}" for v in values)
-        return MatchResult().fail(f"types must be one float type throughout; {found}")
-    return None
 
 
 def _refuse_unless_shapes_fit(a: ir.Value, w: ir.Value, bias: ir.Value, residual: ir.Value,

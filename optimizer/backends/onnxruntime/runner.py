@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Literal, Self, get_args
+from typing import Any, Literal, get_args
 
 import numpy as np
 import onnxruntime as ort
 from onnx import TensorProto
 
 from optimizer.errors import EngineBuildError, InferenceError, InternalError
-from optimizer.runner import RunnerSpec
+from optimizer.runner import ClosesOnExit, RunnerSpec
 from optimizer.tensor_specs import TensorSpec, dtype_name
 
 __all__ = ["BACKEND", "OnnxRuntimeRunner", "OptimizationLevel", "PROVIDERS", "session_options"]
@@ -49,7 +48,7 @@ def session_options(level: OptimizationLevel, intra_op_threads: int | None) -> o
     return options
 
 
-class OnnxRuntimeRunner:
+class OnnxRuntimeRunner(ClosesOnExit):
     """An ONNX Runtime CPU session for one model file, created on construction.
 
     >>> with OnnxRuntimeRunner("model.onnx", optimization_level="all") as runner:  # doctest: +SKIP
@@ -128,13 +127,6 @@ class OnnxRuntimeRunner:
     def close(self) -> None:
         """Release the session; `infer` raises afterwards. Safe to call twice."""
         self._session = None
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 traceback: TracebackType | None) -> None:
-        self.close()
 
     def _open_session(self) -> ort.InferenceSession:
         if self._session is None:

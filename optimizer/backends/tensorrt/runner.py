@@ -15,8 +15,7 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 
 import ml_dtypes  # noqa: F401  (registers numpy's bfloat16 and float8 dtypes)
 import numpy as np
@@ -29,7 +28,7 @@ from optimizer.backends.tensorrt.metadata import (
     check_compatible,
 )
 from optimizer.errors import EngineBuildError, InferenceError, InternalError
-from optimizer.runner import Runner, RunnerSpec
+from optimizer.runner import ClosesOnExit, Runner, RunnerSpec
 from optimizer.tensor_specs import TensorSpec
 
 if TYPE_CHECKING:
@@ -71,7 +70,7 @@ def numpy_dtype_name(trt_dtype_name: str) -> str:
             f"{', '.join(sorted(_NUMPY_DTYPES))}.") from None
 
 
-class TensorRTRunner:
+class TensorRTRunner(ClosesOnExit):
     """A deserialized TensorRT engine with one execution context, created on construction.
 
     >>> with TensorRTRunner("engine/engine.plan") as runner:  # doctest: +SKIP
@@ -253,13 +252,6 @@ class TensorRTRunner:
         self._context = None
         self._engine = None
         self._runtime = None
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 traceback: TracebackType | None) -> None:
-        self.close()
 
     def _open(self) -> tuple[trt.ICudaEngine, trt.IExecutionContext, CudaStream]:
         if self._engine is None or self._context is None or self._stream is None:
