@@ -19,6 +19,10 @@ class JobSettings(BaseModel):
     max_runtime_s: int = Field(default=4 * 3600, gt=0)  # also the broker's visibility timeout
     heartbeat_interval_s: int = Field(default=30, gt=0)
     stale_after_s: int = Field(default=15 * 60, gt=0)  # a running job silent this long is failed
+    # A TensorRT build runs in a child process under these limits (worker/isolation.py).
+    trt_build_timeout_s: int = Field(default=3600, gt=0)
+    trt_build_max_rss_gib: float = Field(default=64.0, gt=0)
+    trt_workspace_gib: float = Field(default=8.0, gt=0)  # scratch memory the builder's tactics may use
 
 
 class Settings(BaseSettings):
@@ -32,6 +36,9 @@ class Settings(BaseSettings):
     port: int = Field(default=8000, ge=1, le=65535)  # FUSEFORGE_PORT
     max_upload_bytes: int = Field(default=2 * 1024**3, gt=0)  # FUSEFORGE_MAX_UPLOAD_BYTES
     jobs: JobSettings = JobSettings()  # FUSEFORGE_JOBS__MAX_RUNTIME_S=28800
+    # "module:attribute" of the TensorRT toolkit GPU workers use (worker/tensorrt_toolkit.py);
+    # unset means TensorRT itself. The test suite names its FakeTensorRT here.
+    tensorrt_toolkit: str | None = None
 
     @model_validator(mode="after")
     def _refuse_embedded_defaults_in_prod(self) -> "Settings":
@@ -67,6 +74,10 @@ class Settings(BaseSettings):
     @property
     def scratch_dir(self) -> Path:
         return self.data_dir / "scratch"
+
+    @property
+    def locks_dir(self) -> Path:
+        return self.data_dir / "locks"
 
 
 @lru_cache

@@ -36,6 +36,10 @@ class ArtifactStore(Protocol):
 
     def open(self, uri: str) -> BinaryIO: ...
 
+    def uri_for(self, key: str) -> str:
+        """The URI `put_file(..., key)` gives (to look up an object stored under a known key)."""
+        ...
+
     def local_path(self, uri: str) -> Path:
         """A readable local path for `uri` (downloaded first by remote stores)."""
         ...
@@ -105,6 +109,10 @@ class LocalArtifactStore:
 
     def open(self, uri: str) -> BinaryIO:
         return self._path_for_uri(uri).open("rb")
+
+    def uri_for(self, key: str) -> str:
+        self._path_for_key(key)  # the same refusals as put_file
+        return _URI_PREFIX + key
 
     def local_path(self, uri: str) -> Path:
         return self._path_for_uri(uri)

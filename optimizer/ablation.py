@@ -1,26 +1,39 @@
 """Ablation: benchmark fusion stages cumulatively, the way a fusion study reports them.
 
 Variants: no passes → clean-up + Conv+BN(+activation) → + Conv+Add+Relu → + MatMul/Gemm → all.
-Each is timed interleaved with the others in ONNX Runtime with its own graph optimizations off,
-so the differences are our fusions' alone. A stage slower than the one before it is kept in the
-result (and flagged by the caller), never hidden.
+Each stage is optimized, saved to `work_dir` and opened by `runner_for`; all are timed
+interleaved, so the differences are our fusions' alone. A stage slower than the one before it
+is kept in the result (and flagged by the caller), never hidden.
+
+The default runner is ONNX Runtime on the CPU with its own graph optimizations off: the right
+measurement for the onnxruntime backend. For tensorrt the caller supplies a runner that builds
+an engine from each stage file; the default still runs a tensorrt stage (its fuseforge plugin
+nodes lowered to standard ops), but those timings say nothing about TensorRT.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
 
 import numpy as np
 import onnx
 
-from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
+from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner, runner_for_model
 from optimizer.benchmark import BenchmarkOptions, BenchmarkResult, benchmark_interleaved
 from optimizer.optimize import OptimizeOptions, optimize_model
 from optimizer.passes import DEFAULT_PASSES
+from optimizer.plugins.base import DOMAIN
+from optimizer.runner import Runner
 
-__all__ = ["ABLATION_STAGES", "ablation_pass_sets", "run_ablation"]
+__all__ = [
+    "ABLATION_STAGES",
+    "RunnerFor",
+    "ablation_pass_sets",
+    "onnxruntime_stage_runner",
+    "run_ablation",
+]
 
 # (variant name, the pass stages it includes); each adds to the one before.
 ABLATION_STAGES: tuple[tuple[str, frozenset[str]], ...] = (
@@ -30,6 +43,9 @@ ABLATION_STAGES: tuple[tuple[str, frozenset[str]], ...] = (
     ("matmul_gemm", frozenset({"cleanup", "conv_bn_act", "add_relu", "matmul_gemm"})),
     ("all", frozenset({"cleanup", "conv_bn_act", "add_relu", "matmul_gemm", "other"})),
 )
+
+# Opens a runner on a stage's ONNX file; closed when the ablation is done.
+RunnerFor = Callable[[Path], AbstractContextManager[Runner]]
 
 
 def ablation_pass_sets(backend: str) -> list[tuple[str, list[str]]]:
@@ -41,6 +57,27 @@ def ablation_pass_sets(backend: str) -> list[tuple[str, list[str]]]:
     ]
 
 
+@contextmanager
+def onnxruntime_stage_runner(path: Path) -> Iterator[Runner]:
+    """The default `runner_for`: ONNX Runtime, graph optimizations off, on the stage file.
+
+    A file without fuseforge plugin nodes is opened as it is; one with them runs lowered to
+    standard ops from a temporary copy (see `runner_for_model`), which the runner's spec names.
+
+    Raises:
+        EngineBuildError: ONNX Runtime cannot load the stage.
+        PluginNotFoundError, PassError: a plugin node cannot be lowered.
+    """
+    model = onnx.load(path)
+    if not any(opset.domain == DOMAIN for opset in model.opset_import):
+        del model  # ONNX Runtime reads the file itself
+        with OnnxRuntimeRunner(path) as runner:
+            yield runner
+        return
+    with runner_for_model(model) as lowered:
+        yield lowered
+
+
 def run_ablation(
     model: onnx.ModelProto,
     feeds: Mapping[str, np.ndarray],
@@ -49,13 +86,24 @@ def run_ablation(
     backend: str,
     batch_size: int,
     work_dir: Path,
+    runner_for: RunnerFor = onnxruntime_stage_runner,
 ) -> list[BenchmarkResult]:
-    """Benchmark each cumulative stage of `model` (static shapes), reference = "none"."""
+    """Benchmark each cumulative stage of `model` (static shapes), reference = "none".
+
+    Stage `name` is saved as `work_dir/ablation-<name>.onnx` and opened with `runner_for`
+    (every runner stays open until all are timed). For a tensorrt job pass a runner that builds
+    and loads an engine from that file: the default times ONNX Runtime on the CPU.
+
+    Raises:
+        Whatever `runner_for` raises for a stage it cannot open (runners already open are
+        closed first); InferenceError when a runner fails while timed.
+    """
     paths = {}
     for name, passes in ablation_pass_sets(backend):
         staged, _ = optimize_model(model, OptimizeOptions(backend=backend, passes=passes))
         paths[name] = work_dir / f"ablation-{name}.onnx"
         onnx.save(staged, paths[name])
     with ExitStack() as stack:
-        runners = {name: stack.enter_context(OnnxRuntimeRunner(path)) for name, path in paths.items()}
-        return benchmark_interleaved(runners, feeds, options, reference="none", batch_size=batch_size)
+        runners = {name: stack.enter_context(runner_for(path)) for name, path in paths.items()}
+        return benchmark_interleaved(runners, feeds, options, reference="none",
+                                     batch_size=batch_size)

@@ -26,15 +26,18 @@ class RunnerSpec:
     backend: str  # e.g. "onnxruntime"
     model_path: str  # absolute, so the recipe works from any working directory
     options: dict[str, Any] = field(default_factory=dict)
+    # "package.module:Class" of a runner outside optimizer/ (e.g. the test suite's
+    # FakeTensorRT); None: the backend's own runner
+    runner: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"backend": self.backend, "model_path": self.model_path,
-                "options": dict(self.options)}
+                "options": dict(self.options), "runner": self.runner}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunnerSpec:
         return cls(backend=data["backend"], model_path=data["model_path"],
-                   options=dict(data.get("options", {})))
+                   options=dict(data.get("options", {})), runner=data.get("runner"))
 
 
 @runtime_checkable

@@ -19,11 +19,15 @@ _BACKENDS = {
 
 
 def runner_class(backend: str) -> Any:
-    """The runner class for `backend`, importing its module.
+    """The runner class for `backend` (a known name or "module:Class"), importing its module.
 
     Raises:
         InternalError: the backend is unknown.
     """
+    # "package.module:Class" (RunnerSpec.runner) names a runner outside this package.
+    module_name, _, class_name = backend.partition(":")
+    if class_name:
+        return getattr(importlib.import_module(module_name), class_name)
     try:
         module_name, class_name = _BACKENDS[backend]
     except KeyError:
@@ -40,7 +44,7 @@ def runner_from_spec(spec: RunnerSpec) -> Runner:
         InternalError: the backend is unknown or the options do not fit it.
         EngineBuildError: the backend cannot load the model.
     """
-    cls = runner_class(spec.backend)
+    cls = runner_class(spec.runner or spec.backend)
     try:
         runner: Runner = cls(spec.model_path, **spec.options)
     except TypeError as err:

@@ -1,16 +1,20 @@
-"""Turn a model's dynamic input shapes into the concrete shapes an engine is built for."""
+"""Turn a model's dynamic input shapes into the concrete shapes an engine is built for.
+
+`fix_input_shapes` fixes every input axis; `fix_input_shapes_except` leaves chosen axes dynamic
+(those a TensorRT optimization profile lets vary) and fixes the rest.
+"""
 
 from __future__ import annotations
 
 import numbers
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import onnx
 
 from optimizer.errors import InputShapeError, InvalidModelError
 from optimizer.tensor_specs import Dim, TensorSpec, summarize_model
 
-__all__ = ["fix_input_shapes", "resolve_input_shapes"]
+__all__ = ["fix_input_shapes", "fix_input_shapes_except", "resolve_input_shapes"]
 
 # Dynamic dims nobody asked about become 1: the smallest shape every model accepts.
 DEFAULT_DYNAMIC_DIM = 1
@@ -59,12 +63,75 @@ def fix_input_shapes(
         InvalidModelError: ONNX shape inference fails for these shapes (message included).
     """
     resolved = resolve_input_shapes(summarize_model(model).inputs, shapes)
+    return _with_input_dims(model, dict(resolved))
+
+
+def fix_input_shapes_except(
+    model: onnx.ModelProto,
+    shapes: Mapping[str, Sequence[int]],
+    dynamic_axes: Mapping[str, Collection[int]],
+) -> onnx.ModelProto:
+    """Return a copy of `model` with its inputs fixed as `fix_input_shapes` does, except the
+    `dynamic_axes` (input name -> axes), which stay dynamic; shapes are inferred throughout.
+
+    This is the model a TensorRT engine with optimization profiles is built from: an axis the
+    profile lets vary (min != max) must be dynamic (-1) in the network, every other axis fixed.
+    A dynamic axis keeps the model's symbolic name, so inputs that share a dim (e.g. "batch" of
+    input_ids and attention_mask) stay linked through shape inference; an axis with no name
+    gets "<input>_dim<axis>". The size `shapes` gives a dynamic axis is ignored.
+
+    For example, a classifier with input ["N", 3, None, None] and
+    ``fix_input_shapes_except(model, {"input": [8, 3, 224, 224]}, {"input": [0]})`` gives input
+    ["N", 3, 224, 224] and output ["N", 1000].
+
+    Raises:
+        InputShapeError: as `resolve_input_shapes`; a `dynamic_axes` name is not an input, an
+            axis is out of range or fixed in the model; or a named dim is left dynamic in one
+            input but fixed in another that shares it.
+        InvalidModelError: ONNX shape inference fails for these shapes (message included).
+    """
+    inputs = summarize_model(model).inputs
+    resolved = resolve_input_shapes(inputs, shapes)
+    by_name = {spec.name: spec for spec in inputs}
+    taken = {dim for spec in inputs for dim in spec.shape if isinstance(dim, str)}
+    dims: dict[str, tuple[int | str, ...]] = dict(resolved)
+    for name, axes in dynamic_axes.items():
+        spec = by_name.get(name)
+        if spec is None:
+            known = ", ".join(repr(item.name) for item in inputs) or "none"
+            raise InputShapeError(
+                f"Axes of input {name!r} were to be left dynamic, but the model has no input of "
+                f"that name; its inputs are: {known}.", input_name=name)
+        row: list[int | str] = list(resolved[name])
+        for axis in sorted(set(axes)):
+            if not 0 <= axis < len(spec.shape):
+                raise InputShapeError(
+                    f"Input {name!r} has rank {len(spec.shape)} (shape {_show(spec.shape)}), so "
+                    f"axis {axis} cannot be left dynamic; give axes 0 to {len(spec.shape) - 1}.",
+                    input_name=name)
+            declared = spec.shape[axis]
+            if isinstance(declared, int):
+                raise InputShapeError(
+                    f"Input {name!r} axis {axis} is fixed at {declared} in the model (shape "
+                    f"{_show(spec.shape)}), so it cannot be left dynamic; only its dynamic axes "
+                    "can take a range of sizes.", input_name=name)
+            row[axis] = declared if declared is not None else _fresh_name(
+                f"{name}_dim{axis}", taken)
+        dims[name] = tuple(row)
+    _check_shared_dims_agree(inputs, dims)
+    return _with_input_dims(model, dims)
+
+
+def _with_input_dims(
+    model: onnx.ModelProto, dims: Mapping[str, tuple[int | str, ...]]
+) -> onnx.ModelProto:
+    # Sets the input dims (ints fixed, strs symbolic) on a copy and re-infers every shape.
     fixed = onnx.ModelProto()
     fixed.CopyFrom(model)
     graph = fixed.graph
     for value in graph.input:
-        if value.name in resolved:
-            _set_dims(value, resolved[value.name])
+        if value.name in dims:
+            _set_dims(value, dims[value.name])
     del graph.value_info[:]
     for value in graph.output:
         # A declared output shape is the exporter's claim, not a fact: inference recomputes it.
@@ -73,10 +140,39 @@ def fix_input_shapes(
         return onnx.shape_inference.infer_shapes(
             fixed, check_type=True, strict_mode=True, data_prop=True)
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as err:
-        shown = ", ".join(f"{name}={list(shape)}" for name, shape in resolved.items())
+        shown = ", ".join(f"{name}={_show(shape)}" for name, shape in dims.items())
         raise InvalidModelError(
             f"ONNX shape inference failed for model {model.graph.name!r} with input shapes "
             f"{shown}: {err}. Check that the model accepts these shapes.") from err
+
+
+def _check_shared_dims_agree(
+    inputs: Sequence[TensorSpec], dims: Mapping[str, tuple[int | str, ...]]
+) -> None:
+    # A named dim shared by several inputs is one size at run time: leaving it dynamic in one
+    # input while fixing it in another would build an engine that only runs at the fixed size.
+    dynamic: dict[str, tuple[str, int]] = {}
+    fixed: dict[str, tuple[str, int]] = {}
+    for spec in inputs:
+        for axis, (declared, dim) in enumerate(zip(spec.shape, dims[spec.name], strict=True)):
+            if isinstance(declared, str):
+                (dynamic if isinstance(dim, str) else fixed).setdefault(declared, (spec.name, axis))
+    for name in sorted(dynamic.keys() & fixed.keys()):
+        (left, left_axis), (kept, kept_axis) = dynamic[name], fixed[name]
+        raise InputShapeError(
+            f"Dim {name!r} is shared by input {left!r} axis {left_axis}, left dynamic, and input "
+            f"{kept!r} axis {kept_axis}, fixed; the model needs one size for it in every input, "
+            "so leave it dynamic in both (with the same profile range) or fix it in both.",
+            input_name=kept)
+
+
+def _fresh_name(base: str, taken: set[str]) -> str:
+    name, index = base, 1
+    while name in taken:
+        index += 1
+        name = f"{base}_{index}"
+    taken.add(name)
+    return name
 
 
 def _resolve_one(spec: TensorSpec, requested: Sequence[int] | None) -> tuple[int, ...]:
@@ -113,11 +209,14 @@ def _resolve_one(spec: TensorSpec, requested: Sequence[int] | None) -> tuple[int
     return tuple(resolved)
 
 
-def _set_dims(value: onnx.ValueInfoProto, dims: tuple[int, ...]) -> None:
+def _set_dims(value: onnx.ValueInfoProto, dims: tuple[int | str, ...]) -> None:
     shape = value.type.tensor_type.shape
     del shape.dim[:]
     for size in dims:
-        shape.dim.add().dim_value = size
+        if isinstance(size, str):
+            shape.dim.add().dim_param = size
+        else:
+            shape.dim.add().dim_value = size
 
 
 def _default_shape(shape: tuple[Dim, ...]) -> tuple[int, ...]:

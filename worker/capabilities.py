@@ -23,7 +23,8 @@ from api.db.models import Worker
 from api.db.session import make_engine
 from api.db.types import utc_now
 from api.settings import get_settings
-from optimizer.capabilities import HostCapabilities, detect_capabilities
+from optimizer.capabilities import HostCapabilities
+from worker.tensorrt_toolkit import load_toolkit
 
 __all__ = [
     "EXPIRY_INTERVALS",
@@ -45,10 +46,11 @@ _heartbeat: "WorkerHeartbeat | None" = None
 
 
 def detect_worker_capabilities() -> HostCapabilities:
-    """This host's capabilities, detected on the first call and remembered for the process."""
+    """This host's capabilities, detected on the first call and remembered for the process
+    (by the configured TensorRT toolkit: TensorRT itself unless FUSEFORGE_TENSORRT_TOOLKIT says)."""
     global _detected
     if _detected is None:
-        _detected = detect_capabilities()
+        _detected = load_toolkit(get_settings().tensorrt_toolkit).detect_capabilities()
     return _detected
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from optimizer.backends.onnxruntime.build import OrtEngine
+from optimizer.backends.tensorrt import TrtEngine
 from optimizer.benchmark import BenchmarkResult
 from optimizer.fusion_report import FusionReport
 from optimizer.tensor_specs import TensorSpec
@@ -33,10 +34,14 @@ class JobContext:
     input_specs: tuple[TensorSpec, ...] = ()  # model inputs with the job's static shapes
     input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     static_model_path: Path | None = None
+    # tensorrt jobs with optimization profiles: the model with the profiled dims left dynamic,
+    # which the engine is fused and built from (static_model_path stays the reference's shapes)
+    profiled_model_path: Path | None = None
     fused_model_path: Path | None = None
     engine_source_path: Path | None = None  # what the engine is built from (fused, maybe fp16)
     fusion_report: FusionReport | None = None
-    engine: OrtEngine | None = None
+    engine: OrtEngine | TrtEngine | None = None
+    engine_report: dict[str, Any] | None = None  # tensorrt: metadata + TensorRT's layer summary
     validation: ValidationReport | None = None
     benchmarks: list[BenchmarkResult] = field(default_factory=list)
     ablation: list[BenchmarkResult] = field(default_factory=list)

@@ -2,7 +2,9 @@
 
 Tried in order until one validates: the job's passes without the rules bisection blamed; no
 passes at the job's ONNX Runtime level; the unfused model with ONNX Runtime's optimizations off,
-which is the reference itself and so always valid.
+which is the reference itself and so always valid. A tensorrt job's last attempt is TensorRT's
+engine of the unfused model: if that fails too, the difference is TensorRT's own and the job
+fails saying so.
 """
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -26,6 +28,9 @@ def _attempts(ctx: JobContext) -> Iterator[str]:
         ctx.excluded_rules = blamed
         yield f"the job's passes without rule(s) {', '.join(blamed)}"
     ctx.excluded_rules, ctx.passes_override = (), "none"
+    if ctx.config["backend"] == "tensorrt":
+        yield "no fusion passes: TensorRT's engine of the unfused model"
+        return
     yield f"no fusion passes, ONNX Runtime level '{ctx.config['ort_optimization_level']}'"
     ctx.ort_level_override = "disabled"
     yield "the unfused model with ONNX Runtime's optimizations off (the reference itself)"
@@ -54,4 +59,8 @@ def fall_back(
                 "first_failure": first_failure.to_dict() if first_failure else None,
             }
             return
+    if ctx.config["backend"] == "tensorrt" and ctx.validation is not None:
+        ctx.validation.raise_if_failed(
+            "TensorRT's engine of the unfused model (so no set of FuseForge rewrites can pass: "
+            "the difference is TensorRT's own; loosen the tolerances or use a wider precision)")
     raise InternalError("the unoptimized model failed validation against itself")

@@ -60,6 +60,8 @@ def _attach_reports(session: Session, ctx: JobContext) -> None:
     values = {"accuracy_report": json_safe(accuracy) if accuracy else None}
     if ctx.fusion_report is not None:
         values["fusion_report"] = ctx.fusion_report.to_dict()
+    if ctx.engine_report is not None:
+        values["engine_report"] = json_safe(ctx.engine_report)
     session.execute(update(Job).where(Job.id == ctx.job_id).values(**values))
 
 

@@ -15,7 +15,8 @@ from api.db.models import Job
 from api.db.session import session_scope
 from api.settings import get_settings
 from api.storage import LocalArtifactStore
-from optimizer.errors import OptimizerError
+from optimizer.errors import EngineBuildError, OptimizerError
+from worker.capabilities import detect_worker_capabilities, refusal_for
 from worker.context import JobContext
 from worker.heartbeat import Heartbeat
 from worker.outcome import record_failure, record_success
@@ -78,7 +79,15 @@ def _context_for(job: Job, store: LocalArtifactStore, scratch_root: Path) -> Job
 
 
 def _run_stages(ctx: JobContext, beat: Heartbeat) -> bool:
-    """Run every stage; False as soon as the job turns out to be cancelled."""
+    """Run every stage; False as soon as the job turns out to be cancelled.
+
+    Raises:
+        EngineBuildError: before any work, when this worker cannot build the job's backend
+            (a tensorrt job on a worker started with a hand-written queue list).
+    """
+    why = refusal_for(ctx.config, detect_worker_capabilities())
+    if why is not None:
+        raise EngineBuildError(why)
     for name, progress, stage in stages_for(ctx.config):
         if not beat.still_running:
             return False

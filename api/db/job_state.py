@@ -21,6 +21,7 @@ __all__ = [
     "fail",
     "heartbeat",
     "record_event",
+    "report_progress",
     "start_stage",
     "succeed",
     "sweep_stale",
@@ -78,6 +79,13 @@ def start_stage(session: Session, job_id: uuid.UUID, stage: str, progress: float
         return False
     record_event(session, job_id, f"stage {stage} started", stage=stage)
     return True
+
+
+def report_progress(session: Session, job_id: uuid.UUID, progress: float) -> bool:
+    """Set a running job's progress within its stage and touch its heartbeat; False if it is
+    no longer running (cancelled)."""
+    return _move(session, job_id, [JobStatus.RUNNING], progress=progress,
+                 heartbeat_at=utc_now()) is not None
 
 
 def heartbeat(session: Session, job_id: uuid.UUID) -> bool:

@@ -133,6 +133,8 @@ class Job(Base):
     fusion_report: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # optimizer.FusionReport
     # How validation went beyond the per-output rows: bisection, blame, fallback, localisation.
     accuracy_report: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # tensorrt jobs: the engine's metadata and the inspector's summary of TensorRT's layers.
+    engine_report: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
     model: Mapped[Model] = relationship()
     dataset: Mapped[Dataset | None] = relationship()

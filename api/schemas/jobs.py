@@ -2,7 +2,7 @@
 
 import uuid
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -24,6 +24,7 @@ __all__ = [
     "JobList",
     "JobRead",
     "JobSummary",
+    "OptimizationProfileRequest",
     "OutputValidationRead",
     "ValidationConfig",
     "ValidationRead",
@@ -73,6 +74,20 @@ class AccuracyBudget(BaseModel):
         return self
 
 
+# strict: JSON true or 2.0 is not a dim (pydantic would otherwise take them as 1 and 2)
+_Dim = Annotated[int, Field(strict=True, ge=1)]
+
+
+class OptimizationProfileRequest(BaseModel):
+    """The shapes a TensorRT engine accepts for one input: min <= opt <= max on every axis."""
+
+    model_config = _STRICT
+
+    min: list[_Dim] = Field(description="smallest shape the engine accepts")
+    opt: list[_Dim] = Field(description="the shape TensorRT tunes its kernels for")
+    max: list[_Dim] = Field(description="largest shape the engine accepts")
+
+
 class JobConfig(BaseModel):
     """How to optimize: stored on the job exactly as it ran (input shapes resolved)."""
 
@@ -98,7 +113,17 @@ class JobConfig(BaseModel):
     input_shapes: dict[str, list[int]] | None = Field(
         default=None,
         description="static shape per input; dynamic dims not given come from the dataset's "
-        "sample shape (with dataset_id), else default to 1",
+        "sample shape (with dataset_id), else the profile's opt (with profiles), else 1",
+    )
+    profiles: dict[str, OptimizationProfileRequest] | None = Field(
+        default=None,
+        description="tensorrt only: the range of shapes the engine accepts per input, e.g. "
+        '{"input": {"min": [1, 3, 224, 224], "opt": [8, 3, 224, 224], "max": [32, 3, 224, '
+        "224]}}; only the model's dynamic dims may vary. Inputs left out are built for their "
+        "input_shapes entry; a profiled input without one is validated and benchmarked at its "
+        "opt shape (or the dataset's sample shape, which must lie within the profile)",
+        examples=[{"input": {"min": [1, 3, 224, 224], "opt": [8, 3, 224, 224],
+                             "max": [32, 3, 224, 224]}}],
     )
     input_ranges: dict[str, tuple[float, float]] | None = Field(
         default=None,
@@ -142,6 +167,13 @@ class JobConfig(BaseModel):
                              "GPU model like 'H200'")
         # "sm_90" and "9.0" are one target: store the canonical form the worker queues use.
         return normalize_compute_capability(value) or value
+
+    @field_validator("profiles")
+    @classmethod
+    def _no_empty_profiles(
+        cls, value: dict[str, OptimizationProfileRequest] | None
+    ) -> dict[str, OptimizationProfileRequest] | None:
+        return value or None  # {} asks for nothing: stored as no profiles
 
     @field_validator("passes")
     @classmethod
@@ -267,6 +299,10 @@ class JobRead(JobSummary):
     fusion_report: FusionReportRead | None
     # bisection of the rewrite rules when validation failed, who is to blame, the fallback taken
     accuracy_report: dict[str, Any] | None
+    # tensorrt jobs: {"metadata": the engine's (TensorRT version, GPU, precision, profiles,
+    # plugins, build time, size...), "layers": the engine inspector's summary of TensorRT's
+    # layers and which ONNX nodes each fused, "reference_engine": the unfused model's metadata}
+    engine_report: dict[str, Any] | None = None
     validation: ValidationRead | None
     benchmarks: list[BenchmarkRead]
     events: list[JobEventRead]

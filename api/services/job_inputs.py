@@ -1,11 +1,16 @@
-"""Check a job's input options (shapes, ranges, dataset) against its model's inputs.
+"""Check a job's input options (shapes, profiles, ranges, dataset) against its model's inputs.
 
 Every refusal is an `InvalidJobConfig` whose message starts with the field at fault
-(`input_shapes.<name>`, `input_ranges.<name>`, `dataset_id`), so the client can point at it.
+(`input_shapes.<name>`, `profiles.<name>`, `input_ranges.<name>`, `dataset_id`), so the client
+can point at it.
 
 A dataset array has shape [S, *sample_shape]: sample i is one model call with the input at
 `sample_shape`, the model's batch dim included. Inputs the job gives no `input_shapes` for take
 their shape from the dataset; those it does give must equal the dataset's sample shape.
+
+An optimization profile (TensorRT only) gives the range of shapes the engine accepts for an
+input; the job still validates and benchmarks at one shape per input, which must lie within the
+profile: its `input_shapes` entry, else the dataset's sample shape, else the profile's `opt`.
 """
 
 import math
@@ -15,35 +20,78 @@ import numpy as np
 
 from api.db.models import Dataset
 from api.services.errors import InvalidJobConfig
+from optimizer.backends.tensorrt.profiles import OptimizationProfileSpec, resolve_profiles
 from optimizer.errors import InputShapeError
 from optimizer.shapes import resolve_input_shapes
 from optimizer.tensor_specs import Dim, TensorSpec, numpy_dtype
 
-__all__ = ["check_input_ranges", "job_input_shapes"]
+__all__ = ["check_input_ranges", "job_input_shapes", "job_profiles"]
 
 Shapes = dict[str, tuple[int, ...]]
+Profiles = dict[str, OptimizationProfileSpec]
 
 
 def job_input_shapes(
     inputs: Sequence[TensorSpec],
     requested: Mapping[str, Sequence[int]] | None,
     dataset: Dataset | None,
+    profiles: Mapping[str, OptimizationProfileSpec] | None = None,
 ) -> Shapes:
-    """The concrete shape of every input the job runs at, from `input_shapes` and the dataset.
+    """The concrete shape of every input the job runs at, from `input_shapes`, the dataset and
+    the `profiles` (from `job_profiles`): a profiled input with neither runs at its `opt`.
 
     Raises:
         InvalidJobConfig: `input_shapes.<name>` as `resolve_input_shapes` refuses it;
             `dataset_id` when the dataset's arrays do not fit the model's inputs (names,
-            dtypes, sample shapes) or the explicit `input_shapes`.
+            dtypes, sample shapes) or the explicit `input_shapes`; `profiles.<name>` when the
+            input's shape (given or the dataset's) lies outside its profile, or a dim the model
+            names in several inputs (e.g. "batch") is not given one range in all of them.
     """
     try:
         shapes = resolve_input_shapes(inputs, requested)
     except InputShapeError as err:
         field = f"input_shapes.{err.input_name}" if err.input_name else "input_shapes"
         raise InvalidJobConfig(f"{field}: {err}") from err
-    if dataset is None:
-        return shapes
-    return _shapes_from_dataset(inputs, shapes, set(requested or {}), dataset)
+    explicit = set(requested or {})
+    if dataset is not None:
+        shapes = _shapes_from_dataset(inputs, shapes, explicit, dataset)
+    profiles = profiles or {}
+    for name, profile in profiles.items():
+        if name in explicit or dataset is not None:
+            _check_within_profile(name, shapes[name], profile, dataset)
+        else:
+            shapes[name] = profile.opt
+    _check_shared_dims_profiled(inputs, shapes, profiles)
+    return shapes
+
+
+def job_profiles(
+    inputs: Sequence[TensorSpec],
+    requested: Mapping[str, Mapping[str, Sequence[int]]] | None,
+    *,
+    backend: str,
+) -> Profiles:
+    """The job's optimization profiles checked against the model's inputs: one per input
+    `requested` names, in the model's input order, exactly as given once valid.
+
+    Raises:
+        InvalidJobConfig: `profiles` with a backend other than tensorrt; `profiles.<name>` as
+            `resolve_profiles` refuses it (unknown input, rank, a dim not a positive integer,
+            a fixed dim changed, min > opt or opt > max on some axis).
+    """
+    if not requested:
+        return {}
+    if backend != "tensorrt":
+        raise InvalidJobConfig(
+            f"profiles: optimization profiles apply to backend 'tensorrt' only; ONNX Runtime "
+            f"accepts any shape the graph allows, so backend {backend!r} needs none. Drop "
+            "profiles (input_shapes sets the shape jobs run at) or set backend to 'tensorrt'.")
+    try:
+        resolved = resolve_profiles(inputs, requested)
+    except InputShapeError as err:
+        field = f"profiles.{err.input_name}" if err.input_name else "profiles"
+        raise InvalidJobConfig(f"{field}: {err}") from err
+    return {spec.name: resolved[spec.name] for spec in inputs if spec.name in requested}
 
 
 def check_input_ranges(
@@ -137,6 +185,59 @@ def _shapes_from_dataset(
         resolved[spec.name] = sample
     _check_shared_dims(inputs, resolved, where)
     return resolved
+
+
+def _check_within_profile(
+    name: str, shape: tuple[int, ...], profile: OptimizationProfileSpec, dataset: Dataset | None
+) -> None:
+    if profile.contains(shape):
+        return
+    bounds = f"(min {list(profile.min)}, max {list(profile.max)})"
+    if dataset is None:
+        raise InvalidJobConfig(
+            f"profiles.{name}: input_shapes sets input {name!r} to {list(shape)}, outside its "
+            f"optimization profile {bounds}; validation and benchmarks run at that shape, so "
+            "give an input shape within the profile, or widen the profile.")
+    raise InvalidJobConfig(
+        f"profiles.{name}: dataset {dataset.id} ({dataset.name!r}) holds samples of shape "
+        f"{list(shape)} for input {name!r}, outside its optimization profile {bounds}; each "
+        "sample is one model call on the engine, so widen the profile to cover it or upload "
+        "samples within it.")
+
+
+def _check_shared_dims_profiled(
+    inputs: Sequence[TensorSpec], shapes: Shapes, profiles: Mapping[str, OptimizationProfileSpec]
+) -> None:
+    # A symbolic dim shared by several inputs (e.g. "batch" of input_ids and attention_mask) is
+    # one size at run time, so every input that has it needs the same range; an input without
+    # a profile is fixed at its shape.
+    if not profiles:
+        return
+    seen: dict[str, tuple[str, tuple[int, int, int]]] = {}
+    for spec in inputs:
+        profile = profiles.get(spec.name) or OptimizationProfileSpec.static(shapes[spec.name])
+        for axis, dim in enumerate(spec.shape):
+            if not isinstance(dim, str):
+                continue
+            span = (profile.min[axis], profile.opt[axis], profile.max[axis])
+            first, first_span = seen.setdefault(dim, (spec.name, span))
+            if first_span == span:
+                continue
+            field = spec.name if spec.name in profiles else first
+            raise InvalidJobConfig(
+                f"profiles.{field}: dim {dim!r} {_span(first, first_span, profiles)} in input "
+                f"{first!r} but {_span(spec.name, span, profiles)} in input {spec.name!r}; the "
+                "model needs one size for it in every input, so give every input that has it "
+                "the same min, opt and max on that axis.")
+
+
+def _span(name: str, span: tuple[int, int, int], profiles: Mapping[str, object]) -> str:
+    low, opt, high = span
+    if name not in profiles:
+        return f"is fixed at {opt} (no profile, so its input shape)"
+    if low == high:
+        return f"is fixed at {opt}"
+    return f"ranges over min {low}, opt {opt}, max {high}"
 
 
 def _accepts(declared: tuple[Dim, ...], sample: tuple[int, ...]) -> bool:

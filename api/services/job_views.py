@@ -81,6 +81,7 @@ def job_read(job: Job) -> JobRead:
             for a in job.artifacts
         ],
         accuracy_report=job.accuracy_report,
+        engine_report=job.engine_report,
         fusion_report=job.fusion_report,  # type: ignore[arg-type]  # validated into the schema
         validation=validation,
         benchmarks=_benchmarks(job),

@@ -20,8 +20,9 @@ from api.services.errors import (
     JobNotCancellable,
     JobNotFound,
 )
-from api.services.job_inputs import check_input_ranges, job_input_shapes
+from api.services.job_inputs import check_input_ranges, job_input_shapes, job_profiles
 from api.services.models import get_model
+from optimizer.backends.tensorrt.profiles import profiles_to_dict
 from optimizer.capabilities import normalize_compute_capability
 from optimizer.tensor_specs import TensorSpec
 from worker.celery_app import job_queue
@@ -41,8 +42,9 @@ def create_job(*, session: Session, spec: JobCreate, dispatch: Dispatch) -> Job:
 
     Raises:
         ModelNotFound, DatasetNotFound: the model or dataset named does not exist.
-        InvalidJobConfig: input_shapes, input_ranges or the dataset do not fit the model's
-            inputs (see api/services/job_inputs.py); target_gpu without backend tensorrt.
+        InvalidJobConfig: input_shapes, profiles, input_ranges or the dataset do not fit the
+            model's inputs (see api/services/job_inputs.py); target_gpu or profiles without
+            backend tensorrt.
         BrokerUnavailable: the job was stored but could not be sent; it is marked failed.
     """
     if spec.precision_search and spec.precision == "fp32":
@@ -65,10 +67,15 @@ def create_job(*, session: Session, spec: JobCreate, dispatch: Dispatch) -> Job:
         get_dataset(session=session, dataset_id=spec.dataset_id) if spec.dataset_id else None
     )
     inputs = [TensorSpec.from_dict(spec) for spec in model.inputs]
-    shapes = job_input_shapes(inputs, spec.input_shapes, dataset)
+    requested_profiles = {name: p.model_dump() for name, p in (spec.profiles or {}).items()}
+    profiles = job_profiles(inputs, requested_profiles, backend=spec.backend)
+    shapes = job_input_shapes(inputs, spec.input_shapes, dataset, profiles)
     check_input_ranges(inputs, spec.input_ranges)
-    config = JobConfig.model_validate(spec.model_dump(exclude={"model_id"}))
-    config.input_shapes = {name: list(shape) for name, shape in shapes.items()}
+    config = JobConfig.model_validate({
+        **spec.model_dump(exclude={"model_id"}),
+        "input_shapes": {name: list(shape) for name, shape in shapes.items()},
+        "profiles": profiles_to_dict(profiles) or None,
+    })
     stored = config.model_dump(mode="json")
     detail = _waiting_detail(session, stored)
     job = Job(model_id=model.id, dataset_id=spec.dataset_id, config=stored, status_detail=detail)

@@ -8,7 +8,11 @@ schemas with onnx.defs.
 """
 
 from optimizer.plugins.base import AOT, DOMAIN, OPSET_VERSION, TRT_NAMESPACE, Plugin
-from optimizer.plugins.lowering import has_plugin_nodes, lower_for_onnxruntime
+from optimizer.plugins.lowering import (
+    has_plugin_nodes,
+    lower_for_onnxruntime,
+    runnable_in_onnxruntime,
+)
 from optimizer.plugins.registry import PLUGINS, plugin_for_op, register_onnx_schemas
 from optimizer.plugins.trt_registry import plugins_used, register_with_tensorrt
 
@@ -25,4 +29,5 @@ __all__ = [
     "plugins_used",
     "register_onnx_schemas",
     "register_with_tensorrt",
+    "runnable_in_onnxruntime",
 ]

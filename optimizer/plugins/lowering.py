@@ -4,6 +4,12 @@ A model fused for TensorRT holds plugin nodes ONNX Runtime cannot run; validatin
 CPU runs this lowering first. Each node is replaced by what its plugin's `lower` writes (in the
 model's default-domain opset), its outputs keep their names, and the fuseforge opset import is
 dropped once no node uses it.
+
+Every CPU tool (bisection, localisation, precision evaluation and search, the default ablation
+runner) reaches ONNX Runtime through `runnable_in_onnxruntime`, called just before a session is
+made: by `backends.onnxruntime.runner.runner_for_model` and by
+`validation.intermediates.IntermediateReader`. The tools themselves keep working on the fused
+graph, so what they report (a node, a rule, a precision plan) names the plugin nodes.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from optimizer.errors import InternalError
 from optimizer.plugins.base import DOMAIN
 from optimizer.plugins.registry import plugin_for_op
 
-__all__ = ["has_plugin_nodes", "lower_for_onnxruntime"]
+__all__ = ["has_plugin_nodes", "lower_for_onnxruntime", "runnable_in_onnxruntime"]
 
 _ONNX_DOMAINS = ("", "ai.onnx")
 
@@ -50,6 +56,22 @@ class _Builder:
 
 def has_plugin_nodes(model: ir.Model) -> bool:
     return any(node.domain == DOMAIN for node in ir.traversal.RecursiveGraphIterator(model.graph))
+
+
+def runnable_in_onnxruntime(model: onnx.ModelProto) -> onnx.ModelProto:
+    """`model` itself when it imports no fuseforge opset, else a lowered copy.
+
+    The check reads only the opset imports (a fuseforge node without its import is an invalid
+    model, which ONNX Runtime rejects either way), so a plain model costs nothing.
+
+    Raises:
+        PluginNotFoundError: a fuseforge node has an op no plugin implements.
+        PassError: a node cannot be lowered (e.g. its input type is unknown).
+    """
+    if not any(opset.domain == DOMAIN for opset in model.opset_import):
+        return model
+    lowered: onnx.ModelProto = ir.to_proto(lower_for_onnxruntime(ir.from_proto(model)))
+    return lowered
 
 
 @overload

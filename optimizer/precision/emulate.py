@@ -32,6 +32,13 @@ How faithful that is to a GPU engine of the same graph:
   low-precision LayerNormalization is expanded into its ONNX function body (ReduceMean, Sub, Mul,
   ReduceMean, Add eps, Sqrt, Reciprocal, Mul, Mul, Add) with every intermediate rounded, because
   TensorRT's parser ignores `stash_type` in strongly typed networks (see keep_list.py).
+- fuseforge plugin nodes (graphs fused for TensorRT) are emulated as single ops, their outputs
+  rounded, and lowered to standard float32 ops only afterwards, when the emulated graph runs:
+  the plugin kernels sum, normalise and accumulate in float32 and round once on store, so
+  lowering first (rounding every step, expanding SkipLayerNorm's LayerNormalization) would
+  judge them far too harshly. Exact for SkipLayerNorm and BiasGelu up to the kernels' own
+  float32 arithmetic; slightly optimistic for MultiHeadAttention, which also rounds its softmax
+  weights to the value type before the product with V.
 - Pessimistic where a backend fuses elementwise chains and keeps the intermediates in registers
   in float32: the emulation rounds after every node, as an unfused engine would.
 Errors of a few units in the last place per op therefore match; overflow (inf) and underflow

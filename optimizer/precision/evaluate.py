@@ -5,21 +5,23 @@ The candidate is the converted model run by a real backend when the caller has o
 runner: TensorRT later), or else its CPU emulation (`emulate.py`: float32 compute, every
 low-precision tensor rounded). The verdict uses `compare_outputs` and the precision's default
 tolerances, so both paths are judged alike and the report says which one ran.
+
+Graphs fused for TensorRT hold fuseforge plugin nodes: the emulation treats each as one op
+(float32 inside, its low-precision outputs rounded, as the plugin kernels compute), and the
+emulated graph then runs with the plugins lowered to standard ops (`runner_for_model`).
 """
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import onnx
 
-from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
+from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner, runner_for_model
 from optimizer.precision.convert import Precision
 from optimizer.precision.emulate import emulate_precision
 from optimizer.runner import Runner
@@ -97,19 +99,17 @@ def evaluate_precision(
 
 def run_outputs(model: onnx.ModelProto, feeds: Sequence[Mapping[str, np.ndarray]]) -> Outputs:
     """`model`'s outputs on each feed, from onnxruntime's CPU provider with its graph
-    optimizations off (so the graph runs as written)."""
+    optimizations off (so the graph runs as written; plugin nodes lowered)."""
     with model_runner(model) as runner:
         return _infer_all(runner, feeds)
 
 
 @contextmanager
 def model_runner(model: onnx.ModelProto) -> Iterator[OnnxRuntimeRunner]:
-    """An `OnnxRuntimeRunner` for an in-memory model (written to a temporary file; < 2 GiB)."""
-    with tempfile.TemporaryDirectory(prefix="fuseforge-precision-") as folder:
-        path = Path(folder) / "model.onnx"
-        path.write_bytes(model.SerializeToString())
-        with OnnxRuntimeRunner(path, optimization_level="disabled") as runner:
-            yield runner
+    """An `OnnxRuntimeRunner` for an in-memory model, graph optimizations off (see
+    `runner_for_model`: plugin nodes lowered, a temporary file; < 2 GiB)."""
+    with runner_for_model(model, optimization_level="disabled") as runner:
+        yield runner
 
 
 def _infer_all(runner: Runner, feeds: Sequence[Mapping[str, np.ndarray]]) -> Outputs:

@@ -24,6 +24,11 @@ in float32 (the conversion adds Casts around them):
   (MatMul, Gemm, Conv...) and no large weight, between float32 neighbours, would only add
   rounding and Casts.
 
+The fuseforge plugins (SkipLayerNorm, BiasGelu, MultiHeadAttention) are not on the list either:
+their kernels compute sums, statistics, softmax and products in float32 whatever their I/O type
+(optimizer/plugins/*/README.md), so only their inputs and outputs are rounded. Whether a plugin
+may take a type at all is a schema question, settled in plan.py.
+
 Erf is not on the list: its output lies in [-1, 1] and GELU's use of it loses at most
 |x| * 2**-11 absolutely on the negative tail, well inside float16 tolerances.
 """

@@ -4,8 +4,8 @@ A node converts when its schema lets the type parameters that bind its float32 v
 low type, its output types follow its inputs (not an attribute), and neither the keep policy
 nor the caller keeps it in float32. Correctness limits come first and are not policy: an op
 without a known schema, a custom domain, a contrib op without a low-precision GPU kernel
-(FusedConv), a node holding subgraphs, or a value of unknown type keeps the node in float32
-whatever the policy says.
+(FusedConv), a fuseforge plugin whose schema or TensorRT registration lacks the low type, a node
+holding subgraphs, or a value of unknown type keeps the node in float32 whatever the policy says.
 """
 
 from __future__ import annotations
@@ -14,13 +14,19 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from enum import Enum
 
+import onnx
 import onnx_ir as ir
 
+from optimizer.errors import PluginNotFoundError
 from optimizer.passes.matching import MS_DOMAIN, ONNX_DOMAINS
+from optimizer.plugins.base import DOMAIN as PLUGIN_DOMAIN
+from optimizer.plugins.base import TENSOR_TYPES, Plugin
+from optimizer.plugins.registry import plugin_for_op
+from optimizer.plugins.trt_aot import same_type_combination
 from optimizer.precision.keep_list import KeepPolicy, op_key, policy_reasons
 from optimizer.precision.signatures import OpSignature, infer_output_dtypes, node_signature
 
-__all__ = ["NodePlan", "Role", "cast_goes_low", "plan_nodes"]
+__all__ = ["NodePlan", "Role", "cast_goes_low", "plan_nodes", "plugin_refusal"]
 
 FLOAT = ir.DataType.FLOAT
 # Ops whose cost is arithmetic, where a low type pays off (tensor cores, half the weight bytes).
@@ -28,6 +34,7 @@ COMPUTE_BOUND = frozenset({
     "MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum", "Attention",
     f"{MS_DOMAIN}.FusedConv", f"{MS_DOMAIN}.FusedMatMul", f"{MS_DOMAIN}.FusedGemm",
     f"{MS_DOMAIN}.MultiHeadAttention", f"{MS_DOMAIN}.Attention",
+    f"{PLUGIN_DOMAIN}.MultiHeadAttention",
 })
 # Contrib ops whose schema admits float16 but whose GPU kernel does not: the type constraint
 # alone would let the conversion write a graph onnxruntime's CUDA provider cannot run.
@@ -35,6 +42,9 @@ _NO_LOW_PRECISION_KERNEL = {
     f"{MS_DOMAIN}.FusedConv": ("onnxruntime registers its CUDA kernel for float32 only "
                                "(contrib_ops/cuda/fused_conv.cc)"),
 }
+# The types every plugin's TensorRT registration offers its inputs and outputs (each registers
+# an AutoTuneCombination of same_type_combination(n)), in TensorRT's names ("FP16").
+_TRT_PLUGIN_TYPES = frozenset(same_type_combination(1).split("|"))
 # A region reading a constant this large still gains: the weight is stored in half the bytes
 # (an embedding table read by Gather, say).
 LARGE_CONSTANT = 1 << 16  # elements
@@ -119,6 +129,24 @@ def cast_goes_low(node: ir.Node, plans: Mapping[ir.Node, NodePlan], keep_io_type
     return wants_low
 
 
+def plugin_refusal(plugin: Plugin, low: ir.DataType) -> str | None:
+    """Why nodes of `plugin` cannot compute in `low`, or None when they can.
+
+    Both must admit the type: the plugin's ONNX schema (its `type_constraint`, which the
+    checker enforces) and its TensorRT registration (which the engine build enforces).
+    """
+    onnx_type = f"tensor({onnx.TensorProto.DataType.Name(low).lower()})"
+    if onnx_type not in plugin.type_constraint:
+        admitted = ", ".join(t.removeprefix("tensor(").removesuffix(")")
+                             for t in plugin.type_constraint)
+        return (f"plugin {plugin.name} takes {admitted}: its schema admits no "
+                f"{low.name.lower()}")
+    if TENSOR_TYPES.get(onnx_type) not in _TRT_PLUGIN_TYPES:
+        return (f"the TensorRT registration of {plugin.trt_plugin_id} accepts "
+                f"{', '.join(sorted(_TRT_PLUGIN_TYPES))}, not {low.name.lower()}")
+    return None
+
+
 def _keep_cast_only_regions(graph: ir.Graph, plans: dict[ir.Node, NodePlan],
                             keep_io_types: bool) -> None:
     """Send each region of LOW nodes (joined by the low values they pass) back to float32
@@ -175,7 +203,7 @@ def _plan(node: ir.Node, signature: OpSignature | None, low: ir.DataType,
         return NodePlan(Role.UNTOUCHED)
     if named:
         return keep("named in extra_fp32_nodes")
-    if node.domain not in (*ONNX_DOMAINS, MS_DOMAIN):
+    if node.domain not in (*ONNX_DOMAINS, MS_DOMAIN, PLUGIN_DOMAIN):
         return keep(f"op domain {node.domain!r} is not one whose typing rules are known")
     if any(attr.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
            for attr in node.attributes.values() if not attr.is_ref()):
@@ -184,6 +212,13 @@ def _plan(node: ir.Node, signature: OpSignature | None, low: ir.DataType,
         return keep(f"no schema is known for {op_key(node)} at this opset")
     if op_key(node) in _NO_LOW_PRECISION_KERNEL:
         return keep(_NO_LOW_PRECISION_KERNEL[op_key(node)])
+    if node.domain == PLUGIN_DOMAIN:
+        try:
+            refusal = plugin_refusal(plugin_for_op(node.domain, node.op_type), low)
+        except PluginNotFoundError as err:
+            refusal = str(err)
+        if refusal is not None:
+            return keep(refusal)
     if unknown:
         return keep(f"the type of {unknown[0].name!r} is unknown")
     if any(user.graph is not graph for out in node.outputs for user, _ in out.uses()):

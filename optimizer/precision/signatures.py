@@ -4,7 +4,9 @@ A precision conversion may retype a node only as its schema allows: every input 
 bound to one type parameter ("T") changes together, and only to a type the parameter admits.
 Inputs with a fixed type (Resize's `scales` is always "tensor(float)") never change. Default-domain
 schemas come from `onnx.defs` at the model's opset; com.microsoft schemas (the contrib ops our
-onnxruntime fusion passes emit) from onnxruntime's registry, because onnx does not know them.
+onnxruntime fusion passes emit) from onnxruntime's registry, because onnx does not know them;
+fuseforge schemas (the plugin ops our tensorrt passes emit) from `onnx.defs`, where importing
+optimizer.plugins registers them.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import onnx.defs
 import onnx_ir as ir
 
 from optimizer.passes.matching import MS_DOMAIN, ONNX_DOMAINS
+from optimizer.plugins.base import DOMAIN as PLUGIN_DOMAIN
+from optimizer.plugins.registry import register_onnx_schemas
 
 __all__ = [
     "OpSignature",
@@ -28,6 +32,9 @@ __all__ = [
     "op_signature",
     "with_inferred_types",
 ]
+
+# Shape inference and `op_signature` read the fuseforge schemas from onnx.defs (idempotent).
+register_onnx_schemas()
 
 
 @dataclass(frozen=True)
@@ -66,9 +73,9 @@ def op_signature(domain: str, op_type: str, opset: int) -> OpSignature | None:
 
     None when no schema is known (a custom domain, or an op onnxruntime does not register).
     """
-    if domain in ONNX_DOMAINS:
+    if domain in ONNX_DOMAINS or domain == PLUGIN_DOMAIN:
         try:
-            schema = onnx.defs.get_schema(op_type, opset, "")
+            schema = onnx.defs.get_schema(op_type, opset, "" if domain in ONNX_DOMAINS else domain)
         except onnx.defs.SchemaError:
             return None
         return _signature(schema)

@@ -17,6 +17,12 @@ The added outputs carry a name and no type: ONNX Runtime infers the types itself
 contrib ops (FusedConv, MultiHeadAttention...) that onnx's shape inference does not know, and a
 declared value_info shape may be stale after a rewrite. Only the top-level graph is addressed;
 tensors inside subgraphs (If/Loop/Scan bodies) cannot be outputs and are not offered.
+
+A graph fused for TensorRT is read with its fuseforge plugin nodes lowered to standard ops
+(`plugins.lowering.runnable_in_onnxruntime`): a plugin's outputs keep their names, so they, and
+every tensor outside the plugins, read as in the fused graph; the lowering's own tensors exist
+only in the lowered copy and callers, who name tensors of the graph they passed, never ask for
+them.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from onnx import TensorProto
 
 from optimizer.backends.onnxruntime.runner import PROVIDERS, session_options
 from optimizer.errors import EngineBuildError, InferenceError, InternalError, UnsupportedModelError
+from optimizer.plugins.lowering import runnable_in_onnxruntime
 
 __all__ = ["IntermediateReader", "consumed_names", "intermediate_values", "topological_nodes"]
 
@@ -92,14 +99,15 @@ class IntermediateReader:
 
     Raises (on construction):
         UnsupportedModelError: the model's weights are external data not loaded into it.
+        PluginNotFoundError, PassError: a fuseforge plugin node cannot be lowered.
     """
 
     def __init__(self, model: onnx.ModelProto, directory: Path, stem: str) -> None:
-        self.model = model
+        self.model = runnable_in_onnxruntime(model)
         self.model_path = directory / f"{stem}.onnx"
-        self._made_by = {name: index for index, node in enumerate(model.graph.node)
+        self._made_by = {name: index for index, node in enumerate(self.model.graph.node)
                          for name in node.output if name}
-        self._weights = _write_weights(model, directory / f"{stem}.weights")
+        self._weights = _write_weights(self.model, directory / f"{stem}.weights")
 
     def read(self, names: Sequence[str], feeds: Sequence[Mapping[str, np.ndarray]],
              ) -> list[dict[str, object]]:

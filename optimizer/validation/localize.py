@@ -22,9 +22,13 @@ rewritten node), and the tag survives `ir.to_proto`; the fusion report (or DEFAU
 names the pass that holds the rule. A Cast to float16/bfloat16 in the region, a low-precision
 weight, or a low-precision tensor at the region's edge is a precision change. A weight the
 region reads that differs from the original's weight of the same name is a changed weight (our
-rules store the weights they compute under new names). Only the main graph is examined:
-tensors inside If/Loop/Scan bodies are not compared. Models must hold their weights in memory
-(no external data files).
+rules store the weights they compute under new names).
+
+A graph fused for TensorRT is read with its fuseforge plugin nodes lowered (intermediates.py)
+but explained as fused: a plugin's outputs keep their names, so the divergence names the plugin
+node ("fuseforge.MultiHeadAttention") and the rule that wrote it, never a lowered op. Only the
+main graph is examined: tensors inside If/Loop/Scan bodies are not compared. Models must hold
+their weights in memory (no external data files).
 """
 
 from __future__ import annotations

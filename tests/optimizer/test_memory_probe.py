@@ -29,3 +29,16 @@ def test_measure_peak_memory_mb_raises_internal_error_when_the_child_fails(cnn_p
     with pytest.raises(InternalError,
                        match="exited with status 1: InternalError: .*'no-such-backend'"):
         measure_peak_memory_mb(spec, FEEDS)
+
+
+def test_measurement_ignores_the_size_of_the_process_that_asks(cnn_path):
+    # Linux carries ru_maxrss across execve: a probe started by a large worker must not
+    # report the worker's size as the model's.
+    ballast = np.ones(300 * 2**20 // 8)  # 300 MiB resident here
+    ballast[::512] = 2.0
+    spec = OnnxRuntimeRunner(cnn_path).spec()
+
+    peak_mb = measure_peak_memory_mb(spec, FEEDS, iterations=2)
+
+    assert 0 < peak_mb < 150
+    del ballast

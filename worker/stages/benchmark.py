@@ -1,13 +1,25 @@
-"""Stage `benchmark`: time the original and the engine interleaved in one process."""
+"""Stage `benchmark`: time the unfused reference and the engine interleaved in one process.
+
+onnxruntime: the original model with ONNX Runtime's optimizations off against the engine.
+tensorrt: TensorRT's engine of the unfused model against the engine, on this worker's GPU.
+"""
+
+from contextlib import AbstractContextManager
 
 import numpy as np
 
-from optimizer.backends.onnxruntime.build import runner_for_engine
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
 from optimizer.benchmark import BenchmarkOptions, benchmark_interleaved
 from optimizer.errors import InternalError
 from optimizer.inputs import random_feeds
+from optimizer.runner import Runner
 from worker.context import JobContext
+from worker.engine_runners import open_engine_runner
+from worker.reference_engine import build_reference_engine
+
+__all__ = ["batch_size_of", "benchmark_setup", "benchmark_variants"]
+
+_REFERENCE_BUILD_PROGRESS = (0.6, 0.7)
 
 
 def batch_size_of(ctx: JobContext) -> int:
@@ -33,10 +45,7 @@ def benchmark_variants(ctx: JobContext) -> None:
     if ctx.engine is None:
         raise InternalError("benchmark ran before build_engine")
     options, feeds = benchmark_setup(ctx)
-    with (
-        OnnxRuntimeRunner(ctx.model_path, optimization_level="disabled") as original,
-        runner_for_engine(ctx.engine.manifest_path) as engine,
-    ):
+    with _reference_runner(ctx) as original, open_engine_runner(ctx.engine) as engine:
         ctx.benchmarks = benchmark_interleaved(
             {"original": original, "engine": engine},
             feeds,
@@ -44,3 +53,9 @@ def benchmark_variants(ctx: JobContext) -> None:
             reference="original",
             batch_size=batch_size_of(ctx),
         )
+
+
+def _reference_runner(ctx: JobContext) -> AbstractContextManager[Runner]:
+    if ctx.config["backend"] == "tensorrt":
+        return open_engine_runner(build_reference_engine(ctx, _REFERENCE_BUILD_PROGRESS))
+    return OnnxRuntimeRunner(ctx.model_path, optimization_level="disabled")

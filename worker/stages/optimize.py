@@ -16,7 +16,7 @@ _SEARCH_SAMPLES = 4  # each search step runs the model on these; validation then
 def optimize_graph(ctx: JobContext) -> None:
     if ctx.static_model_path is None:
         raise InternalError("optimize ran before load")
-    model = onnx.load(ctx.static_model_path)
+    model = onnx.load(ctx.profiled_model_path or ctx.static_model_path)
     options = OptimizeOptions(
         backend=ctx.config["backend"],
         passes=ctx.passes_override or ctx.config["passes"],

@@ -7,21 +7,23 @@ optimization disabled. When the engine fails, bisection names the rewrite rule(s
 """
 
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import fields
 from typing import Any
 
 import numpy as np
 import onnx
 
-from optimizer.backends.onnxruntime.build import runner_for_engine
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
 from optimizer.errors import AccuracyMismatchError, InternalError
 from optimizer.optimize import OptimizeOptions
 from optimizer.precision import evaluate_precision
+from optimizer.runner import Runner
 from optimizer.validation import Tolerances, ValidationReport, default_tolerances, validate
 from optimizer.validation.bisect import bisect_rules, equivalence_check
 from optimizer.validation.localize import Divergence, localize_divergence
 from worker.context import JobContext
+from worker.engine_runners import open_engine_runner
 from worker.feeds import job_feeds
 from worker.stages.build_engine import build_engine
 from worker.stages.optimize import optimize_graph
@@ -41,11 +43,9 @@ def job_tolerances(config: Mapping[str, Any]) -> Tolerances:
 def validate_current_engine(
     ctx: JobContext, feeds: Sequence[Mapping[str, np.ndarray]], tolerances: Tolerances
 ) -> ValidationReport:
-    if ctx.engine is None:
-        raise InternalError("validate ran before build_engine")
     with (
         OnnxRuntimeRunner(ctx.model_path, optimization_level="disabled") as reference,
-        runner_for_engine(ctx.engine.manifest_path) as candidate,
+        open_engine_runner(ctx.engine) as candidate,
     ):
         return validate(reference, candidate, feeds, tolerances, labels=ctx.labels)
 
@@ -90,20 +90,30 @@ def _localize(
 def _validate_precision(
     ctx: JobContext, feeds: Sequence[Mapping[str, np.ndarray]], tolerances: Tolerances
 ) -> None:
-    """fp16/bf16: ONNX Runtime's CPU kernels compute in fp32 and would hide overflow, so the
-    converted graph is judged by emulation (optimizer/precision/emulate.py says how faithful)."""
+    """fp16/bf16: a TensorRT engine is judged as it runs on the GPU. ONNX Runtime's CPU kernels
+    compute in fp32 and would hide overflow, so there the converted graph is judged by
+    emulation (optimizer/precision/emulate.py says how faithful)."""
     if ctx.static_model_path is None or ctx.engine_source_path is None:
         raise InternalError("validate ran before optimize")
-    evaluation = evaluate_precision(
-        onnx.load(ctx.static_model_path), onnx.load(ctx.engine_source_path), feeds,
-        precision=ctx.config["precision"], tolerances=tolerances,
-    )
+    with _backend_runner(ctx) as candidate:
+        evaluation = evaluate_precision(
+            onnx.load(ctx.static_model_path), onnx.load(ctx.engine_source_path), feeds,
+            precision=ctx.config["precision"], tolerances=tolerances, candidate=candidate,
+        )
     ctx.validation = evaluation.validation
     ctx.accuracy["precision_evaluation"] = {"method": evaluation.method, "backend": evaluation.backend}
     ctx.validation.raise_if_failed(
         f"the {ctx.config['precision']} model of job {ctx.job_id} ({evaluation.method} on "
         f"{evaluation.backend})"
     )
+
+
+def _backend_runner(ctx: JobContext) -> AbstractContextManager[Runner | None]:
+    """The engine's runner where it computes at the job's precision (TensorRT on the GPU);
+    None (emulate) for ONNX Runtime on the CPU."""
+    if ctx.config["backend"] == "tensorrt":
+        return open_engine_runner(ctx.engine)
+    return nullcontext()
 
 
 def _rebuild(ctx: JobContext) -> None:
@@ -127,6 +137,8 @@ def _blame_rules(
             f"ONNX Runtime's own '{ctx.config['ort_optimization_level']}' optimizations"
         )
     else:
+        contexts = result.contexts or tuple(() for _ in result.culprits)
         ctx.accuracy["blame"] = "rule(s) " + ", ".join(
-            "+".join(group) for group in result.culprits
+            "+".join(group) + (f" (on top of {', '.join(context)})" if context else "")
+            for group, context in zip(result.culprits, contexts, strict=True)
         ) + " break equivalence"

@@ -1,20 +1,36 @@
-"""Run an ONNX model with ONNX Runtime on the CPU behind the `Runner` interface."""
+"""Run an ONNX model with ONNX Runtime on the CPU behind the `Runner` interface.
+
+`OnnxRuntimeRunner` loads a model file as it is. `runner_for_model` runs an in-memory model,
+lowering fuseforge plugin nodes to standard ops first: it is how the CPU tools (bisection,
+precision evaluation, ablation's default runner) run a graph fused for TensorRT.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, get_args
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 from onnx import TensorProto
 
 from optimizer.errors import EngineBuildError, InferenceError, InternalError
+from optimizer.plugins.lowering import runnable_in_onnxruntime
 from optimizer.runner import ClosesOnExit, RunnerSpec
 from optimizer.tensor_specs import TensorSpec, dtype_name
 
-__all__ = ["BACKEND", "OnnxRuntimeRunner", "OptimizationLevel", "PROVIDERS", "session_options"]
+__all__ = [
+    "BACKEND",
+    "OnnxRuntimeRunner",
+    "OptimizationLevel",
+    "PROVIDERS",
+    "runner_for_model",
+    "session_options",
+]
 
 BACKEND = "onnxruntime"
 PROVIDERS = ("CPUExecutionProvider",)
@@ -132,6 +148,36 @@ class OnnxRuntimeRunner(ClosesOnExit):
         if self._session is None:
             raise InternalError(f"Runner for {self.model_path.name!r} was used after close().")
         return self._session
+
+
+@contextmanager
+def runner_for_model(
+    model: onnx.ModelProto,
+    *,
+    optimization_level: OptimizationLevel = "disabled",
+    intra_op_threads: int | None = None,
+) -> Iterator[OnnxRuntimeRunner]:
+    """An `OnnxRuntimeRunner` for an in-memory model, which may hold fuseforge plugin nodes.
+
+    Plugin nodes are replaced by the standard ops they stand for (`plugins.lowering`), so a
+    graph fused for TensorRT runs here with the same outputs, not the same speed: time it on
+    TensorRT. The model is written to a temporary file (one protobuf: < 2 GiB), which the
+    runner's `spec()` names while the context is open, so a child process can load it too.
+
+    >>> with runner_for_model(fused) as runner:                      # doctest: +SKIP
+    ...     outputs = runner.infer(feeds)
+
+    Raises:
+        PluginNotFoundError, PassError: a plugin node cannot be lowered.
+        EngineBuildError: ONNX Runtime cannot load the model.
+    """
+    runnable = runnable_in_onnxruntime(model)
+    with tempfile.TemporaryDirectory(prefix="fuseforge-ort-") as folder:
+        path = Path(folder) / "model.onnx"
+        path.write_bytes(runnable.SerializeToString())
+        with OnnxRuntimeRunner(path, optimization_level=optimization_level,
+                               intra_op_threads=intra_op_threads) as runner:
+            yield runner
 
 
 def _tensor_spec(arg: Any) -> TensorSpec:

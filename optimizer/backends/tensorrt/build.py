@@ -44,6 +44,7 @@ from optimizer.backends.tensorrt.timing_cache import (
 from optimizer.errors import EngineBuildError, InputShapeError, InternalError
 from optimizer.graphs import iter_nodes
 from optimizer.jsonable import json_safe
+from optimizer.plugins.trt_registry import register_with_tensorrt
 from optimizer.tensor_specs import summarize_model
 
 if TYPE_CHECKING:
@@ -275,6 +276,10 @@ def build_trt_engine(
     require_tensorrt()
     import tensorrt as trt
 
+    if plugins:
+        # The parser imports a fuseforge node as the plugin registered under its op type; the
+        # creators exist once registered in this process (the engine then carries the kernels).
+        register_with_tensorrt()
     if gpu is None:
         from optimizer.backends.tensorrt.cuda_runtime import gpu_info
 

@@ -1,8 +1,9 @@
 """Triton kernel of fuseforge.MultiHeadAttention: FlashAttention's forward pass.
 
 Imported only where Triton is installed (the TensorRT registration compiles it ahead of time,
-the GPU benchmark launches it); nothing else imports this module. Its numpy transcription,
-block for block, is kernel_numpy.blockwise_attention (tested against reference.py on the CPU).
+the GPU checks launch it); nothing else imports this module. Its numpy transcription, block
+for block, is kernel_numpy.blockwise_attention; tests/gpu runs the kernel itself against
+reference.py (compiled on a GPU, through Triton's interpreter on the CPU).
 
 Program (pid_m, pid_bh) computes BLOCK_M query rows of batch pid_bh // N, head pid_bh % N,
 reading Q, K, V straight from the [B, S, N*H] layout (no head split in memory): it walks the
@@ -47,7 +48,8 @@ def multi_head_attention_kernel(
     rows = offs_m < seq_q
     q = tl.load(Q + (batch * seq_q + offs_m[:, None]) * qk_row + head * HEAD_DIM + offs_d[None, :],
                 mask=rows[:, None] & (offs_d[None, :] < HEAD_DIM), other=0.0)
-    bias_rows = BIAS + batch * bias_stride_b + head * bias_stride_n + offs_m[:, None] * bias_stride_s
+    bias_rows = (BIAS + batch * bias_stride_b + head * bias_stride_n
+                 + offs_m[:, None] * bias_stride_s)
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_DV], dtype=tl.float32)
@@ -62,8 +64,12 @@ def multi_head_attention_kernel(
                           mask=rows[:, None] & cols[None, :], other=0.0).to(tl.float32)
         scores = tl.where(cols[None, :], scores, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(scores, axis=1))
-        p = tl.exp(scores - m_new[:, None])
-        alpha = tl.exp(m_i - m_new)
+        # While every key so far is masked (-inf) the maximum is -inf too: subtract 0 then, so
+        # p and alpha are exp(-inf) = 0, not exp(-inf + inf) = NaN (left padding, a whole
+        # block masked). A row masked everywhere still ends as 0 / 0 = NaN, as Softmax does.
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        p = tl.exp(scores - m_safe[:, None])
+        alpha = tl.exp(m_i - m_safe)
         l_i = l_i * alpha + tl.sum(p, axis=1)
         v = tl.load(V + (batch * seq_kv + offs_n[:, None]) * v_row + head * HEAD_DIM_V
                     + offs_dv[None, :],

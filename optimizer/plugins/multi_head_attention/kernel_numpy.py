@@ -43,8 +43,11 @@ def blockwise_attention(query: np.ndarray, key: np.ndarray, value: np.ndarray,
                     v = v_heads[b, n, cols]
                     s = (q @ k.T) * np.float32(scale) + bias[b, n, rows, cols].astype(np.float32)
                     m_new = np.maximum(m, s.max(axis=1))
-                    p = np.exp(s - m_new[:, None])
-                    alpha = np.exp(m - m_new)
+                    # While a row has seen only -inf (a masked block, e.g. left padding),
+                    # exp(-inf - -inf) would be NaN: subtract 0 instead, as the kernel does.
+                    m_safe = np.where(m_new == -np.inf, np.float32(0), m_new)
+                    p = np.exp(s - m_safe[:, None])
+                    alpha = np.exp(m - m_safe)
                     total = total * alpha + p.sum(axis=1)
                     p_rounded = p.astype(value.dtype).astype(np.float32)
                     acc = acc * alpha[:, None] + p_rounded @ v.astype(np.float32)

@@ -115,6 +115,19 @@ def test_reference_matches_a_causal_mask() -> None:
     np.testing.assert_allclose(actual, expected, atol=1e-5, rtol=1e-4)
 
 
+def test_kernel_blocks_handle_a_key_block_masked_entirely() -> None:
+    """Left padding: every key of the first 16-key block is masked with -inf."""
+    values = arrays(batch=2, seq=8, kv_seq=40, heads=2, head=8, bias_shape=(2, 1, 1, 40))
+    bias = np.zeros((2, 1, 1, 40), np.float32)
+    bias[:, :, :, :20] = -np.inf
+    values["attention_bias"] = bias
+    expected = PLUGIN.reference(*values.values(), num_heads=2, scale=0.3)[0]
+    actual = blockwise_attention(*values.values(), num_heads=2, scale=0.3, block_m=16,
+                                 block_n=16)
+    assert np.isfinite(actual).all()
+    np.testing.assert_allclose(actual, expected, atol=1e-5, rtol=1e-4)
+
+
 @pytest.mark.parametrize(("dtype", "atol"), [(np.float32, 1e-5), (np.float16, 2e-3)])
 @pytest.mark.parametrize("bias_shape", [(1, 1, 1, 1), (3, 1, 1, 53), (3, 2, 37, 53)])
 def test_kernel_blocks_compute_the_reference(dtype: type, atol: float,

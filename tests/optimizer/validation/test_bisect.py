@@ -59,9 +59,56 @@ def test_bisection_names_the_planted_wrong_rule() -> None:
     result = bisect_rules(model, OptimizeOptions(), is_equivalent)
 
     assert result.culprits == (("ReluToLeakyRelu",),)
+    assert result.contexts == ((),)  # it fails on its own
     assert result.passes_with_culprits_excluded
     fixed, _ = optimize_model(model, OptimizeOptions(excluded_rules=result.culprit_rules))
     assert is_equivalent(fixed)
+
+
+def shift_classifier_bias(model: ir.Model) -> int:
+    """A WRONG clean-up, planted to be found: adds 1 to the classifier's bias, once."""
+    bias = model.graph.initializers["fc.b"]
+    if model.metadata_props.get("planted") or bias.const_value is None:
+        return 0
+    bias.const_value = ir.tensor(bias.const_value.numpy() + 1.0, name="fc.b")
+    model.metadata_props["planted"] = "1"
+    return 1
+
+
+@pytest.fixture
+def passes_with_a_wrong_clean_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    wrong = FusionPass(name="planted_wrong_cleanup", summary="test only", stage="cleanup",
+                       graph_function=shift_classifier_bias)
+    passes = (wrong, *DEFAULT_PASSES)
+    monkeypatch.setattr(optimize_module, "DEFAULT_PASSES", passes)
+    monkeypatch.setattr(optimize_module, "PASSES_BY_NAME", {p.name: p for p in passes})
+
+
+@pytest.mark.usefixtures("passes_with_a_wrong_clean_up")
+def test_a_wrong_clean_up_is_judged_on_its_own_and_blamed() -> None:
+    model, is_equivalent = _model_and_check()
+
+    result = bisect_rules(model, OptimizeOptions(), is_equivalent)
+
+    assert result.culprits == (("planted_wrong_cleanup",),)
+    assert result.passes_with_culprits_excluded
+    # Checked with only the clean-ups that changed the graph on (here the planted one; the real
+    # clean-up changes nothing on this model), every rule off.
+    assert result.steps[1].enabled_rules == ("planted_wrong_cleanup",)
+    assert not result.steps[1].passed
+
+
+@pytest.mark.usefixtures("passes_with_a_wrong_rule")
+def test_clean_ups_stay_on_while_the_rules_are_halved() -> None:
+    """Rules check shapes the clean-up infers (on the BERT encoder almost none fires without
+    it, even where it changes nothing), so every candidate keeps it on."""
+    model, is_equivalent = _model_and_check()
+
+    result = bisect_rules(model, OptimizeOptions(), is_equivalent)
+
+    assert result.culprits == (("ReluToLeakyRelu",),)
+    assert len(result.steps) > 2
+    assert all(step.enabled_rules[0] == "cleanup" for step in result.steps)
 
 
 def test_bisection_finds_nothing_when_every_rule_is_correct() -> None:

@@ -1,0 +1,132 @@
+"""Stage `load`: model.static.onnx at the job's shapes for every job, and model.profiled.onnx
+with the profiled axes left dynamic for a job with optimization profiles."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from optimizer.errors import InputShapeError
+from tests.models import IR_VERSION, small_cnn
+from tests.optimizer.passes.support import run_model
+from worker.context import JobContext
+from worker.stages.load import load_model
+
+
+def _context(tmp_path: Path, model: onnx.ModelProto, config: dict[str, Any]) -> JobContext:
+    model_path = tmp_path / "model.onnx"
+    onnx.save(model, model_path)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    return JobContext(job_id=uuid.uuid4(), config={"backend": "tensorrt", **config},
+                      model_path=model_path, scratch_dir=scratch)
+
+
+def _token_model() -> onnx.ModelProto:
+    """ids int64 [batch, seq] and mask float32 [batch, seq] -> embedding(ids) * mask."""
+    table = np.random.default_rng(11).standard_normal((16, 4)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["table", "ids"], ["embedded"]),
+         helper.make_node("Unsqueeze", ["mask", "last"], ["mask3"]),
+         helper.make_node("Mul", ["embedded", "mask3"], ["out"])],
+        "tokens",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "seq"]),
+         helper.make_tensor_value_info("mask", TensorProto.FLOAT, ["batch", "seq"])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["batch", "seq", 4])],
+        initializer=[numpy_helper.from_array(table, "table"),
+                     numpy_helper.from_array(np.array([-1], np.int64), "last")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = IR_VERSION
+    return model
+
+
+def _dims(value: onnx.ValueInfoProto) -> list[int | str]:
+    return [d.dim_param if d.HasField("dim_param") else d.dim_value
+            for d in value.type.tensor_type.shape.dim]
+
+
+def test_a_job_without_profiles_gets_only_the_static_model(tmp_path: Path) -> None:
+    ctx = _context(tmp_path, small_cnn(), {"input_shapes": {"input": [4, 3, 32, 32]}})
+
+    load_model(ctx)
+
+    assert ctx.static_model_path == ctx.scratch_dir / "model.static.onnx"
+    assert ctx.profiled_model_path is None
+    assert not (ctx.scratch_dir / "model.profiled.onnx").exists()
+    assert ctx.input_shapes == {"input": (4, 3, 32, 32)}
+
+
+def test_a_profiled_batch_stays_dynamic_in_the_profiled_model_only(tmp_path: Path) -> None:
+    profile = {"min": [1, 3, 32, 32], "opt": [4, 3, 32, 32], "max": [16, 3, 32, 32]}
+    ctx = _context(tmp_path, small_cnn(), {"input_shapes": {"input": [4, 3, 32, 32]},
+                                           "profiles": {"input": profile}})
+
+    load_model(ctx)
+
+    assert ctx.static_model_path is not None and ctx.profiled_model_path is not None
+    assert ctx.profiled_model_path == ctx.scratch_dir / "model.profiled.onnx"
+    static = onnx.load(ctx.static_model_path)
+    profiled = onnx.load(ctx.profiled_model_path)
+    assert _dims(static.graph.input[0]) == [4, 3, 32, 32]
+    assert _dims(static.graph.output[0]) == [4, 10]
+    assert _dims(profiled.graph.input[0]) == ["N", 3, 32, 32]
+    assert _dims(profiled.graph.output[0]) == ["N", 10]
+    assert ctx.input_shapes == {"input": (4, 3, 32, 32)}
+    assert ctx.input_specs[0].shape == (4, 3, 32, 32)  # validation feeds stay at one shape
+    onnx.checker.check_model(profiled, full_check=True)
+    rng = np.random.default_rng(3)
+    for batch in (1, 16):
+        feed = {"input": rng.standard_normal((batch, 3, 32, 32)).astype(np.float32)}
+        assert run_model(profiled, feed)[0].shape == (batch, 10)
+
+
+def test_axes_a_profile_fixes_are_fixed_and_shared_dims_keep_one_name(tmp_path: Path) -> None:
+    # batch varies, seq is pinned at 64 by min == max
+    profile = {"min": [1, 64], "opt": [2, 64], "max": [8, 64]}
+    ctx = _context(tmp_path, _token_model(), {
+        "input_shapes": {"ids": [2, 64], "mask": [2, 64]},
+        "profiles": {"ids": profile, "mask": profile}})
+
+    load_model(ctx)
+
+    assert ctx.profiled_model_path is not None
+    profiled = onnx.load(ctx.profiled_model_path)
+    assert [_dims(v) for v in profiled.graph.input] == [["batch", 64], ["batch", 64]]
+    assert _dims(profiled.graph.output[0]) == ["batch", 64, 4]
+
+
+def test_an_input_without_a_profile_is_fixed_at_its_input_shape(tmp_path: Path) -> None:
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("Concat", ["a", "b"], ["rows"], axis=0)], "two_rows",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["N", 4]),
+         helper.make_tensor_value_info("b", TensorProto.FLOAT, ["M", 4])],
+        [helper.make_tensor_value_info("rows", TensorProto.FLOAT, [None, 4])]),
+        opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = IR_VERSION
+    ctx = _context(tmp_path, model, {
+        "input_shapes": {"a": [6, 4], "b": [3, 4]},
+        "profiles": {"a": {"min": [1, 4], "opt": [6, 4], "max": [8, 4]}}})
+
+    load_model(ctx)
+
+    assert ctx.profiled_model_path is not None
+    profiled = onnx.load(ctx.profiled_model_path)
+    assert [_dims(v) for v in profiled.graph.input] == [["N", 4], [3, 4]]
+
+
+def test_a_profile_that_no_longer_fits_the_model_fails_the_stage(tmp_path: Path) -> None:
+    # The API checks profiles; a stale config (e.g. a replaced model file) still fails clearly.
+    ctx = _context(tmp_path, small_cnn(), {
+        "input_shapes": {"input": [4, 3, 32, 32]},
+        "profiles": {"input": {"min": [1, 3, 16, 16], "opt": [4, 3, 32, 32],
+                               "max": [16, 3, 32, 32]}}})
+
+    with pytest.raises(InputShapeError, match="axis 2 is fixed at 32 in the model"):
+        load_model(ctx)
