@@ -20,6 +20,7 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Self
@@ -29,9 +30,12 @@ from api.db.session import session_scope
 from optimizer.backends.tensorrt import LogLine
 from optimizer.backends.tensorrt.logger import SEVERITIES
 
-__all__ = ["BuildEventRelay", "BuildEventWriter"]
+__all__ = ["BuildEventRelay", "BuildEventWriter", "Reporter", "job_reporter"]
 
 logger = logging.getLogger(__name__)
+
+# (new job event messages, the job's progress or None) -> whether the job still runs
+Reporter = Callable[[Sequence[str], float | None], bool]
 
 
 class BuildEventWriter:
@@ -56,7 +60,7 @@ class BuildEventWriter:
 
 
 class BuildEventRelay:
-    """The worker's side, for one build of job `job_id` in stage `stage`.
+    """The worker's side, for one build; `report` (usually `job_reporter`) writes to the job.
 
     `progress_span` is the job progress at the build's start and end: the builder's fraction
     moves the job's progress linearly between them.
@@ -64,11 +68,10 @@ class BuildEventRelay:
 
     def __init__(
         self,
-        job_id: uuid.UUID,
         events_path: Path,
         log_path: Path,
         *,
-        stage: str,
+        report: Reporter,
         label: str,
         progress_span: tuple[float, float],
         event_severity: str = "WARNING",
@@ -76,9 +79,8 @@ class BuildEventRelay:
         progress_interval_s: float = 1.0,
         status_interval_s: float = 1.0,
     ) -> None:
-        self._job_id = job_id
+        self._report = report
         self._events_path = Path(events_path)
-        self._stage = stage
         self._label = label  # e.g. "TensorRT build": prefixes the job events
         self._span = progress_span
         self._max_rank = SEVERITIES.index(event_severity)  # most severe first
@@ -128,7 +130,7 @@ class BuildEventRelay:
             if messages or self._fraction > self._fraction_sent:
                 self._write(messages, progress=True)
         except Exception:  # the build's own outcome matters more than its last log lines
-            logger.exception("could not relay the last build events of job %s", self._job_id)
+            logger.exception("could not relay the last events of the %s", self._label)
         finally:
             self._log.close()
 
@@ -146,7 +148,7 @@ class BuildEventRelay:
             try:
                 events.append(json.loads(raw))
             except json.JSONDecodeError:
-                logger.warning("job %s: unreadable build event line %r", self._job_id, raw[:200])
+                logger.warning("%s: unreadable build event line %r", self._label, raw[:200])
         return events
 
     def _handle(self, event: dict[str, Any]) -> str | None:
@@ -167,12 +169,22 @@ class BuildEventRelay:
 
     def _write(self, messages: list[str], progress: bool) -> None:
         start, end = self._span
+        job_progress = start + (end - start) * self._fraction if progress else None
+        self._still_running = self._report(messages, job_progress)
+
+
+def job_reporter(job_id: uuid.UUID, stage: str) -> Reporter:
+    """A `Reporter` writing to job `job_id`: events in `stage`, progress (or, without progress,
+    a heartbeat) in one short transaction; it answers whether the job still runs."""
+
+    def report(messages: Sequence[str], progress: float | None) -> bool:
         with session_scope() as session:
-            if progress:
-                running = job_state.report_progress(
-                    session, self._job_id, start + (end - start) * self._fraction)
+            if progress is not None:
+                running = job_state.report_progress(session, job_id, progress)
             else:
-                running = job_state.heartbeat(session, self._job_id)
+                running = job_state.heartbeat(session, job_id)
             for message in messages:
-                job_state.record_event(session, self._job_id, message, stage=self._stage)
-        self._still_running = running
+                job_state.record_event(session, job_id, message, stage=stage)
+        return running
+
+    return report

@@ -1,7 +1,6 @@
 """Record how a job ended: artifacts and records commit together with `succeeded`, or a failure."""
 
 import logging
-import uuid
 
 from api.db import job_state
 from sqlalchemy import update

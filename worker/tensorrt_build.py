@@ -21,7 +21,7 @@ from api.storage import LocalArtifactStore
 from optimizer.backends.tensorrt import TimingCacheKey, TrtBuildOptions, TrtEngine
 from optimizer.capabilities import GpuInfo
 from optimizer.errors import EngineBuildError
-from worker.build_events import BuildEventRelay, BuildEventWriter
+from worker.build_events import BuildEventRelay, BuildEventWriter, job_reporter
 from worker.capabilities import detect_worker_capabilities, refusal_for
 from worker.context import JobContext
 from worker.isolation import ChildLimits, one_at_a_time, run_isolated
@@ -76,7 +76,7 @@ def build_job_engine(
     log_path.unlink(missing_ok=True)
     with one_at_a_time(settings.locks_dir / f"gpu-{_gpu_lock_name(gpu)}.lock"):
         timing_cache = load_stored_cache(store, cache_key)  # read under the lock: the freshest
-        with BuildEventRelay(ctx.job_id, events_path, log_path, stage=stage,
+        with BuildEventRelay(events_path, log_path, report=job_reporter(ctx.job_id, stage),
                              label=label, progress_span=progress_span) as relay:
             engine: TrtEngine = run_isolated(
                 build_in_child,

@@ -22,7 +22,7 @@ feed only the next op of the pattern and are not graph outputs.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import onnx_ir as ir

@@ -3,7 +3,6 @@
 CPU jobs still run, and it is marked stopped when it shuts down."""
 
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,8 +17,7 @@ from api.db.session import make_engine
 from optimizer.capabilities import detect_capabilities
 from tests.e2e.flows import assert_optimize_flow_succeeds, upload
 from tests.models import model_bytes, small_cnn
-from tests.support.databases import create_postgres_database, drop_postgres_database
-from tests.support.processes import FUSEFORGE, Service, free_port, fuseforge_env, wait_healthy
+from tests.e2e.stacks import running_stack
 
 pytestmark = [
     pytest.mark.e2e,
@@ -34,35 +32,14 @@ E2E_REDIS_URL = "redis://127.0.0.1:6379/13"
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    tmp = tmp_path_factory.mktemp("e2e-gpu")
-    database_url = create_postgres_database(f"fuseforge_e2e_gpu_{uuid.uuid4().hex[:8]}")
-    broker = redis.Redis.from_url(E2E_REDIS_URL)
-    broker.flushdb()
-    port = free_port()
-    env = fuseforge_env(
-        FUSEFORGE_DATABASE_URL=database_url,
-        FUSEFORGE_BROKER_URL=E2E_REDIS_URL,
-        FUSEFORGE_DATA_DIR=str(tmp / "data"),
-        FUSEFORGE_PORT=str(port),
-        FUSEFORGE_JOBS__HEARTBEAT_INTERVAL_S="1",
-    )
-    migrate = Service([*FUSEFORGE, "migrate"], env, tmp / "migrate.log")
-    assert migrate.process.wait(timeout=120) == 0, migrate.output()
-    worker = Service([*FUSEFORGE, "worker", "--queues", "cpu,gpu"], env, tmp / "worker.log")
-    api = Service([*FUSEFORGE, "serve"], env, tmp / "api.log")
-    engine = make_engine(database_url)
-    base_url = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(base_url, api)
-        yield {"base_url": base_url, "broker": broker, "engine": engine, "worker": worker}
-    finally:
-        api.stop()
-        if worker.process.poll() is None:
-            worker.stop()
-        print("--- worker log (tail) ---\n" + worker.output()[-3000:])
-        engine.dispose()
-        drop_postgres_database(database_url)
-        broker.flushdb()
+    with running_stack(tmp_path_factory.mktemp("e2e-gpu"), name="gpu", redis_url=E2E_REDIS_URL,
+                       queues="cpu,gpu", FUSEFORGE_JOBS__HEARTBEAT_INTERVAL_S="1") as running:
+        engine = make_engine(running.database_url)
+        try:
+            yield {"base_url": running.base_url, "broker": redis.Redis.from_url(E2E_REDIS_URL),
+                   "engine": engine, "worker": running.worker}
+        finally:
+            engine.dispose()
 
 
 def _worker_row(engine: Engine, timeout_s: float = 60.0) -> Worker:

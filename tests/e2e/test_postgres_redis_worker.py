@@ -1,20 +1,18 @@
 """End to end on the production parts: PostgreSQL, Redis, a real Celery worker and the API server."""
 
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-import redis
 from celery import Celery
 from onnx import TensorProto, helper
 
 from tests.e2e.flows import assert_optimize_flow_succeeds, upload
 from tests.models import model_bytes, small_cnn
-from tests.support.databases import create_postgres_database, drop_postgres_database
-from tests.support.processes import FUSEFORGE, Service, free_port, fuseforge_env, wait_for_job, wait_healthy
+from tests.e2e.stacks import running_stack
+from tests.support.processes import wait_for_job
 
 pytestmark = pytest.mark.e2e
 
@@ -24,30 +22,10 @@ E2E_REDIS_URL = "redis://127.0.0.1:6379/14"
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """Migrated database, a worker on the cpu queue and the API, as separate processes."""
-    tmp = tmp_path_factory.mktemp("e2e")
-    database_url = create_postgres_database(f"fuseforge_e2e_{uuid.uuid4().hex[:8]}")
-    redis.Redis.from_url(E2E_REDIS_URL).flushdb()
-    port = free_port()
-    env = fuseforge_env(
-        FUSEFORGE_DATABASE_URL=database_url,
-        FUSEFORGE_BROKER_URL=E2E_REDIS_URL,
-        FUSEFORGE_DATA_DIR=str(tmp / "data"),
-        FUSEFORGE_PORT=str(port),
-    )
-    migrate = Service([*FUSEFORGE, "migrate"], env, tmp / "migrate.log")
-    assert migrate.process.wait(timeout=120) == 0, migrate.output()
-    worker = Service([*FUSEFORGE, "worker", "--queues", "cpu"], env, tmp / "worker.log")
-    api = Service([*FUSEFORGE, "serve"], env, tmp / "api.log")
-    base_url = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(base_url, api)
-        yield {"base_url": base_url, "broker_url": E2E_REDIS_URL, "data_dir": str(tmp / "data")}
-    finally:
-        api.stop()
-        worker.stop()
-        print("--- worker log (tail) ---\n" + worker.output()[-3000:])
-        drop_postgres_database(database_url)
-        redis.Redis.from_url(E2E_REDIS_URL).flushdb()
+    with running_stack(tmp_path_factory.mktemp("e2e"), name="cpu", redis_url=E2E_REDIS_URL,
+                       queues="cpu") as running:
+        yield {"base_url": running.base_url, "broker_url": E2E_REDIS_URL,
+               "data_dir": str(running.data_dir)}
 
 
 def test_uploaded_cnn_is_optimized_validated_and_benchmarked(stack: dict[str, str]) -> None:

@@ -9,28 +9,19 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import redis
 
 from tests.e2e.flows import upload
 from tests.models import model_bytes, small_cnn
 from tests.real_models import bert_encoder
-from tests.support.databases import create_postgres_database, drop_postgres_database
+from tests.e2e.stacks import running_stack
 from tests.support.fake_tensorrt import FAKE_GPU
-from tests.support.processes import (
-    FUSEFORGE,
-    Service,
-    free_port,
-    fuseforge_env,
-    wait_for_job,
-    wait_healthy,
-)
+from tests.support.processes import wait_for_job
 
 pytestmark = pytest.mark.e2e
 
@@ -41,35 +32,14 @@ BUILD_TIMEOUT_S = 20
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     tmp = tmp_path_factory.mktemp("e2e-trt")
-    database_url = create_postgres_database(f"fuseforge_e2e_trt_{uuid.uuid4().hex[:8]}")
-    redis.Redis.from_url(E2E_REDIS_URL).flushdb()
-    port = free_port()
     control = tmp / "fake-tensorrt.json"
-    env = fuseforge_env(
-        FUSEFORGE_DATABASE_URL=database_url,
-        FUSEFORGE_BROKER_URL=E2E_REDIS_URL,
-        FUSEFORGE_DATA_DIR=str(tmp / "data"),
-        FUSEFORGE_PORT=str(port),
-        FUSEFORGE_TENSORRT_TOOLKIT="tests.support.fake_tensorrt:FAKE_TENSORRT",
-        FUSEFORGE_JOBS__TRT_BUILD_TIMEOUT_S=str(BUILD_TIMEOUT_S),
-        FUSEFORGE_JOBS__HEARTBEAT_INTERVAL_S="1",
-        FAKE_TENSORRT_CONTROL=str(control),
-    )
-    migrate = Service([*FUSEFORGE, "migrate"], env, tmp / "migrate.log")
-    assert migrate.process.wait(timeout=120) == 0, migrate.output()
-    worker = Service([*FUSEFORGE, "worker", "--queues", "gpu"], env, tmp / "worker.log")
-    api = Service([*FUSEFORGE, "serve"], env, tmp / "api.log")
-    base_url = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(base_url, api)
-        yield {"base_url": base_url, "data_dir": tmp / "data", "control": control,
-               "worker": worker}
-    finally:
-        api.stop()
-        worker.stop()
-        print("--- worker log (tail) ---\n" + worker.output()[-4000:])
-        drop_postgres_database(database_url)
-        redis.Redis.from_url(E2E_REDIS_URL).flushdb()
+    with running_stack(tmp, name="trt", redis_url=E2E_REDIS_URL, queues="gpu",
+                       FUSEFORGE_TENSORRT_TOOLKIT="tests.support.fake_tensorrt:FAKE_TENSORRT",
+                       FUSEFORGE_JOBS__TRT_BUILD_TIMEOUT_S=str(BUILD_TIMEOUT_S),
+                       FUSEFORGE_JOBS__HEARTBEAT_INTERVAL_S="1",
+                       FAKE_TENSORRT_CONTROL=str(control)) as running:
+        yield {"base_url": running.base_url, "data_dir": running.data_dir, "control": control,
+               "worker": running.worker}
 
 
 def _fake(stack: dict[str, Any], **control: Any) -> None:
