@@ -13,6 +13,7 @@ says so; the worker process is untouched. A cancelled job stops its build within
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from worker.isolation import ChildLimits, one_at_a_time, run_isolated
 from worker.tensorrt_toolkit import load_toolkit
 from worker.timing_caches import load_stored_cache, save_cache
 
-__all__ = ["build_job_engine", "build_log_path"]
+__all__ = ["build_job_engine", "build_log_path", "gpu_lock"]
 
 _GIB = 2**30
 
@@ -74,7 +75,7 @@ def build_job_engine(
     events_path.unlink(missing_ok=True)  # a fallback rebuild starts a fresh stream
     log_path = build_log_path(out_dir)
     log_path.unlink(missing_ok=True)
-    with one_at_a_time(settings.locks_dir / f"gpu-{_gpu_lock_name(gpu)}.lock"):
+    with gpu_lock(gpu):
         timing_cache = load_stored_cache(store, cache_key)  # read under the lock: the freshest
         with BuildEventRelay(events_path, log_path, report=job_reporter(ctx.job_id, stage),
                              label=label, progress_span=progress_span) as relay:
@@ -116,6 +117,9 @@ def build_in_child(
         writer.close()
 
 
-def _gpu_lock_name(gpu: GpuInfo) -> str:
+def gpu_lock(gpu: GpuInfo) -> AbstractContextManager[None]:
+    """Hold `gpu` exclusively (blocking until free): for a build, or for timing an engine, which
+    another job's build on the same GPU would slow down. Not re-entrant: take it once."""
     # The UUID names the physical GPU whatever CUDA_VISIBLE_DEVICES renumbers it to.
-    return gpu.uuid or str(gpu.index)
+    name = gpu.uuid or str(gpu.index)
+    return one_at_a_time(get_settings().locks_dir / f"gpu-{name}.lock")

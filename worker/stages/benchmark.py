@@ -15,7 +15,9 @@ from optimizer.inputs import random_feeds
 from optimizer.runner import Runner
 from worker.context import JobContext
 from worker.engine_runners import open_engine_runner
+from worker.capabilities import detect_worker_capabilities
 from worker.reference_engine import build_reference_engine
+from worker.tensorrt_build import gpu_lock
 
 __all__ = ["batch_size_of", "benchmark_setup", "benchmark_variants"]
 
@@ -45,7 +47,18 @@ def benchmark_variants(ctx: JobContext) -> None:
     if ctx.engine is None:
         raise InternalError("benchmark ran before build_engine")
     options, feeds = benchmark_setup(ctx)
-    with _reference_runner(ctx) as original, open_engine_runner(ctx.engine) as engine:
+    if ctx.config["backend"] == "tensorrt":
+        reference = build_reference_engine(ctx, _REFERENCE_BUILD_PROGRESS)
+        with _timing_lock(ctx), open_engine_runner(reference) as original:
+            _time(ctx, original, options, feeds)
+        return
+    with OnnxRuntimeRunner(ctx.model_path, optimization_level="disabled") as original:
+        _time(ctx, original, options, feeds)
+
+
+def _time(ctx: JobContext, original: Runner, options: BenchmarkOptions,
+          feeds: dict[str, np.ndarray]) -> None:
+    with open_engine_runner(ctx.engine) as engine:
         ctx.benchmarks = benchmark_interleaved(
             {"original": original, "engine": engine},
             feeds,
@@ -55,7 +68,9 @@ def benchmark_variants(ctx: JobContext) -> None:
         )
 
 
-def _reference_runner(ctx: JobContext) -> AbstractContextManager[Runner]:
-    if ctx.config["backend"] == "tensorrt":
-        return open_engine_runner(build_reference_engine(ctx, _REFERENCE_BUILD_PROGRESS))
-    return OnnxRuntimeRunner(ctx.model_path, optimization_level="disabled")
+def _timing_lock(ctx: JobContext) -> AbstractContextManager[None]:
+    """No other build or timing on this GPU while ours runs (their kernels would share it)."""
+    gpu = detect_worker_capabilities().gpu
+    if gpu is None:
+        raise InternalError(f"job {ctx.job_id} reached the GPU benchmark on a worker without one")
+    return gpu_lock(gpu)
