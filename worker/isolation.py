@@ -272,11 +272,12 @@ def _death_message(what: str, returncode: int, limits: ChildLimits) -> str:
 
 
 @contextmanager
-def one_at_a_time(lock_path: Path) -> Iterator[None]:
+def one_at_a_time(lock_path: Path, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
     """Hold an exclusive lock on `lock_path` (created if missing) for the duration of the block.
 
-    Blocks while another process holds it. The kernel drops the lock when the holder dies, so a
-    crashed worker never leaves the GPU locked.
+    Blocks while another process holds it, after calling `on_wait` (e.g. to tell the job why it
+    waits). The kernel drops the lock when the holder dies, so a crashed worker never leaves
+    the GPU locked.
     """
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with lock_path.open("a") as handle:
@@ -284,6 +285,8 @@ def one_at_a_time(lock_path: Path) -> Iterator[None]:
             yield
             return
         logger.info("waiting for %s: another build holds it", lock_path)
+        if on_wait is not None:
+            on_wait()
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
         yield
 

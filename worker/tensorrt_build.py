@@ -14,9 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
+import uuid
 from pathlib import Path
 from typing import Any
 
+from api.db import job_state
+from api.db.session import session_scope
 from api.settings import get_settings
 from api.storage import LocalArtifactStore
 from optimizer.backends.tensorrt import TimingCacheKey, TrtBuildOptions, TrtEngine
@@ -75,7 +78,7 @@ def build_job_engine(
     events_path.unlink(missing_ok=True)  # a fallback rebuild starts a fresh stream
     log_path = build_log_path(out_dir)
     log_path.unlink(missing_ok=True)
-    with gpu_lock(gpu):
+    with gpu_lock(gpu, ctx.job_id, stage):
         timing_cache = load_stored_cache(store, cache_key)  # read under the lock: the freshest
         with BuildEventRelay(events_path, log_path, report=job_reporter(ctx.job_id, stage),
                              label=label, progress_span=progress_span) as relay:
@@ -117,9 +120,16 @@ def build_in_child(
         writer.close()
 
 
-def gpu_lock(gpu: GpuInfo) -> AbstractContextManager[None]:
+def gpu_lock(gpu: GpuInfo, job_id: uuid.UUID, stage: str) -> AbstractContextManager[None]:
     """Hold `gpu` exclusively (blocking until free): for a build, or for timing an engine, which
-    another job's build on the same GPU would slow down. Not re-entrant: take it once."""
+    another job's build on the same GPU would slow down. Not re-entrant: take it once. While it
+    waits, the job's events say so."""
+
+    def tell_the_job() -> None:
+        with session_scope() as session:
+            job_state.record_event(session, job_id, f"waiting for GPU {gpu.name}: another job's "
+                                   "TensorRT build or timing is using it", stage=stage)
+
     # The UUID names the physical GPU whatever CUDA_VISIBLE_DEVICES renumbers it to.
     name = gpu.uuid or str(gpu.index)
-    return one_at_a_time(get_settings().locks_dir / f"gpu-{name}.lock")
+    return one_at_a_time(get_settings().locks_dir / f"gpu-{name}.lock", on_wait=tell_the_job)

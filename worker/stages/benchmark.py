@@ -73,4 +73,4 @@ def _timing_lock(ctx: JobContext) -> AbstractContextManager[None]:
     gpu = detect_worker_capabilities().gpu
     if gpu is None:
         raise InternalError(f"job {ctx.job_id} reached the GPU benchmark on a worker without one")
-    return gpu_lock(gpu)
+    return gpu_lock(gpu, ctx.job_id, "benchmark")
