@@ -191,6 +191,28 @@ def test_profiles_build_one_engine_for_a_range_of_batch_sizes(stack: dict[str, A
     assert job["engine_report"]["metadata"]["profiles"] == [{"input": profile}]
     assert job["engine_report"]["reference_engine"]["profiles"] == [{"input": profile}]
     assert {b["batch_size"] for b in job["benchmarks"]} == {4}
+    checks = job["accuracy_report"]["profile_checks"]
+    assert checks["min"]["input_shapes"] == {"input": [1, 3, 32, 32]}
+    assert checks["max"]["input_shapes"] == {"input": [16, 3, 32, 32]}
+    assert checks["min"]["passed"] and checks["max"]["passed"]
+
+
+def test_engine_wrong_only_at_large_batches_fails_at_the_profile_max(
+        stack: dict[str, Any]) -> None:
+    _fake(stack, corrupt_batches_above=8)
+    try:
+        uploaded = upload(stack["base_url"], model_bytes(small_cnn(seed=21)), "cnn.onnx")
+        profile = {"min": [1, 3, 32, 32], "opt": [4, 3, 32, 32], "max": [16, 3, 32, 32]}
+        job = wait_for_job(stack["base_url"], _submit(stack["base_url"], uploaded["id"],
+                                                      profiles={"input": profile}))
+    finally:
+        _fake(stack)
+    assert job["status"] == "failed"
+    assert job["error"]["code"] == "AccuracyMismatchError"
+    assert "at its profiles' max shapes (input [16, 3, 32, 32])" in job["error"]["message"]
+    assert job["accuracy_report"]["profile_checks"]["min"]["passed"] is True
+    assert job["accuracy_report"]["profile_checks"]["max"]["passed"] is False
+    assert job["validation"]["passed"] is True  # the opt shape alone would have hidden it
 
 
 def test_ablation_times_a_tensorrt_engine_per_fusion_stage(stack: dict[str, Any]) -> None:

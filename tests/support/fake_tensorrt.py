@@ -19,7 +19,9 @@ What it does instead of TensorRT:
 Test hooks: FAKE_TENSORRT_CONTROL names a JSON file (read at each build, so a test can change
 it while a worker runs) with optional keys "fault": "abort" (the build process dies from
 SIGABRT, as a native crash would), "hang" (never returns) or "error" (TensorRT returns no
-engine), and "build_seconds": extra seconds a build takes (progress keeps flowing).
+engine), "build_seconds": extra seconds a build takes (progress keeps flowing), and
+"corrupt_batches_above": N, which makes the runner add 1 to every float output for a first
+input batch above N (a shape-dependent kernel bug).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import onnx
 
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
@@ -145,6 +148,15 @@ def fake_build_engine(
 
 class FakeTensorRTRunner(OnnxRuntimeRunner):
     """ONNX Runtime on the CPU running a FakeTensorRT plan (an ONNX model)."""
+
+    def infer(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        outputs = super().infer(feeds)
+        limit = _control().get("corrupt_batches_above")
+        first = next(iter(feeds.values()))
+        if limit is not None and first.ndim and first.shape[0] > int(limit):
+            return {name: value + 1 if np.issubdtype(value.dtype, np.floating) else value
+                    for name, value in outputs.items()}
+        return outputs
 
     def spec(self) -> RunnerSpec:
         # `runner` lets a child process (the memory probe) recreate this runner too.

@@ -28,6 +28,7 @@ from worker.feeds import job_feeds
 from worker.stages.build_engine import build_engine
 from worker.stages.optimize import optimize_graph
 from worker.fallback import fall_back
+from worker.profile_checks import check_profile_extremes
 
 
 _LOCALIZE_SAMPLES = 2
@@ -55,7 +56,14 @@ def validate_engine(ctx: JobContext) -> None:
     feeds, ctx.labels = job_feeds(ctx)
     if ctx.config["precision"] != "fp32":
         _validate_precision(ctx, feeds, tolerances)
-        return
+    else:
+        _validate_fp32(ctx, feeds, tolerances)
+    check_profile_extremes(ctx, tolerances)  # tensorrt engines built for a range of shapes
+
+
+def _validate_fp32(
+    ctx: JobContext, feeds: Sequence[Mapping[str, np.ndarray]], tolerances: Tolerances
+) -> None:
     ctx.validation = validate_current_engine(ctx, feeds, tolerances)
     ctx.accuracy["passed_first_time"] = ctx.validation.passed
     if ctx.validation.passed:
