@@ -12,9 +12,11 @@ import numpy as np
 
 from optimizer.errors import InternalError
 from optimizer.memory_probe import measure_peak_memory_mb
-from optimizer.runner import Runner
+from optimizer.runner import DeviceTimedRunner, Runner
 
-__all__ = ["BenchmarkOptions", "BenchmarkResult", "benchmark_interleaved"]
+__all__ = ["HOST_CLOCK", "BenchmarkOptions", "BenchmarkResult", "benchmark_interleaved"]
+
+HOST_CLOCK = "host_clock"  # time.perf_counter_ns around Runner.infer
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +42,8 @@ class BenchmarkResult:
     throughput_per_s: float  # samples per second: batch_size / mean latency
     peak_memory_mb: float | None  # None when not measured or the probe failed
     speedup_vs_reference: float | None  # median over rounds of reference / this; None for it
+    timing: str = HOST_CLOCK  # the clock behind the latencies (see benchmark_interleaved)
+    device_memory_mb: float | None = None  # accelerator memory held, for device runners
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -56,7 +60,10 @@ def benchmark_interleaved(
     """Benchmark every variant on `feeds`, one result per variant in the order given.
 
     Each round times every variant once, rotating which goes first, so a slow spell on the
-    machine lands on all of them and speedups are taken within a round.
+    machine lands on all of them and speedups are taken within a round. When every variant is
+    a `DeviceTimedRunner` with the same clock (TensorRT engines: CUDA events), the device times
+    each run, inputs already on it; otherwise the host clock times `infer` (copies included),
+    so variants are always compared on one clock.
 
     >>> benchmark_interleaved({"original": a, "optimized": b}, feeds, BenchmarkOptions(),
     ...                       reference="original", batch_size=8)   # doctest: +SKIP
@@ -76,13 +83,12 @@ def benchmark_interleaved(
     for name in names:
         for _ in range(options.warmup):
             variants[name].infer(feeds)
-    times_ns: dict[str, list[int]] = {name: [] for name in names}
+    clock = _shared_device_clock(variants)
+    times_ns: dict[str, list[float]] = {name: [] for name in names}
     for round_index in range(options.iterations):
         shift = round_index % len(names)
         for name in names[shift:] + names[:shift]:
-            start = time.perf_counter_ns()
-            variants[name].infer(feeds)
-            times_ns[name].append(time.perf_counter_ns() - start)
+            times_ns[name].append(_time_once(variants[name], feeds, device=clock is not None))
     reference_ns = np.array(times_ns[reference], dtype=np.float64)
     results = []
     for name in names:
@@ -104,8 +110,32 @@ def benchmark_interleaved(
             if options.measure_memory else None,
             speedup_vs_reference=None if name == reference
             else float(np.median(reference_ns / np.maximum(ns, 1.0))),
+            timing=clock or HOST_CLOCK,
+            device_memory_mb=_device_memory_mb(variants[name]),
         ))
     return results
+
+
+def _shared_device_clock(variants: Mapping[str, Runner]) -> str | None:
+    clocks = {runner.timing_clock if isinstance(runner, DeviceTimedRunner) else None
+              for runner in variants.values()}
+    return clocks.pop() if len(clocks) == 1 else None
+
+
+def _time_once(runner: Runner, feeds: Mapping[str, np.ndarray], *, device: bool) -> float:
+    """Nanoseconds of one run: the device's clock, or the host's around `infer`."""
+    if device:
+        assert isinstance(runner, DeviceTimedRunner)
+        return runner.time_inference(feeds, warmup=0, iterations=1)[0] * 1e6
+    start = time.perf_counter_ns()
+    runner.infer(feeds)
+    return float(time.perf_counter_ns() - start)
+
+
+def _device_memory_mb(runner: Runner) -> float | None:
+    if not isinstance(runner, DeviceTimedRunner):
+        return None
+    return runner.device_bytes_in_use / 2**20
 
 
 def _peak_memory_mb(name: str, runner: Runner, feeds: Mapping[str, np.ndarray]) -> float | None:

@@ -11,8 +11,7 @@ import numpy as np
 
 from optimizer.tensor_specs import TensorSpec
 
-__all__ = [
-    "ClosesOnExit","Runner", "RunnerSpec"]
+__all__ = ["ClosesOnExit", "DeviceTimedRunner", "Runner", "RunnerSpec"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +71,30 @@ class Runner(Protocol):
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  traceback: TracebackType | None) -> None: ...
+
+
+@runtime_checkable
+class DeviceTimedRunner(Runner, Protocol):
+    """A runner on an accelerator that times the device itself and knows its device memory.
+
+    Benchmarks time such runners with `time_inference` (e.g. CUDA events around the engine
+    alone, inputs already copied) instead of the host clock around `infer`.
+    """
+
+    @property
+    def timing_clock(self) -> str:
+        """What `time_inference` measures with, e.g. "cuda_events"."""
+        ...
+
+    @property
+    def device_bytes_in_use(self) -> int:
+        """Device memory this runner holds now: weights, activations, I/O buffers."""
+        ...
+
+    def time_inference(self, feeds: Mapping[str, np.ndarray], *, warmup: int = 10,
+                       iterations: int = 100) -> tuple[float, ...]:
+        """Device milliseconds of each of `iterations` runs after `warmup` untimed ones."""
+        ...
 
 
 class ClosesOnExit:

@@ -224,6 +224,10 @@ class BenchmarkRecord(Base):
     throughput_per_s: Mapped[float] = mapped_column(Float)
     peak_memory_mb: Mapped[float | None] = mapped_column(Float)
     speedup_vs_reference: Mapped[float | None] = mapped_column(Float)
+    # the clock behind the latencies: "host_clock" (around a run, copies included) or a
+    # device's own (e.g. "cuda_events", the engine alone); null on records from before it
+    timing: Mapped[str | None] = mapped_column(String(32))
+    device_memory_mb: Mapped[float | None] = mapped_column(Float)  # accelerator memory held
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
 
 

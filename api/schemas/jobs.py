@@ -246,6 +246,10 @@ class BenchmarkRead(BaseModel):
     speedup_vs_reference: float | None
     # ablation only: this stage measured slower than the stage before it
     slower_than_previous: bool | None = None
+    # "host_clock" (around each run, copies included) or a device clock ("cuda_events": the
+    # engine alone); every variant of a job is timed on one clock
+    timing: str | None = None
+    device_memory_mb: float | None = None  # accelerator memory the engine held (GPU runners)
 
 
 class RuleStatsRead(BaseModel):

@@ -88,6 +88,9 @@ def test_tensorrt_job_builds_validates_and_benchmarks_on_the_gpu_worker(
     variants = {b["variant"]: b for b in job["benchmarks"]}
     assert set(variants) == {"original", "engine"}
     assert all(b["backend"] == "fake-tensorrt" for b in variants.values())
+    # Both on the engine runners' own clock, with the memory each engine held.
+    assert all(b["timing"] == "fake_device_clock" for b in variants.values())
+    assert all(b["device_memory_mb"] > 0 for b in variants.values())
 
     messages = [e["message"] for e in job["events"]]
     assert any(m.startswith("TensorRT build warning: [FakeTensorRT] no kernels are timed")

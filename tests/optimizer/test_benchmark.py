@@ -112,3 +112,62 @@ def test_benchmark_result_to_dict_holds_every_field():
     data = result.to_dict()
     assert data["variant"] == "a" and data["speedup_vs_reference"] is None
     assert set(data) >= {"latency_ms_p50", "latency_ms_p99", "throughput_per_s", "peak_memory_mb"}
+
+
+class DeviceClockRunner(RecordingRunner):
+    """A RecordingRunner whose device takes `device_ms` per run, by its own clock."""
+
+    def __init__(self, name: str, calls: list[str], device_ms: float,
+                 clock: str = "cuda_events") -> None:
+        super().__init__(name, calls)
+        self.device_ms, self.clock = device_ms, clock
+
+    @property
+    def timing_clock(self) -> str:
+        return self.clock
+
+    @property
+    def device_bytes_in_use(self) -> int:
+        return 3 * 2**20
+
+    def time_inference(self, feeds: Mapping[str, np.ndarray], *, warmup: int = 10,
+                       iterations: int = 100) -> tuple[float, ...]:
+        self.calls.extend([f"{self.name}:device"] * (warmup + iterations))
+        return (self.device_ms,) * iterations
+
+
+def test_device_runners_are_timed_by_their_own_clock():
+    calls: list[str] = []
+    variants = {"original": DeviceClockRunner("original", calls, device_ms=4.0),
+                "engine": DeviceClockRunner("engine", calls, device_ms=1.0)}
+
+    original, engine = benchmark_interleaved(variants, FEEDS, QUICK, reference="original",
+                                             batch_size=2)
+
+    assert original.latency_ms_p50 == 4.0 and engine.latency_ms_p50 == 1.0
+    assert engine.speedup_vs_reference == 4.0
+    assert original.timing == engine.timing == "cuda_events"
+    assert engine.device_memory_mb == 3.0
+    assert calls.count("engine:device") == QUICK.iterations  # warm-up went through infer
+
+
+def test_a_host_runner_among_device_runners_puts_every_variant_on_the_host_clock():
+    calls: list[str] = []
+    variants = {"original": RecordingRunner("original", calls),
+                "engine": DeviceClockRunner("engine", calls, device_ms=1.0)}
+
+    original, engine = benchmark_interleaved(variants, FEEDS, QUICK, reference="original",
+                                             batch_size=2)
+
+    assert original.timing == engine.timing == "host_clock"
+    assert "engine:device" not in calls and engine.latency_ms_p50 != 1.0
+    assert original.device_memory_mb is None and engine.device_memory_mb == 3.0
+
+
+def test_runners_with_different_device_clocks_share_the_host_clock():
+    variants = {"a": DeviceClockRunner("a", [], 1.0, clock="cuda_events"),
+                "b": DeviceClockRunner("b", [], 1.0, clock="fake_device_clock")}
+
+    results = benchmark_interleaved(variants, FEEDS, QUICK, reference="a", batch_size=2)
+
+    assert {r.timing for r in results} == {"host_clock"}

@@ -147,7 +147,28 @@ def fake_build_engine(
 
 
 class FakeTensorRTRunner(OnnxRuntimeRunner):
-    """ONNX Runtime on the CPU running a FakeTensorRT plan (an ONNX model)."""
+    """ONNX Runtime on the CPU running a FakeTensorRT plan (an ONNX model). Like TensorRT's
+    runner it is a DeviceTimedRunner: its "device clock" is the host's around each run, and its
+    "device memory" the plan's size."""
+
+    @property
+    def timing_clock(self) -> str:
+        return "fake_device_clock"
+
+    @property
+    def device_bytes_in_use(self) -> int:
+        return self.model_path.stat().st_size
+
+    def time_inference(self, feeds: Mapping[str, np.ndarray], *, warmup: int = 10,
+                       iterations: int = 100) -> tuple[float, ...]:
+        for _ in range(warmup):
+            self.infer(feeds)
+        latencies = []
+        for _ in range(iterations):
+            start = time.perf_counter()
+            self.infer(feeds)
+            latencies.append((time.perf_counter() - start) * 1e3)
+        return tuple(latencies)
 
     def infer(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         outputs = super().infer(feeds)

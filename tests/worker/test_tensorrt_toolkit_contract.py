@@ -18,6 +18,7 @@ from optimizer.errors import EngineBuildError
 from optimizer.inputs import random_feeds
 from optimizer.optimize import OptimizeOptions, optimize_model
 from optimizer.precision import convert_precision
+from optimizer.runner import DeviceTimedRunner
 from optimizer.shapes import fix_input_shapes
 from optimizer.tensor_specs import numpy_dtype, summarize_model
 from tests.models import small_cnn
@@ -119,6 +120,10 @@ def test_runner_reproduces_the_model_in_fp32(toolkit: TensorRTToolkit, tmp_path:
         outputs = runner.infer(feeds)
         assert runner.output_names == ("logits",)
         assert runner.spec().backend  # recreatable in another process
+        assert isinstance(runner, DeviceTimedRunner)
+        timings = runner.time_inference(feeds, warmup=1, iterations=3)
+        assert len(timings) == 3 and all(t > 0 for t in timings)
+        assert runner.device_bytes_in_use > 0
     np.testing.assert_allclose(outputs["logits"], _outputs(model_path, feeds)["logits"],
                                rtol=1e-4, atol=1e-4)
 

@@ -175,6 +175,15 @@ class TensorRTRunner(ClosesOnExit):
         """Device bytes held by the input and output buffers (grown to the largest shapes)."""
         return sum(buffer.nbytes for buffer in self._buffers.values())
 
+    @property
+    def timing_clock(self) -> str:
+        return "cuda_events"
+
+    @property
+    def device_bytes_in_use(self) -> int:
+        """Loading (weights, context, its activation memory) plus the I/O buffers so far."""
+        return self.loaded_device_bytes + self.io_buffer_bytes
+
     def device_memory(self) -> dict[str, int]:
         """Device bytes this runner holds: what loading took (weights, context), the
         context's activation memory (part of that), and the I/O buffers so far."""
