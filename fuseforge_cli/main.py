@@ -68,6 +68,10 @@ def worker(args: argparse.Namespace) -> int:
         "--without-gossip",
         "--without-mingle",
     ]
+    if "gpu" in (queue.strip() for queue in args.queues.split(",")):
+        # Each job in a fresh pool process: a CUDA error is sticky for the process that hit it,
+        # and the GPU memory a job's engines held comes back whole.
+        argv.append("--max-tasks-per-child=1")
     if args.beat:
         argv.append("--beat")
     celery_app.worker_main(argv)

@@ -109,6 +109,8 @@ def test_second_build_of_a_similar_model_starts_from_the_stored_timing_cache(
     second = _cnn_job(stack, seed=13)
     assert first["status"] == second["status"] == "succeeded"
     assert second["engine_report"]["metadata"]["timing_cache_warm"] is True
+    # A GPU worker runs each job in a fresh pool process (CUDA errors are sticky per process).
+    assert first["worker"] != second["worker"]
 
 
 def test_plugins_reach_the_engine_and_fp16_is_validated_on_the_engine(
