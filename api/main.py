@@ -7,7 +7,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from api.routes import datasets, health, jobs, models, passes, plugins
+from api.routes import datasets, health, jobs, models, passes, plugins, workers
 from api.services.errors import ServiceError
 
 __all__ = ["app", "create_app"]
@@ -48,7 +48,8 @@ def create_app() -> FastAPI:
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(HTTPException, _http_error)
     for router in (
-        models.router, datasets.router, jobs.router, passes.router, plugins.router, health.router
+        models.router, datasets.router, jobs.router, passes.router, plugins.router,
+        workers.router, health.router,
     ):
         app.include_router(router)
     return app

@@ -9,8 +9,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
 from api.db import job_state
-from api.db.models import Artifact, Job, JobStatus, Worker
-from api.db.types import utc_now
+from api.db.models import Artifact, Job, JobStatus
 from api.schemas.jobs import JobConfig, JobCreate
 from api.services.datasets import get_dataset
 from api.services.errors import (
@@ -22,6 +21,7 @@ from api.services.errors import (
 )
 from api.services.job_inputs import check_input_ranges, job_input_shapes, job_profiles
 from api.services.models import get_model
+from api.services.workers import online_workers
 from optimizer.backends.tensorrt.profiles import profiles_to_dict
 from optimizer.capabilities import normalize_compute_capability
 from optimizer.tensor_specs import TensorSpec
@@ -103,12 +103,7 @@ def _waiting_detail(session: Session, config: dict[str, Any]) -> str | None:
     if config["backend"] != "tensorrt":
         return None
     queue = job_queue(config)
-    now = utc_now()
-    online = session.scalars(
-        select(Worker)
-        .where(Worker.expires_at > now, Worker.stopped_at.is_(None))
-        .order_by(Worker.name)
-    ).all()
+    online = online_workers(session)
     if any(queue in worker.queues for worker in online):
         return None
     target = config.get("target_gpu")

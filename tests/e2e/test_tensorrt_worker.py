@@ -231,3 +231,14 @@ def test_ablation_times_a_tensorrt_engine_per_fusion_stage(stack: dict[str, Any]
     builds = [e["message"] for e in job["events"] if e["stage"] == "ablation"
               and "TensorRT build of ablation stage" in e["message"]]
     assert len(builds) == 5  # one engine per stage (each logs FakeTensorRT's warning)
+
+
+def test_the_gpu_worker_is_listed_online_with_its_gpu_queues(stack: dict[str, Any]) -> None:
+    deadline = time.monotonic() + 60
+    while not (workers := httpx.get(f"{stack['base_url']}/v1/workers",
+                                    params={"online": "true"}, timeout=10).json()):
+        assert time.monotonic() < deadline, "the worker never recorded itself"
+        time.sleep(0.2)
+    [worker] = workers
+    assert worker["gpu_name"] == FAKE_GPU.name and worker["compute_capability"] == "9.0"
+    assert {"gpu", "gpu.sm90"} <= set(worker["queues"]) and "cpu" not in worker["queues"]

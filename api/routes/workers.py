@@ -1,0 +1,26 @@
+"""/v1/workers: the workers recorded by their heartbeats, and what each can build on."""
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from api.deps import SessionDep
+from api.schemas.workers import WorkerRead
+from api.services import workers
+
+router = APIRouter(prefix="/v1/workers", tags=["workers"])
+
+
+@router.get("", response_model=list[WorkerRead])
+def list_workers(
+    session: SessionDep,
+    online: Annotated[bool, Query(description="only workers online now")] = False,
+) -> list[WorkerRead]:
+    """Workers with their queues, GPU, compute capability and TensorRT version; latest
+    heartbeat first. A TensorRT job waits until an online worker consumes its queue."""
+    return [WorkerRead.model_validate({**_columns(w), "online": workers.is_online(w)})
+            for w in workers.list_workers(session=session, online_only=online)]
+
+
+def _columns(worker: object) -> dict[str, object]:
+    return {name: getattr(worker, name) for name in WorkerRead.model_fields if name != "online"}
