@@ -44,7 +44,7 @@ def create_job(*, session: Session, spec: JobCreate, dispatch: Dispatch) -> Job:
         ModelNotFound, DatasetNotFound: the model or dataset named does not exist.
         InvalidJobConfig: input_shapes, profiles, input_ranges or the dataset do not fit the
             model's inputs (see api/services/job_inputs.py); target_gpu or profiles without
-            backend tensorrt.
+            backend tensorrt, ort_optimization_level with it.
         BrokerUnavailable: the job was stored but could not be sent; it is marked failed.
     """
     if spec.precision_search and spec.precision == "fp32":
@@ -56,6 +56,11 @@ def create_job(*, session: Session, spec: JobCreate, dispatch: Dispatch) -> Job:
         raise InvalidJobConfig(
             f"target_gpu: {spec.target_gpu!r} needs backend 'tensorrt'; backend "
             f"{spec.backend!r} runs on CPU workers. Drop target_gpu or set backend to 'tensorrt'."
+        )
+    if spec.backend == "tensorrt" and "ort_optimization_level" in spec.model_fields_set:
+        raise InvalidJobConfig(
+            "ort_optimization_level: applies to backend 'onnxruntime' only; a TensorRT engine "
+            "is optimized by TensorRT's builder. Drop ort_optimization_level."
         )
     if spec.precision == "bf16" and spec.backend == "onnxruntime":
         raise InvalidJobConfig(

@@ -157,3 +157,14 @@ def test_bad_target_gpu_is_422_and_nothing_is_sent(
     assert response.status_code == 422, response.text
     assert message in response.json()["detail"]
     assert broker.llen("cpu") == broker.llen("gpu") == 0
+
+
+def test_ort_optimization_level_on_a_tensorrt_job_is_422(
+    client: TestClient, model_id: str, broker: redis.Redis
+) -> None:
+    response = client.post("/v1/jobs", json={"model_id": model_id, "backend": "tensorrt",
+                                             "ort_optimization_level": "basic"})
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"].startswith(
+        "ort_optimization_level: applies to backend 'onnxruntime' only")
+    assert broker.llen("gpu") == 0
