@@ -56,6 +56,7 @@ def serve(_: argparse.Namespace) -> int:
 
 
 def worker(args: argparse.Namespace) -> int:
+    from worker.capabilities import detect_worker_capabilities
     from worker.celery_app import celery_app
 
     get_settings().data_dir.mkdir(parents=True, exist_ok=True)
@@ -68,7 +69,8 @@ def worker(args: argparse.Namespace) -> int:
         "--without-gossip",
         "--without-mingle",
     ]
-    if "gpu" in (queue.strip() for queue in args.queues.split(",")):
+    wants_gpu = "gpu" in (queue.strip() for queue in args.queues.split(","))
+    if wants_gpu and detect_worker_capabilities().can_build_tensorrt:
         # Each job in a fresh pool process: a CUDA error is sticky for the process that hit it,
         # and the GPU memory a job's engines held comes back whole.
         argv.append("--max-tasks-per-child=1")
@@ -85,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
     me = [sys.executable, "-m", "fuseforge_cli.main"]
     children = {
         "api": subprocess.Popen([*me, "serve"]),
-        "worker": subprocess.Popen([*me, "worker", "--beat", "--queues", "cpu"]),
+        # gpu too: a worker that cannot build TensorRT engines drops it, saying why
+        "worker": subprocess.Popen([*me, "worker", "--beat", "--queues", "cpu,gpu"]),
     }
     stopping = False
 
