@@ -44,6 +44,7 @@ from optimizer.passes.checks import (
     refuse_if_not_constant,
 )
 from optimizer.passes.matching import MS_DOMAIN, FormsRule, node_label
+from optimizer.passes.symbolic_dims import DimTracer, describe_dims
 
 __all__ = ["FUSE_SKIP_LAYER_NORM", "FuseSkipLayerNorm"]
 
@@ -192,8 +193,13 @@ def _refuse_unless_same_shape(input_: ir.Value, skip: ir.Value) -> MatchResult |
         unknown = input_ if input_.shape is None else skip
         return MatchResult().fail(f"the shape of '{unknown.name}' is unknown (run shape inference)")
     if input_.shape != skip.shape:
-        return MatchResult().fail(
-            f"'{input_.name}' {input_.shape} and '{skip.name}' {skip.shape} differ in shape")
+        # Inference may name one dim differently on each side; equal only if traced so.
+        tracer = DimTracer(input_.graph)
+        traced = tracer.dims(input_), tracer.dims(skip)
+        if traced[0] is None or traced[0] != traced[1]:
+            return MatchResult().fail(
+                f"'{input_.name}' {input_.shape} and '{skip.name}' {skip.shape} differ in shape "
+                f"(traced: {describe_dims(traced[0])} and {describe_dims(traced[1])})")
     if len(input_.shape) not in (2, 3):
         return MatchResult().fail(
             f"'{input_.name}' has rank {len(input_.shape)}; SkipLayerNormalization takes 2 or 3")

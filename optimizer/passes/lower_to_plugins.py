@@ -51,8 +51,10 @@ from optimizer.passes.checks import (
 from optimizer.passes.fuse_attention import (
     FuseMultiHeadAttention,
     _as_shape,
+    _merged_inputs,
     _shared_constant,
     _static_shape,
+    merged_output,
 )
 from optimizer.passes.fuse_gelu import FuseBiasGelu, FuseGeluErf, FuseGeluTanh, _split_bias
 from optimizer.passes.fuse_skip_layer_norm import FuseSkipLayerNorm, _plan, _SkipPlan
@@ -219,10 +221,16 @@ def _refuse_head_sizes(head_size: int, head_size_v: int) -> MatchResult | None:
 
 
 def _attention_bias(op: Any, graph: ir.Graph | None, mask: ir.Value | None,
-                    dtype: np.dtype) -> ir.Value:
-    """The mask as a 4-D attention_bias (leading 1s added), or a [1, 1, 1, 1] zero."""
+                    dtype: np.dtype, rank: int | None = None) -> ir.Value:
+    """The mask as a 4-D attention_bias (leading 1s added), or a [1, 1, 1, 1] zero.
+
+    `rank`: the mask's rank as the match traced it (a 4-D mask with dynamic dims is taken as
+    is); None reads its static shape.
+    """
     if mask is None:
         return _zeros(op, graph, (1, 1, 1, 1), dtype)
+    if rank == 4:
+        return mask
     shape = _static_shape(mask)
     assert shape is not None and len(shape) <= 4  # checked by the match
     return _as_shape(op, graph, mask, (1,) * (4 - len(shape)) + shape)
@@ -245,15 +253,14 @@ class PluginMultiHeadAttention(FuseMultiHeadAttention):
                 probs: ir.Value, ctx: ir.Value, merged: ir.Value, out: ir.Value) -> ir.Value:
         attention, graph = self._attention, out.graph
         assert attention is not None and probs.dtype is not None
-        query, key, value_ = (_as_shape(op, graph, split.source, split.merged_shape)
-                              for split in (attention.query, attention.key, attention.value))
-        bias = _attention_bias(op, graph, attention.mask, probs.dtype.numpy())
-        batch, seq, heads, _ = attention.query.shape
+        query, key, value_ = _merged_inputs(op, graph, attention)
+        rank = None if attention.mask_dims is None else len(attention.mask_dims)
+        bias = _attention_bias(op, graph, attention.mask, probs.dtype.numpy(), rank)
+        _, _, heads, _ = attention.query.shape
         fused = op.MultiHeadAttention(
             query, key, value_, bias, _domain=DOMAIN,
             **MULTI_HEAD_ATTENTION.node_attributes(num_heads=heads, scale=attention.scale))
-        merged_shape = (batch, seq, heads * attention.value.shape[3])
-        return _as_shape(op, graph, fused, attention.out_shape, known=merged_shape)
+        return merged_output(op, graph, attention, fused)
 
 
 # --- com.microsoft ops an ONNX Runtime-optimized model carries ------------------------------

@@ -147,11 +147,12 @@ def test_bert_fused_with_dynamic_dims_matches_the_original_at_min_opt_and_max(
     assert _input_dims(fused) == dims  # fusion keeps the profiled axes dynamic
     # Every fusion either happened or is in the report as a refusal with its reason.
     assert report.ops_after["fuseforge.BiasGelu"] == LAYERS
-    attention = report.ops_after.get("fuseforge.MultiHeadAttention", 0)
-    assert attention + len(_refused_nodes(report, "PluginMultiHeadAttention")) == LAYERS
-    layer_norms = 1 + 2 * LAYERS
-    fused_norms = report.ops_after.get("fuseforge.SkipLayerNorm", 0)
-    assert fused_norms + report.ops_after.get("LayerNormalization", 0) == layer_norms
+    # Batch and seq are traced to the inputs' "batch" and "seq": every attention fuses, and
+    # every residual Add + LayerNorm but the embeddings' (its position table broadcasts).
+    assert report.ops_after["fuseforge.MultiHeadAttention"] == LAYERS
+    assert report.ops_after["fuseforge.SkipLayerNorm"] == 2 * LAYERS
+    assert report.ops_after["LayerNormalization"] == 1
+    assert "Softmax" not in report.ops_after
     assert all(reason for stats in report.rules for reason in stats.refusals)
     lowered = lower_for_onnxruntime(fused)
     for index in range(3):
@@ -181,3 +182,50 @@ def test_resnet50_with_a_dynamic_batch_fuses_as_the_static_model_and_matches_at_
         feed = {"input": rng.standard_normal((batch, 3, 224, 224)).astype(np.float32)}
         np.testing.assert_allclose(run_model(lowered, feed)[0], run_model(original, feed)[0],
                                    atol=1e-3, rtol=1e-3)
+
+
+@pytest.mark.parametrize("form", BERT_FORMS)
+def test_bert_with_dynamic_dims_fuses_attention_for_onnxruntime_and_matches(form: str) -> None:
+    original = dynamic_bert(form)
+    model = profiled_model(original, _bert_profiles((1, 4, 8), (16, 64, 128)))
+
+    fused, report = optimize_model(model, OptimizeOptions(backend="onnxruntime"))
+
+    onnx.checker.check_model(fused, full_check=True)
+    assert report.ops_after["com.microsoft.MultiHeadAttention"] == LAYERS
+    assert "Softmax" not in report.ops_after
+    for batch, seq in ((1, 16), (4, 64), (8, 128)):
+        feeds = _bert_feeds(batch, seq)
+        np.testing.assert_allclose(run_model(fused, feeds)[0], run_model(original, feeds)[0],
+                                   atol=1e-4, rtol=1e-3)
+
+
+def _read_split_shape_from(model: onnx.ModelProto, reshape: str, tensor: str) -> None:
+    """Make the head split `reshape` read its leading dims from `tensor` instead of its input."""
+    lead = f"dyn/{reshape}/lead"
+    [node] = [n for n in model.graph.node if n.name == lead]
+    node.input[0] = tensor
+
+
+@pytest.mark.parametrize("backend", ["tensorrt", "onnxruntime"])
+def test_attention_whose_split_reads_another_tensors_shape_is_refused(backend: str) -> None:
+    model = dynamic_bert("dynamo")
+    # "other" [p, q] has dims nothing ties to batch and seq: the split is not provably a view.
+    model.graph.input.append(helper.make_tensor_value_info("other", onnx.TensorProto.FLOAT,
+                                                           ["p", "q"]))
+    _read_split_shape_from(model, "/encoder.layer.0.attention/Reshape", "other")
+    profiles = _bert_profiles((1, 4, 8), (16, 64, 128))
+    profiles["other"] = {"min": [1, 16], "opt": [4, 64], "max": [8, 128]}
+    model = profiled_model(model, profiles)
+
+    fused, report = optimize_model(model, OptimizeOptions(backend=backend))
+
+    op = {"tensorrt": "fuseforge.MultiHeadAttention",
+          "onnxruntime": "com.microsoft.MultiHeadAttention"}[backend]
+    # Layer 1 is refused too: what layer 0 computes from [p, q] no longer traces to batch/seq.
+    assert op not in report.ops_after
+    rule = {"tensorrt": "PluginMultiHeadAttention", "onnxruntime": "FuseMultiHeadAttention"}
+    reasons = [refusal.reason for stats in report.rules if stats.rule == rule[backend]
+               for refusal in stats.refusals]
+    assert any("query source" in r and "[p, q, 256]" in r for r in reasons), reasons
+
