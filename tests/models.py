@@ -94,6 +94,33 @@ def model_bytes(model: onnx.ModelProto) -> bytes:
     return model.SerializeToString()
 
 
+def token_embedding(ids_dims: list[int | str | None], mask_dims: list[int | str | None],
+                    out_dims: list[int | str | None], seed: int = 7) -> onnx.ModelProto:
+    """ids int64 and mask float32 (dims as given) -> embedding(ids) * mask, out [..., 4]: two
+    inputs that share their batch and sequence dims, for dynamic-shape tests."""
+    table = np.random.default_rng(seed).standard_normal((16, 4)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["table", "ids"], ["embedded"]),
+         helper.make_node("Unsqueeze", ["mask", "last"], ["mask3"]),
+         helper.make_node("Mul", ["embedded", "mask3"], ["out"])],
+        "tokens",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, ids_dims),
+         helper.make_tensor_value_info("mask", TensorProto.FLOAT, mask_dims)],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, out_dims)],
+        initializer=[numpy_helper.from_array(table, "table"),
+                     numpy_helper.from_array(np.array([-1], np.int64), "last")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = IR_VERSION
+    return model
+
+
+def declared_dims(value: onnx.ValueInfoProto) -> list[int | str]:
+    """A graph input's or output's declared dims: dim_param names and dim_value sizes."""
+    return [d.dim_param if d.HasField("dim_param") else d.dim_value
+            for d in value.type.tensor_type.shape.dim]
+
+
 def _model(graph: onnx.GraphProto) -> onnx.ModelProto:
     model = helper.make_model(
         graph,

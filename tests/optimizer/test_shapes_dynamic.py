@@ -5,40 +5,19 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 
 from optimizer.errors import InputShapeError
 from optimizer.shapes import fix_input_shapes_except
 from optimizer.tensor_specs import summarize_model
 from tests import models
-from tests.models import IR_VERSION
 from tests.optimizer.passes.support import run_model
 
 
 def _tokens(ids_dims: list[int | str | None], mask_dims: list[int | str | None]) -> onnx.ModelProto:
-    """ids int64 and mask float32 (batch and seq as given) -> embedding(ids) * mask, [., ., 4]."""
-    table = np.random.default_rng(7).standard_normal((16, 4)).astype(np.float32)
-    graph = helper.make_graph(
-        [
-            helper.make_node("Gather", ["table", "ids"], ["embedded"]),
-            helper.make_node("Unsqueeze", ["mask", "last"], ["mask3"]),
-            helper.make_node("Mul", ["embedded", "mask3"], ["out"]),
-        ],
-        "tokens",
-        [helper.make_tensor_value_info("ids", TensorProto.INT64, ids_dims),
-         helper.make_tensor_value_info("mask", TensorProto.FLOAT, mask_dims)],
-        [helper.make_tensor_value_info("out", TensorProto.FLOAT, [None, None, 4])],
-        initializer=[numpy_helper.from_array(table, "table"),
-                     numpy_helper.from_array(np.array([-1], np.int64), "last")],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = IR_VERSION
-    return model
+    return models.token_embedding(ids_dims, mask_dims, [None, None, 4], seed=7)
 
 
-def _dims(value: onnx.ValueInfoProto) -> list[int | str]:
-    return [d.dim_param if d.HasField("dim_param") else d.dim_value
-            for d in value.type.tensor_type.shape.dim]
+_dims = models.declared_dims
 
 
 def test_a_dynamic_batch_keeps_the_models_name_through_to_the_output_and_runs_at_any_batch():

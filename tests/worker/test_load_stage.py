@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 from optimizer.errors import InputShapeError
-from tests.models import IR_VERSION, small_cnn
+from tests.models import IR_VERSION, declared_dims, small_cnn, token_embedding
 from tests.optimizer.passes.support import run_model
 from worker.context import JobContext
 from worker.stages.load import load_model
@@ -30,26 +30,10 @@ def _context(tmp_path: Path, model: onnx.ModelProto, config: dict[str, Any]) -> 
 
 def _token_model() -> onnx.ModelProto:
     """ids int64 [batch, seq] and mask float32 [batch, seq] -> embedding(ids) * mask."""
-    table = np.random.default_rng(11).standard_normal((16, 4)).astype(np.float32)
-    graph = helper.make_graph(
-        [helper.make_node("Gather", ["table", "ids"], ["embedded"]),
-         helper.make_node("Unsqueeze", ["mask", "last"], ["mask3"]),
-         helper.make_node("Mul", ["embedded", "mask3"], ["out"])],
-        "tokens",
-        [helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "seq"]),
-         helper.make_tensor_value_info("mask", TensorProto.FLOAT, ["batch", "seq"])],
-        [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["batch", "seq", 4])],
-        initializer=[numpy_helper.from_array(table, "table"),
-                     numpy_helper.from_array(np.array([-1], np.int64), "last")],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = IR_VERSION
-    return model
+    return token_embedding(["batch", "seq"], ["batch", "seq"], ["batch", "seq", 4], seed=11)
 
 
-def _dims(value: onnx.ValueInfoProto) -> list[int | str]:
-    return [d.dim_param if d.HasField("dim_param") else d.dim_value
-            for d in value.type.tensor_type.shape.dim]
+_dims = declared_dims
 
 
 def test_a_job_without_profiles_gets_only_the_static_model(tmp_path: Path) -> None:
