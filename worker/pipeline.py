@@ -19,6 +19,7 @@ from optimizer.errors import EngineBuildError, OptimizerError
 from worker.capabilities import detect_worker_capabilities, refusal_for
 from worker.context import JobContext
 from worker.heartbeat import Heartbeat
+from worker.lost_jobs import fail_if_its_process_died
 from worker.outcome import record_failure, record_success
 from worker.stages import stages_for
 
@@ -38,7 +39,8 @@ def run_job(job_id: uuid.UUID) -> None:
     with session_scope() as session:
         job = job_state.claim(session, job_id, worker_name())
         if job is None:
-            logger.info("job %s is not queued any more; skipping this delivery", job_id)
+            if not fail_if_its_process_died(session, job_id):
+                logger.info("job %s is not queued any more; skipping this delivery", job_id)
             return
         ctx = _context_for(job, store, settings.scratch_dir)
 

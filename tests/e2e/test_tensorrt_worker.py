@@ -242,3 +242,19 @@ def test_the_gpu_worker_is_listed_online_with_its_gpu_queues(stack: dict[str, An
     [worker] = workers
     assert worker["gpu_name"] == FAKE_GPU.name and worker["compute_capability"] == "9.0"
     assert {"gpu", "gpu.sm90"} <= set(worker["queues"]) and "cpu" not in worker["queues"]
+
+
+def test_a_crash_while_running_the_engine_fails_the_job_at_once(stack: dict[str, Any]) -> None:
+    _fake(stack, crash_inference=True)
+    try:
+        started = time.monotonic()
+        job = _cnn_job(stack, seed=22)
+    finally:
+        _fake(stack)
+    assert job["status"] == "failed"
+    assert time.monotonic() - started < 120  # not left to the 15-minute stale sweep
+    assert job["error"]["code"] == "WorkerProcessDied"
+    assert "died in stage 'validate' before the job finished" in job["error"]["message"]
+    assert job["artifacts"] == []
+    assert not (stack["data_dir"] / "scratch" / job["id"]).exists()
+    assert _cnn_job(stack, seed=23)["status"] == "succeeded"  # the worker carries on

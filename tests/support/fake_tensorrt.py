@@ -21,7 +21,8 @@ it while a worker runs) with optional keys "fault": "abort" (the build process d
 SIGABRT, as a native crash would), "hang" (never returns) or "error" (TensorRT returns no
 engine), "build_seconds": extra seconds a build takes (progress keeps flowing), and
 "corrupt_batches_above": N, which makes the runner add 1 to every float output for a first
-input batch above N (a shape-dependent kernel bug).
+input batch above N (a shape-dependent kernel bug), and "crash_inference": true, which makes
+the runner's process die from SIGSEGV at its first inference (a native crash at run time).
 """
 
 from __future__ import annotations
@@ -171,8 +172,11 @@ class FakeTensorRTRunner(OnnxRuntimeRunner):
         return tuple(latencies)
 
     def infer(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        control = _control()
+        if control.get("crash_inference"):
+            os.kill(os.getpid(), signal.SIGSEGV)
         outputs = super().infer(feeds)
-        limit = _control().get("corrupt_batches_above")
+        limit = control.get("corrupt_batches_above")
         first = next(iter(feeds.values()))
         if limit is not None and first.ndim and first.shape[0] > int(limit):
             return {name: value + 1 if np.issubdtype(value.dtype, np.floating) else value
