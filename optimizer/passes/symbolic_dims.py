@@ -163,23 +163,39 @@ def reshape_dims(node: ir.Node, in_dims: Sequence[Dim], target: Sequence[Dim] | 
 
 
 class DimTracer:
-    """Keys for the dims of a graph's values (see the module docstring), computed once."""
+    """Keys for the dims of a graph's values (see the module docstring).
+
+    The graph is walked once, and only when a question needs it: a value whose inferred shape
+    is fully static, or a constant's contents, is answered from itself, so rules matching a
+    static model (every ONNX Runtime job) never pay for the walk.
+    """
 
     def __init__(self, graph: ir.Graph | None) -> None:
+        self._graph = graph
+        self._traced = graph is None
         self._dims: dict[ir.Value, tuple[Dim, ...]] = {}
         self._contents: dict[ir.Value, tuple[Dim, ...]] = {}  # of 1-D or scalar int tensors
-        if graph is not None:
-            for node in graph:
-                try:
-                    self._visit(node)
-                except (ValueError, TypeError, IndexError, ShapeProofError):
-                    continue  # not provable: its outputs fall back to their inferred names
+
+    def _trace(self) -> None:
+        if self._traced:
+            return
+        self._traced = True  # set first: _visit asks dims() and contents() of earlier values
+        assert self._graph is not None
+        for node in self._graph:
+            try:
+                self._visit(node)
+            except (ValueError, TypeError, IndexError, ShapeProofError):
+                continue  # not provable: its outputs fall back to their inferred names
 
     def dims(self, value: ir.Value | None) -> tuple[Dim, ...] | None:
         """The keys of `value`'s dims; None when its rank is unknown."""
         if value is None:
             return None
-        return self._dims.get(value) or _from_shape(value)
+        inferred = _from_shape(value)
+        if inferred is not None and all(isinstance(dim, int) for dim in inferred):
+            return inferred  # static dims are their own keys
+        self._trace()
+        return self._dims.get(value) or inferred
 
     def contents(self, value: ir.Value | None) -> tuple[Dim, ...] | None:
         """The values of a 1-D (or scalar) int64 shape tensor, as dims; None if not known.
@@ -188,13 +204,13 @@ class DimTracer:
         """
         if value is None:
             return None
-        if value in self._contents:
-            return self._contents[value]
         if value.const_value is not None and not value.is_graph_input():
             array = value.const_value.numpy()
             if array.dtype.kind == "i" and array.ndim <= 1:
                 return tuple(int(x) for x in array.reshape(-1))
-        return None
+            return None
+        self._trace()
+        return self._contents.get(value)
 
     def _visit(self, node: ir.Node) -> None:
         if node.domain not in _DOMAINS:
