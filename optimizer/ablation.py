@@ -24,7 +24,7 @@ from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner, runner_for_
 from optimizer.benchmark import BenchmarkOptions, BenchmarkResult, benchmark_interleaved
 from optimizer.optimize import OptimizeOptions, optimize_model
 from optimizer.passes import DEFAULT_PASSES
-from optimizer.plugins.base import DOMAIN
+from optimizer.plugins.lowering import imports_plugin_opset
 from optimizer.runner import Runner
 
 __all__ = [
@@ -69,7 +69,7 @@ def onnxruntime_stage_runner(path: Path) -> Iterator[Runner]:
         PluginNotFoundError, PassError: a plugin node cannot be lowered.
     """
     model = onnx.load(path)
-    if not any(opset.domain == DOMAIN for opset in model.opset_import):
+    if not imports_plugin_opset(model):
         del model  # ONNX Runtime reads the file itself
         with OnnxRuntimeRunner(path) as runner:
             yield runner

@@ -81,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with np.load(args.feeds, allow_pickle=False) as data:
         feeds = {name: data[f"arr_{i}"] for i, name in enumerate(request["feed_names"])}
     try:
-        runner_class(spec.runner or spec.backend)  # import the backend first so its libraries are not counted
+        runner_class(spec)  # import the backend first so its libraries are not counted
         baseline_kib = _current_rss_kib()
         with runner_from_spec(spec) as runner:
             for _ in range(max(1, int(request["iterations"]))):

@@ -18,16 +18,16 @@ _BACKENDS = {
 }
 
 
-def runner_class(backend: str) -> Any:
-    """The runner class for `backend` (a known name or "module:Class"), importing its module.
+def runner_class(spec: RunnerSpec) -> Any:
+    """The runner class `spec` names (its `runner`, else its backend's), importing its module.
 
     Raises:
         InternalError: the backend is unknown.
     """
-    # "package.module:Class" (RunnerSpec.runner) names a runner outside this package.
-    module_name, _, class_name = backend.partition(":")
-    if class_name:
+    if spec.runner is not None:  # "package.module:Class": a runner outside this package
+        module_name, _, class_name = spec.runner.partition(":")
         return getattr(importlib.import_module(module_name), class_name)
+    backend = spec.backend
     try:
         module_name, class_name = _BACKENDS[backend]
     except KeyError:
@@ -44,7 +44,7 @@ def runner_from_spec(spec: RunnerSpec) -> Runner:
         InternalError: the backend is unknown or the options do not fit it.
         EngineBuildError: the backend cannot load the model.
     """
-    cls = runner_class(spec.runner or spec.backend)
+    cls = runner_class(spec)
     try:
         runner: Runner = cls(spec.model_path, **spec.options)
     except TypeError as err:

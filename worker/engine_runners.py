@@ -26,5 +26,6 @@ def open_engine_runner(engine: OrtEngine | TrtEngine | None) -> AbstractContextM
         return runner_for_engine(engine.manifest_path)
     if isinstance(engine, TrtEngine):
         toolkit = load_toolkit(get_settings().tensorrt_toolkit)
-        return toolkit.runner(engine.metadata_path.parent, detect_worker_capabilities().gpu)
+        gpu = detect_worker_capabilities().gpu
+        return toolkit.open_runner(engine.metadata_path.parent, gpu=gpu)
     raise InternalError("an engine runner was asked for before build_engine ran")

@@ -5,13 +5,10 @@ fusion)."""
 
 import shutil
 
-import onnx
-
 from optimizer.backends.tensorrt import TrtEngine
 from optimizer.errors import InternalError
-from optimizer.precision import convert_precision
 from worker.context import JobContext
-from worker.tensorrt_build import build_job_engine
+from worker.tensorrt_build import build_job_engine, model_at_job_precision
 
 __all__ = ["build_reference_engine"]
 
@@ -22,11 +19,7 @@ def build_reference_engine(ctx: JobContext, progress_span: tuple[float, float]) 
     source = ctx.profiled_model_path or ctx.static_model_path
     if source is None:
         raise InternalError("the reference engine was asked for before load")
-    precision = ctx.config["precision"]
-    if precision != "fp32":
-        converted, _ = convert_precision(onnx.load(source), precision)
-        source = ctx.scratch_dir / f"reference.{precision}.onnx"
-        onnx.save(converted, source)
+    source = model_at_job_precision(ctx, source)
     out_dir = ctx.scratch_dir / "reference-engine"
     shutil.rmtree(out_dir, ignore_errors=True)
     engine = build_job_engine(ctx, source, out_dir, label="TensorRT build of the unfused model",

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
-import uuid
 from pathlib import Path
 from typing import Any
+
+import onnx
 
 from api.db import job_state
 from api.db.session import session_scope
@@ -25,6 +26,7 @@ from api.storage import LocalArtifactStore
 from optimizer.backends.tensorrt import TimingCacheKey, TrtBuildOptions, TrtEngine
 from optimizer.capabilities import GpuInfo
 from optimizer.errors import EngineBuildError
+from optimizer.precision import convert_precision
 from worker.build_events import BuildEventRelay, BuildEventWriter, job_reporter
 from worker.capabilities import detect_worker_capabilities, refusal_for
 from worker.context import JobContext
@@ -32,7 +34,7 @@ from worker.isolation import ChildLimits, one_at_a_time, run_isolated
 from worker.tensorrt_toolkit import load_toolkit
 from worker.timing_caches import load_stored_cache, save_cache
 
-__all__ = ["build_job_engine", "build_log_path", "gpu_lock"]
+__all__ = ["build_job_engine", "build_log_path", "gpu_lock", "model_at_job_precision"]
 
 _GIB = 2**30
 
@@ -60,13 +62,9 @@ def build_job_engine(
         InputShapeError, InvalidModelError: the model or its profiles are unusable.
     """
     settings = get_settings()
-    capabilities = detect_worker_capabilities()
-    why = refusal_for(ctx.config, capabilities)
-    if why is not None or capabilities.gpu is None or capabilities.tensorrt_version is None:
-        raise EngineBuildError(why or "this worker cannot build TensorRT engines")
-    gpu = capabilities.gpu
+    gpu, tensorrt_version = _this_gpu(ctx)
     store = LocalArtifactStore(settings.artifacts_dir)
-    cache_key = TimingCacheKey.for_gpu(gpu, capabilities.tensorrt_version)
+    cache_key = TimingCacheKey.for_gpu(gpu, tensorrt_version)
     options = TrtBuildOptions(
         precision=ctx.config["precision"],
         workspace_bytes=int(settings.jobs.trt_workspace_gib * _GIB),
@@ -78,7 +76,7 @@ def build_job_engine(
     events_path.unlink(missing_ok=True)  # a fallback rebuild starts a fresh stream
     log_path = build_log_path(out_dir)
     log_path.unlink(missing_ok=True)
-    with gpu_lock(gpu, ctx.job_id, stage):
+    with gpu_lock(ctx, stage):
         timing_cache = load_stored_cache(store, cache_key)  # read under the lock: the freshest
         with BuildEventRelay(events_path, log_path, report=job_reporter(ctx.job_id, stage),
                              label=label, progress_span=progress_span) as relay:
@@ -120,16 +118,42 @@ def build_in_child(
         writer.close()
 
 
-def gpu_lock(gpu: GpuInfo, job_id: uuid.UUID, stage: str) -> AbstractContextManager[None]:
-    """Hold `gpu` exclusively (blocking until free): for a build, or for timing an engine, which
-    another job's build on the same GPU would slow down. Not re-entrant: take it once. While it
-    waits, the job's events say so."""
+def gpu_lock(ctx: JobContext, stage: str) -> AbstractContextManager[None]:
+    """Hold this worker's GPU exclusively (blocking until free) for job `ctx`: for a build, or
+    for timing an engine, which another job's build on the same GPU would slow down. Not
+    re-entrant: take it once. While it waits, the job's events (in `stage`) say so."""
+    gpu, _ = _this_gpu(ctx)
 
     def tell_the_job() -> None:
         with session_scope() as session:
-            job_state.record_event(session, job_id, f"waiting for GPU {gpu.name}: another job's "
-                                   "TensorRT build or timing is using it", stage=stage)
+            job_state.record_event(session, ctx.job_id, f"waiting for GPU {gpu.name}: another "
+                                   "job's TensorRT build or timing is using it", stage=stage)
 
     # The UUID names the physical GPU whatever CUDA_VISIBLE_DEVICES renumbers it to.
     name = gpu.uuid or str(gpu.index)
     return one_at_a_time(get_settings().locks_dir / f"gpu-{name}.lock", on_wait=tell_the_job)
+
+
+def model_at_job_precision(ctx: JobContext, model_path: Path) -> Path:
+    """`model_path` itself for an fp32 job; else its conversion to the job's precision, saved
+    next to it (TensorRT builds strongly typed: the graph must carry the precision)."""
+    precision = ctx.config["precision"]
+    if precision == "fp32":
+        return model_path
+    converted, _ = convert_precision(onnx.load(model_path), precision)
+    target = model_path.with_name(f"{model_path.stem}.{precision}.onnx")
+    onnx.save(converted, target)
+    return target
+
+
+def _this_gpu(ctx: JobContext) -> tuple[GpuInfo, str]:
+    """This worker's GPU and TensorRT version.
+
+    Raises:
+        EngineBuildError: this worker cannot build TensorRT engines (it says what it has).
+    """
+    capabilities = detect_worker_capabilities()
+    why = refusal_for(ctx.config, capabilities)
+    if why is not None or capabilities.gpu is None or capabilities.tensorrt_version is None:
+        raise EngineBuildError(why or "this worker cannot build TensorRT engines")
+    return capabilities.gpu, capabilities.tensorrt_version

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -64,14 +63,9 @@ class TensorRTToolkit:
     name: str
     detect_capabilities: Callable[[], HostCapabilities]
     build_engine: EngineBuilder
-    open_runner: _RunnerOpener  # a Runner that is also a context manager (ClosesOnExit)
-
-    def runner(self, engine_dir: Path, gpu: GpuIdentity | None) -> AbstractContextManager[Runner]:
-        """The engine in `engine_dir` (engine file + metadata.json), loaded for inference."""
-        runner = self.open_runner(engine_dir, gpu=gpu)
-        if not isinstance(runner, AbstractContextManager):
-            raise InternalError(f"toolkit {self.name!r} returned a runner that cannot be closed")
-        return runner
+    # the engine in a folder (engine file + metadata.json), loaded for inference after its
+    # metadata is checked against `gpu`; use it in a `with` block
+    open_runner: _RunnerOpener
 
 
 TENSORRT = TensorRTToolkit(

@@ -25,7 +25,12 @@ from optimizer.errors import InternalError
 from optimizer.plugins.base import DOMAIN
 from optimizer.plugins.registry import plugin_for_op
 
-__all__ = ["has_plugin_nodes", "lower_for_onnxruntime", "runnable_in_onnxruntime"]
+__all__ = [
+    "has_plugin_nodes",
+    "imports_plugin_opset",
+    "lower_for_onnxruntime",
+    "runnable_in_onnxruntime",
+]
 
 _ONNX_DOMAINS = ("", "ai.onnx")
 
@@ -58,17 +63,20 @@ def has_plugin_nodes(model: ir.Model) -> bool:
     return any(node.domain == DOMAIN for node in ir.traversal.RecursiveGraphIterator(model.graph))
 
 
+def imports_plugin_opset(model: onnx.ModelProto) -> bool:
+    """Whether `model` imports the fuseforge opset: a cheap test for plugin nodes (a fuseforge
+    node without its import is an invalid model, which ONNX Runtime rejects either way)."""
+    return any(opset.domain == DOMAIN for opset in model.opset_import)
+
+
 def runnable_in_onnxruntime(model: onnx.ModelProto) -> onnx.ModelProto:
     """`model` itself when it imports no fuseforge opset, else a lowered copy.
-
-    The check reads only the opset imports (a fuseforge node without its import is an invalid
-    model, which ONNX Runtime rejects either way), so a plain model costs nothing.
 
     Raises:
         PluginNotFoundError: a fuseforge node has an op no plugin implements.
         PassError: a node cannot be lowered (e.g. its input type is unknown).
     """
-    if not any(opset.domain == DOMAIN for opset in model.opset_import):
+    if not imports_plugin_opset(model):
         return model
     lowered: onnx.ModelProto = ir.to_proto(lower_for_onnxruntime(ir.from_proto(model)))
     return lowered

@@ -13,15 +13,14 @@ emulated graph then runs with the plugins lowered to standard ops (`runner_for_m
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 import onnx
 
-from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner, runner_for_model
+from optimizer.backends.onnxruntime.runner import runner_for_model
 from optimizer.precision.convert import Precision
 from optimizer.precision.emulate import emulate_precision
 from optimizer.runner import Runner
@@ -104,12 +103,9 @@ def run_outputs(model: onnx.ModelProto, feeds: Sequence[Mapping[str, np.ndarray]
         return _infer_all(runner, feeds)
 
 
-@contextmanager
-def model_runner(model: onnx.ModelProto) -> Iterator[OnnxRuntimeRunner]:
-    """An `OnnxRuntimeRunner` for an in-memory model, graph optimizations off (see
-    `runner_for_model`: plugin nodes lowered, a temporary file; < 2 GiB)."""
-    with runner_for_model(model, optimization_level="disabled") as runner:
-        yield runner
+# An OnnxRuntimeRunner for an in-memory model, graph optimizations off (its default), plugin
+# nodes lowered, from a temporary file (< 2 GiB).
+model_runner = runner_for_model
 
 
 def _infer_all(runner: Runner, feeds: Sequence[Mapping[str, np.ndarray]]) -> Outputs:

@@ -18,7 +18,7 @@ from optimizer.errors import EngineBuildError
 from optimizer.inputs import random_feeds
 from optimizer.optimize import OptimizeOptions, optimize_model
 from optimizer.precision import convert_precision
-from optimizer.runner import DeviceTimedRunner
+from optimizer.runner import DeviceTimedRunner, Runner
 from optimizer.shapes import fix_input_shapes
 from optimizer.tensor_specs import numpy_dtype, summarize_model
 from tests.models import small_cnn
@@ -61,6 +61,10 @@ def _build(toolkit: TensorRTToolkit, model_path: Path, out_dir: Path, *, precisi
     return toolkit.build_engine(model_path, out_dir, options=TrtBuildOptions(precision=precision),  # type: ignore[arg-type]
                                 profiles=profiles, timing_cache=cache, on_progress=on_progress,
                                 on_log=on_log, gpu=gpu)
+
+
+def _open(toolkit: TensorRTToolkit, engine: TrtEngine) -> Runner:
+    return toolkit.open_runner(engine.metadata_path.parent, gpu=toolkit.detect_capabilities().gpu)
 
 
 def _outputs(runner_path: Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -116,7 +120,7 @@ def test_runner_reproduces_the_model_in_fp32(toolkit: TensorRTToolkit, tmp_path:
     engine = _build(toolkit, model_path, tmp_path / "engine")
     feeds = random_feeds(summarize_model(onnx.load(model_path)).inputs, count=1, seed=1)[0]
     gpu = toolkit.detect_capabilities().gpu
-    with toolkit.runner(engine.metadata_path.parent, gpu) as runner:
+    with toolkit.open_runner(engine.metadata_path.parent, gpu=gpu) as runner:
         outputs = runner.infer(feeds)
         assert runner.output_names == ("logits",)
         assert runner.spec().backend  # recreatable in another process
@@ -133,7 +137,7 @@ def test_runner_refuses_an_engine_built_for_another_compute_capability(
     engine = _build(toolkit, _static_cnn(tmp_path), tmp_path / "engine")
     other = GpuInfo(index=0, name="NVIDIA A100", compute_capability="8.0", memory_total_mib=None)
     with pytest.raises(EngineBuildError, match="compute capability"):
-        toolkit.runner(engine.metadata_path.parent, other)
+        toolkit.open_runner(engine.metadata_path.parent, gpu=other)
 
 
 def test_build_refuses_a_model_that_does_not_carry_the_precision(toolkit: TensorRTToolkit,
@@ -149,7 +153,7 @@ def test_fp16_engine_stays_close_to_the_fp32_model(toolkit: TensorRTToolkit,
     engine = _build(toolkit, _save(converted, tmp_path / "cnn.fp16.onnx"), tmp_path / "engine",
                     precision="fp16")
     feeds = random_feeds(summarize_model(onnx.load(model_path)).inputs, count=1, seed=2)[0]
-    with toolkit.runner(engine.metadata_path.parent, toolkit.detect_capabilities().gpu) as runner:
+    with _open(toolkit, engine) as runner:
         half_feeds = {spec.name: feeds[spec.name].astype(numpy_dtype(spec.dtype))
                       for spec in runner.inputs}
         outputs = runner.infer(half_feeds)["logits"].astype(np.float32)
@@ -168,7 +172,7 @@ def test_plugin_nodes_build_and_are_recorded(toolkit: TensorRTToolkit, tmp_path:
     inputs = summarize_model(original).inputs
     feeds = random_feeds(inputs, count=1, seed=4, ranges={"input_ids": (0, 1000),
                                                           "attention_mask": (-1.0, 0.0)})[0]
-    with toolkit.runner(engine.metadata_path.parent, toolkit.detect_capabilities().gpu) as runner:
+    with _open(toolkit, engine) as runner:
         outputs = runner.infer(feeds)["last_hidden_state"]
     original_path = _save(original, tmp_path / "bert.onnx")
     np.testing.assert_allclose(outputs, _outputs(original_path, feeds)["last_hidden_state"],
@@ -181,7 +185,7 @@ def test_profiles_are_recorded_and_the_engine_runs_across_them(toolkit: TensorRT
     profile = {"min": [1, 3, 32, 32], "opt": [4, 3, 32, 32], "max": [8, 3, 32, 32]}
     engine = _build(toolkit, model_path, tmp_path / "engine", profiles={"input": profile})
     assert engine.metadata.profiles[0]["input"].to_dict() == profile
-    with toolkit.runner(engine.metadata_path.parent, toolkit.detect_capabilities().gpu) as runner:
+    with _open(toolkit, engine) as runner:
         for batch in (1, 8):
             feeds = {"input": np.random.default_rng(batch).normal(
                 size=(batch, 3, 32, 32)).astype(np.float32)}

@@ -12,12 +12,11 @@ import onnx
 
 from optimizer.ablation import RunnerFor, onnxruntime_stage_runner, run_ablation
 from optimizer.errors import InternalError
-from optimizer.precision import convert_precision
 from optimizer.runner import Runner
 from worker.context import JobContext
 from worker.engine_runners import open_engine_runner
 from worker.stages.benchmark import batch_size_of, benchmark_setup
-from worker.tensorrt_build import build_job_engine
+from worker.tensorrt_build import build_job_engine, model_at_job_precision
 
 __all__ = ["benchmark_ablation"]
 
@@ -47,11 +46,7 @@ def benchmark_ablation(ctx: JobContext) -> None:
 
 def _stage_engine_runner(ctx: JobContext, stage_model: Path) -> AbstractContextManager[Runner]:
     """Build and load the TensorRT engine of one ablation stage's model."""
-    precision = ctx.config["precision"]
-    if precision != "fp32":
-        converted, _ = convert_precision(onnx.load(stage_model), precision)
-        stage_model = stage_model.with_name(f"{stage_model.stem}.{precision}.onnx")
-        onnx.save(converted, stage_model)
+    stage_model = model_at_job_precision(ctx, stage_model)
     engine = build_job_engine(
         ctx, stage_model, stage_model.with_suffix(".engine"),
         label=f"TensorRT build of ablation stage {stage_model.stem}", stage="ablation",

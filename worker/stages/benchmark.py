@@ -4,8 +4,6 @@ onnxruntime: the original model with ONNX Runtime's optimizations off against th
 tensorrt: TensorRT's engine of the unfused model against the engine, on this worker's GPU.
 """
 
-from contextlib import AbstractContextManager
-
 import numpy as np
 
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
@@ -15,7 +13,6 @@ from optimizer.inputs import random_feeds
 from optimizer.runner import Runner
 from worker.context import JobContext
 from worker.engine_runners import open_engine_runner
-from worker.capabilities import detect_worker_capabilities
 from worker.reference_engine import build_reference_engine
 from worker.tensorrt_build import gpu_lock
 
@@ -49,7 +46,7 @@ def benchmark_variants(ctx: JobContext) -> None:
     options, feeds = benchmark_setup(ctx)
     if ctx.config["backend"] == "tensorrt":
         reference = build_reference_engine(ctx, _REFERENCE_BUILD_PROGRESS)
-        with _timing_lock(ctx), open_engine_runner(reference) as original:
+        with gpu_lock(ctx, "benchmark"), open_engine_runner(reference) as original:
             _time(ctx, original, options, feeds)
         return
     with OnnxRuntimeRunner(ctx.model_path, optimization_level="disabled") as original:
@@ -66,11 +63,3 @@ def _time(ctx: JobContext, original: Runner, options: BenchmarkOptions,
             reference="original",
             batch_size=batch_size_of(ctx),
         )
-
-
-def _timing_lock(ctx: JobContext) -> AbstractContextManager[None]:
-    """No other build or timing on this GPU while ours runs (their kernels would share it)."""
-    gpu = detect_worker_capabilities().gpu
-    if gpu is None:
-        raise InternalError(f"job {ctx.job_id} reached the GPU benchmark on a worker without one")
-    return gpu_lock(gpu, ctx.job_id, "benchmark")

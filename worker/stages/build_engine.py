@@ -7,6 +7,7 @@ as artifacts, and the report's summary kept for the job next to the fusion repor
 """
 
 import shutil
+from pathlib import Path
 
 from optimizer.backends.onnxruntime.build import OrtBuildOptions, build_ort_engine
 from optimizer.backends.tensorrt import ENGINE_FILE, METADATA_FILE, REPORT_FILE
@@ -25,7 +26,7 @@ def build_engine(ctx: JobContext) -> None:
     engine_dir = ctx.scratch_dir / "engine"
     shutil.rmtree(engine_dir, ignore_errors=True)  # a fallback rebuild replaces the engine
     if ctx.config["backend"] == "tensorrt":
-        _build_tensorrt(ctx)
+        _build_tensorrt(ctx, ctx.engine_source_path, engine_dir)
         return
     level = ctx.ort_level_override or ctx.config["ort_optimization_level"]
     options = OrtBuildOptions(optimization_level=level)  # type: ignore[arg-type]
@@ -37,10 +38,8 @@ def build_engine(ctx: JobContext) -> None:
     ctx.add_artifact("manifest.json", "manifest", ctx.engine.manifest_path)
 
 
-def _build_tensorrt(ctx: JobContext) -> None:
-    assert ctx.engine_source_path is not None
-    engine_dir = ctx.scratch_dir / "engine"
-    engine = build_job_engine(ctx, ctx.engine_source_path, engine_dir, label="TensorRT build",
+def _build_tensorrt(ctx: JobContext, source: Path, engine_dir: Path) -> None:
+    engine = build_job_engine(ctx, source, engine_dir, label="TensorRT build",
                               stage="build_engine", progress_span=_STAGE_PROGRESS)
     ctx.engine = engine
     ctx.engine_report = {"metadata": engine.metadata.to_dict(), "layers": engine.report}
