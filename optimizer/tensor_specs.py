@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-__all__ = ["Dim", "ModelSummary", "TensorSpec", "dtype_name", "numpy_dtype", "summarize_model"]
+__all__ = [
+    "Dim",
+    "ModelSummary",
+    "SharedDimConflict",
+    "TensorSpec",
+    "dtype_name",
+    "numpy_dtype",
+    "shared_dim_conflict",
+    "summarize_model",
+]
 
 Dim = int | str | None  # fixed size, symbolic name, or unknown
 
@@ -123,4 +133,39 @@ def _dim(dim: onnx.TensorShapeProto.Dimension) -> Dim:
         return int(dim.dim_value)
     if dim.HasField("dim_param") and dim.dim_param:
         return dim.dim_param
+    return None
+
+
+V = TypeVar("V")
+
+
+@dataclass(frozen=True)
+class SharedDimConflict(Generic[V]):
+    """Symbolic dim `dim` takes `first_value` in input `first_input`, `value` in `input`."""
+
+    dim: str
+    first_input: str
+    first_value: V
+    input: str
+    value: V
+
+
+def shared_dim_conflict(
+    inputs: Sequence[TensorSpec], value_of: Callable[[TensorSpec, int], V],
+) -> SharedDimConflict[V] | None:
+    """The first symbolic dim two inputs give different values, or None.
+
+    ONNX gives one dim_param name one size in a model (e.g. "batch" of input_ids and
+    attention_mask), so whatever a job sets for it (a size, a profile's range) must agree in
+    every input. `value_of(spec, axis)` is what is set for axis `axis` of input `spec`.
+    """
+    seen: dict[str, tuple[str, V]] = {}
+    for spec in inputs:
+        for axis, dim in enumerate(spec.shape):
+            if not isinstance(dim, str):
+                continue
+            value = value_of(spec, axis)
+            first_input, first_value = seen.setdefault(dim, (spec.name, value))
+            if first_value != value:
+                return SharedDimConflict(dim, first_input, first_value, spec.name, value)
     return None

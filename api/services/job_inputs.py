@@ -23,7 +23,7 @@ from api.services.errors import InvalidJobConfig
 from optimizer.backends.tensorrt.profiles import OptimizationProfileSpec, resolve_profiles
 from optimizer.errors import InputShapeError
 from optimizer.shapes import resolve_input_shapes
-from optimizer.tensor_specs import Dim, TensorSpec, numpy_dtype
+from optimizer.tensor_specs import Dim, TensorSpec, numpy_dtype, shared_dim_conflict
 
 __all__ = ["check_input_ranges", "job_input_shapes", "job_profiles"]
 
@@ -208,27 +208,25 @@ def _check_within_profile(
 def _check_shared_dims_profiled(
     inputs: Sequence[TensorSpec], shapes: Shapes, profiles: Mapping[str, OptimizationProfileSpec]
 ) -> None:
-    # A symbolic dim shared by several inputs (e.g. "batch" of input_ids and attention_mask) is
-    # one size at run time, so every input that has it needs the same range; an input without
-    # a profile is fixed at its shape.
+    # Every input that has a shared dim needs the same range on it; an input without a
+    # profile is fixed at its shape.
     if not profiles:
         return
-    seen: dict[str, tuple[str, tuple[int, int, int]]] = {}
-    for spec in inputs:
+
+    def span(spec: TensorSpec, axis: int) -> tuple[int, int, int]:
         profile = profiles.get(spec.name) or OptimizationProfileSpec.static(shapes[spec.name])
-        for axis, dim in enumerate(spec.shape):
-            if not isinstance(dim, str):
-                continue
-            span = (profile.min[axis], profile.opt[axis], profile.max[axis])
-            first, first_span = seen.setdefault(dim, (spec.name, span))
-            if first_span == span:
-                continue
-            field = spec.name if spec.name in profiles else first
-            raise InvalidJobConfig(
-                f"profiles.{field}: dim {dim!r} {_span(first, first_span, profiles)} in input "
-                f"{first!r} but {_span(spec.name, span, profiles)} in input {spec.name!r}; the "
-                "model needs one size for it in every input, so give every input that has it "
-                "the same min, opt and max on that axis.")
+        return profile.min[axis], profile.opt[axis], profile.max[axis]
+
+    conflict = shared_dim_conflict(inputs, span)
+    if conflict is None:
+        return
+    first, name = conflict.first_input, conflict.input
+    field = name if name in profiles else first
+    raise InvalidJobConfig(
+        f"profiles.{field}: dim {conflict.dim!r} {_span(first, conflict.first_value, profiles)} "
+        f"in input {first!r} but {_span(name, conflict.value, profiles)} in input {name!r}; the "
+        "model needs one size for it in every input, so give every input that has it the same "
+        "min, opt and max on that axis.")
 
 
 def _span(name: str, span: tuple[int, int, int], profiles: Mapping[str, object]) -> str:
@@ -246,18 +244,12 @@ def _accepts(declared: tuple[Dim, ...], sample: tuple[int, ...]) -> bool:
 
 
 def _check_shared_dims(inputs: Sequence[TensorSpec], shapes: Shapes, where: str) -> None:
-    # A symbolic dim shared by several inputs (e.g. "seq" of input_ids and attention_mask)
-    # must take one size, or the model fails at run time.
-    seen: dict[str, tuple[str, int]] = {}
-    for spec in inputs:
-        for dim, size in zip(spec.shape, shapes[spec.name], strict=True):
-            if not isinstance(dim, str):
-                continue
-            first = seen.setdefault(dim, (spec.name, size))
-            if first[1] != size:
-                raise InvalidJobConfig(
-                    f"{where}: dim {dim!r} is {first[1]} in input {first[0]!r} but {size} in "
-                    f"input {spec.name!r}; the model needs one size for it in every input")
+    conflict = shared_dim_conflict(inputs, lambda spec, axis: shapes[spec.name][axis])
+    if conflict is not None:
+        raise InvalidJobConfig(
+            f"{where}: dim {conflict.dim!r} is {conflict.first_value} in input "
+            f"{conflict.first_input!r} but {conflict.value} in input {conflict.input!r}; the "
+            "model needs one size for it in every input")
 
 
 def _show(shape: Sequence[Dim]) -> str:

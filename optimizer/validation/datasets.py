@@ -21,7 +21,7 @@ from typing import IO
 import numpy as np
 
 from optimizer.errors import OptimizerError
-from optimizer.tensor_specs import Dim, TensorSpec, numpy_dtype
+from optimizer.tensor_specs import Dim, TensorSpec, numpy_dtype, shared_dim_conflict
 
 __all__ = ["LABELS", "Dataset", "DatasetError", "load_dataset"]
 
@@ -163,17 +163,12 @@ def _check_input(spec: TensorSpec, array: np.ndarray) -> None:
 
 
 def _check_shared_dims(inputs: Sequence[TensorSpec], arrays: Mapping[str, np.ndarray]) -> None:
-    seen: dict[str, tuple[str, int]] = {}
-    for spec in inputs:
-        for declared, size in zip(spec.shape, arrays[spec.name].shape[1:], strict=True):
-            if not isinstance(declared, str):
-                continue
-            first = seen.setdefault(declared, (spec.name, size))
-            if first[1] != size:
-                raise DatasetError(
-                    f"Inputs {first[0]!r} and {spec.name!r} share the dynamic dim "
-                    f"{declared!r}, but the dataset gives it {first[1]} and {size}; make "
-                    "them equal.")
+    conflict = shared_dim_conflict(inputs, lambda spec, axis: arrays[spec.name].shape[1 + axis])
+    if conflict is not None:
+        raise DatasetError(
+            f"Inputs {conflict.first_input!r} and {conflict.input!r} share the dynamic dim "
+            f"{conflict.dim!r}, but the dataset gives it {conflict.first_value} and "
+            f"{conflict.value}; make them equal.")
 
 
 def _fits(declared: Dim, size: int) -> bool:
