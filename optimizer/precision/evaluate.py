@@ -21,6 +21,7 @@ import numpy as np
 import onnx
 
 from optimizer.backends.onnxruntime.runner import runner_for_model
+from optimizer.errors import InternalError
 from optimizer.precision.convert import Precision
 from optimizer.precision.emulate import emulate_precision
 from optimizer.runner import Runner
@@ -64,7 +65,7 @@ class PrecisionEvaluation:
 
 def evaluate_precision(
     original: onnx.ModelProto,
-    converted: onnx.ModelProto,
+    converted: onnx.ModelProto | None,
     feeds: Sequence[Mapping[str, np.ndarray]],
     *,
     precision: Precision,
@@ -74,9 +75,9 @@ def evaluate_precision(
 ) -> PrecisionEvaluation:
     """Compare `converted` with `original` on `feeds` (the original's input types).
 
-    `candidate`, when given, is a runner already holding `converted` on a real backend; feeds
-    are cast to its input types and its outputs to the reference's. Without one the CPU
-    emulation runs. `reference` takes the original's outputs on `feeds` when the caller already
+    `candidate`, when given, is a runner already holding `converted` on a real backend (then
+    `converted` may be None: it is not read); feeds are cast to its input types and its outputs
+    to the reference's. Without one the CPU emulation of `converted` runs. `reference` takes the original's outputs on `feeds` when the caller already
     has them (a precision search evaluates many variants against one reference).
 
     Raises:
@@ -85,6 +86,8 @@ def evaluate_precision(
     if reference is None:
         reference = run_outputs(original, feeds)
     if candidate is None:
+        if converted is None:
+            raise InternalError("evaluate_precision needs the converted model or a candidate")
         outputs = run_outputs(emulate_precision(converted), feeds)
         method: Literal["emulated", "backend"] = "emulated"
         backend = EMULATED

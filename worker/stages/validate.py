@@ -104,8 +104,9 @@ def _validate_precision(
     if ctx.static_model_path is None or ctx.engine_source_path is None:
         raise InternalError("validate ran before optimize")
     with _backend_runner(ctx) as candidate:
+        emulated = onnx.load(ctx.engine_source_path) if candidate is None else None
         evaluation = evaluate_precision(
-            onnx.load(ctx.static_model_path), onnx.load(ctx.engine_source_path), feeds,
+            onnx.load(ctx.static_model_path), emulated, feeds,
             precision=ctx.config["precision"], tolerances=tolerances, candidate=candidate,
         )
     ctx.validation = evaluation.validation
