@@ -1,1 +1,1 @@
-"""FuseForge REST API (FastAPI). `api.db` and `api.settings` import no FastAPI so the worker can use them."""
+"""FuseForge REST API (FastAPI): HTTP only. Routes parse and call services; state lives in `core`."""

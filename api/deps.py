@@ -1,25 +1,25 @@
-"""FastAPI dependencies: settings, a database session, the artifact store and job dispatch."""
+"""FastAPI dependencies: settings, a database session, the artifact store, the upload body and
+the job dispatcher (which also answers for the broker's health)."""
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Annotated
 
 from fastapi import Depends, Query, Request
 from sqlalchemy.orm import Session
 
-from api.db.models import Job
-from api.db.session import get_sessionmaker
+from api.dispatch import JobDispatcher, dispatcher_for
 from api.services.uploads import ReceivedFile, receive_upload
-from api.settings import Settings, get_settings
-from api.storage import ArtifactStore, LocalArtifactStore
-from worker.celery_app import RUN_JOB_TASK, celery_app, job_queue
+from core.db.session import get_sessionmaker
+from core.settings import Settings, get_settings
+from core.storage import ArtifactStore, artifact_store
 
 __all__ = [
-    "DispatchDep",
+    "DispatcherDep",
     "ReceivedUploadDep",
     "SessionDep",
     "SettingsDep",
     "StoreDep",
-    "get_dispatch",
+    "get_dispatcher",
     "get_session",
     "get_store",
 ]
@@ -57,27 +57,15 @@ ReceivedUploadDep = Annotated[ReceivedFile, Depends(get_received_upload)]
 
 
 def get_store(settings: SettingsDep) -> ArtifactStore:
-    return LocalArtifactStore(settings.artifacts_dir)
+    return artifact_store(settings)
 
 
 StoreDep = Annotated[ArtifactStore, Depends(get_store)]
 
 
-def send_run_job(job: Job) -> None:
-    """Send the job id (and nothing else: the database holds the job) to its queue: the backend's,
-    or a GPU's own queue when the job names a `target_gpu`."""
-    queue = job_queue(job.config)
-    celery_app.send_task(
-        RUN_JOB_TASK,
-        args=[str(job.id)],
-        queue=queue,
-        retry=True,
-        retry_policy={"max_retries": 3, "interval_start": 0, "interval_step": 0.5},
-    )
+def get_dispatcher(settings: SettingsDep) -> JobDispatcher:
+    """Sends jobs to the configured broker; tests override it to point at another broker."""
+    return dispatcher_for(settings.resolved_broker_url)
 
 
-def get_dispatch() -> Callable[[Job], None]:
-    return send_run_job
-
-
-DispatchDep = Annotated[Callable[[Job], None], Depends(get_dispatch)]
+DispatcherDep = Annotated[JobDispatcher, Depends(get_dispatcher)]

@@ -1,6 +1,8 @@
 """The FastAPI application: routers and the one place errors become JSON."""
 
 import logging
+from collections.abc import Mapping
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -9,6 +11,7 @@ from starlette.exceptions import HTTPException
 
 from api.routes import datasets, health, jobs, models, passes, plugins, workers
 from api.services.errors import ServiceError
+from core.job_config import JOB_CONFIG_ERROR
 
 __all__ = ["app", "create_app"]
 
@@ -26,9 +29,15 @@ async def _service_error(_: Request, err: Exception) -> JSONResponse:
     return JSONResponse({"error": type(err).__name__, "detail": str(err)}, err.status_code)
 
 
+def _problem(error: Mapping[str, Any]) -> str:
+    if error["type"] == JOB_CONFIG_ERROR:  # a rule between fields: its message names the field
+        return str(error["msg"])
+    return f"{_field_path(tuple(error['loc']))}: {error['msg']}"
+
+
 async def _validation_error(_: Request, err: Exception) -> JSONResponse:
     assert isinstance(err, RequestValidationError)
-    problems = [f"{_field_path(tuple(e['loc']))}: {e['msg']}" for e in err.errors()]
+    problems = [_problem(e) for e in err.errors()]
     return JSONResponse({"error": "ValidationError", "detail": "; ".join(problems)}, 422)
 
 

@@ -26,7 +26,7 @@ from optimizer.precision import convert_precision
 from optimizer.shapes import fix_input_shapes, resolve_input_shapes
 from optimizer.tensor_specs import summarize_model
 from tests.real_models import bert_encoder, resnet50
-from worker.tensorrt_toolkit import TensorRTToolkit, load_toolkit
+from worker.gpu.tensorrt_toolkit import TensorRTToolkit, load_toolkit
 
 MODELS: dict[str, Callable[[int], onnx.ModelProto]] = {
     "resnet50": lambda seed: resnet50(batch=8, seed=seed),

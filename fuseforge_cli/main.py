@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from api.settings import get_settings
+from core.settings import get_settings
 from fuseforge_cli.optimize_command import add_optimize_parser
 from fuseforge_cli.validate_command import add_validate_parser
 
@@ -56,8 +56,8 @@ def serve(_: argparse.Namespace) -> int:
 
 
 def worker(args: argparse.Namespace) -> int:
-    from worker.capabilities import detect_worker_capabilities
     from worker.celery_app import celery_app
+    from worker.runtime import current_runtime
 
     get_settings().data_dir.mkdir(parents=True, exist_ok=True)
     argv = [
@@ -70,7 +70,7 @@ def worker(args: argparse.Namespace) -> int:
         "--without-mingle",
     ]
     wants_gpu = "gpu" in (queue.strip() for queue in args.queues.split(","))
-    if wants_gpu and detect_worker_capabilities().can_build_tensorrt:
+    if wants_gpu and current_runtime().capabilities.can_build_tensorrt:
         # Each job in a fresh pool process: a CUDA error is sticky for the process that hit it,
         # and the GPU memory a job's engines held comes back whole.
         argv.append("--max-tasks-per-child=1")

@@ -3,9 +3,9 @@
 from alembic import context
 from sqlalchemy import Connection
 
-from api.db.models import Base
-from api.db.session import make_engine
-from api.settings import get_settings
+from core.db.models import Base
+from core.db.session import make_engine
+from core.settings import get_settings
 
 
 def _configure_and_run(connection: Connection) -> None:

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session  # noqa: E402
 
 from api.deps import get_session  # noqa: E402
 from api.main import create_app  # noqa: E402
-from api.settings import Settings, get_settings  # noqa: E402
+from core.settings import Settings, get_settings  # noqa: E402
 from tests.support.databases import (  # noqa: E402
     create_postgres_database,
     drop_postgres_database,

@@ -1,99 +1,29 @@
-"""The Celery application. The API imports it to send tasks by name; only workers load the tasks.
+"""The worker's Celery application: task routing, the stale-job sweep, and the worker's start-up
+and shutdown (choosing its GPU queues, registering it in the `workers` table).
 
-Queues: "cpu" for CPU backends; "gpu" for TensorRT jobs any GPU worker may build; "gpu.sm90"
-(per compute capability) and "gpu.h200" (per GPU model) for jobs that name a `target_gpu`. A
-worker started on "gpu" also consumes the two queues of its own GPU, and records what it has
-(GPU, TensorRT) with a heartbeat in the `workers` table, so the API can tell whether any online
-worker consumes a job's queue.
+Only workers load it; the API sends tasks by name through its own producer (api/dispatch.py).
+Queue and task names are core/queues.py's.
 """
 
 import logging
-from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from typing import Any
 
 from celery import Celery
 from celery.signals import celeryd_after_setup, worker_ready, worker_shutdown
 
-from api.settings import get_settings
-from optimizer.capabilities import (
-    GpuInfo,
-    HostCapabilities,
-    gpu_name_slug,
-    normalize_compute_capability,
-    sm_tag,
-)
+from core.queues import CPU_QUEUE, SWEEP_TASK, worker_queues
+from core.settings import Settings, get_settings
+from worker.registration import WorkerHeartbeat
+from worker.runtime import current_runtime
 
-__all__ = [
-    "CPU_QUEUE",
-    "GPU_QUEUE",
-    "JOB_QUEUE_BY_BACKEND",
-    "RUN_JOB_TASK",
-    "SWEEP_TASK",
-    "celery_app",
-    "gpu_queues",
-    "job_queue",
-    "worker_queues",
-]
+__all__ = ["celery_app", "make_celery_app"]
 
 logger = logging.getLogger(__name__)
 
-RUN_JOB_TASK = "jobs.run"
-SWEEP_TASK = "jobs.sweep_stale"
-CPU_QUEUE = "cpu"
-GPU_QUEUE = "gpu"
-# CPU backends run on CPU workers; TensorRT jobs on GPU workers.
-JOB_QUEUE_BY_BACKEND = {"onnxruntime": CPU_QUEUE, "tensorrt": GPU_QUEUE}
 
-
-def gpu_queue_for_target(target_gpu: str) -> str:
-    """ "9.0" or "sm_90" → "gpu.sm90"; a GPU name ("H200", "NVIDIA H200") → "gpu.h200"."""
-    compute_capability = normalize_compute_capability(target_gpu)
-    if compute_capability is not None:
-        return f"{GPU_QUEUE}.{sm_tag(compute_capability)}"
-    return f"{GPU_QUEUE}.{gpu_name_slug(target_gpu)}"
-
-
-def job_queue(config: Mapping[str, Any]) -> str:
-    """The queue a job's config sends it to: its backend's, narrowed by `target_gpu` if set."""
-    queue = JOB_QUEUE_BY_BACKEND[config["backend"]]
-    target = config.get("target_gpu")
-    if queue == GPU_QUEUE and target:
-        return gpu_queue_for_target(target)
-    return queue
-
-
-def gpu_queues(gpu: GpuInfo) -> list[str]:
-    """The queues a worker building on `gpu` consumes: any-GPU, its compute capability, its model."""
-    queues = [GPU_QUEUE]
-    if gpu.compute_capability is not None:
-        queues.append(gpu_queue_for_target(gpu.compute_capability))
-    queues.append(f"{GPU_QUEUE}.{gpu_name_slug(gpu.name)}")
-    return queues
-
-
-def _is_gpu_queue(name: str) -> bool:
-    return name == GPU_QUEUE or name.startswith(f"{GPU_QUEUE}.")
-
-
-def worker_queues(requested: Iterable[str], capabilities: HostCapabilities) -> tuple[list[str], list[str]]:
-    """(queues to add, queues to drop) for a worker asked to consume `requested`.
-
-    Asking for any GPU queue means "take the TensorRT jobs this host can build": a host that can
-    (a GPU and TensorRT) adds its GPU's queues; one that cannot drops every GPU queue, so those
-    jobs stay queued for a worker that can build them instead of failing here.
-    """
-    requested = list(requested)
-    asked = [q for q in requested if _is_gpu_queue(q)]
-    if not asked:
-        return [], []
-    if capabilities.gpu is None or not capabilities.can_build_tensorrt:
-        return [], asked
-    return [q for q in gpu_queues(capabilities.gpu) if q not in requested], []
-
-
-def _make_celery_app() -> Celery:
-    settings = get_settings()
+def make_celery_app(settings: Settings) -> Celery:
+    """The consuming app for `settings`' broker, with the worker's task modules."""
     app = Celery("fuseforge", broker=settings.resolved_broker_url, include=["worker.tasks.run_job"])
     app.conf.update(
         task_acks_late=True,  # a message is acked only after the job ran; claim() makes reruns safe
@@ -118,16 +48,14 @@ def _make_celery_app() -> Celery:
     return app
 
 
-celery_app = _make_celery_app()
+celery_app = make_celery_app(get_settings())
+
+_heartbeat: list[WorkerHeartbeat] = []  # this process's, once the worker is ready
 
 
-# Worker start-up and shutdown. The handlers import worker.capabilities lazily: the API imports
-# this module too, and these signals fire only in a worker's main process.
 def _choose_queues(sender: str, instance: Any, **_: Any) -> None:
     """Detect the host's capabilities once, and fit the GPU queues to them (before consuming)."""
-    from worker.capabilities import detect_worker_capabilities
-
-    capabilities = detect_worker_capabilities()
+    capabilities = current_runtime().capabilities
     queues = instance.app.amqp.queues
     add, drop = worker_queues(queues.consume_from.keys(), capabilities)
     for name in add:
@@ -148,15 +76,23 @@ def _choose_queues(sender: str, instance: Any, **_: Any) -> None:
 
 def _start_heartbeat(sender: Any, **_: Any) -> None:
     """Record the worker in the `workers` table and keep its heartbeat fresh (main process only)."""
-    from worker.capabilities import start_worker_heartbeat
-
-    start_worker_heartbeat(sender.hostname, sorted(sender.app.amqp.queues.consume_from))
+    if _heartbeat:
+        return
+    runtime = current_runtime()
+    beat = WorkerHeartbeat(
+        sender.hostname,
+        sorted(sender.app.amqp.queues.consume_from),
+        runtime.capabilities,
+        database_url=runtime.settings.resolved_database_url,
+        interval_s=runtime.settings.jobs.heartbeat_interval_s,
+    )
+    beat.start()
+    _heartbeat.append(beat)
 
 
 def _stop_heartbeat(**_: Any) -> None:
-    from worker.capabilities import stop_worker_heartbeat
-
-    stop_worker_heartbeat()
+    while _heartbeat:
+        _heartbeat.pop().stop()
 
 
 celeryd_after_setup.connect(_choose_queues)

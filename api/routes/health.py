@@ -4,7 +4,7 @@ from fastapi import APIRouter, Response
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
-from api.deps import SessionDep
+from api.deps import DispatcherDep, SessionDep
 from api.services.health import check_broker, check_database
 
 router = APIRouter(tags=["health"])
@@ -22,9 +22,9 @@ class Health(BaseModel):
 
 
 @router.get("/healthz", response_model=Health)
-async def healthz(session: SessionDep, response: Response) -> Health:
+async def healthz(session: SessionDep, dispatcher: DispatcherDep, response: Response) -> Health:
     db_error = await run_in_threadpool(check_database, session=session)
-    broker_error = await run_in_threadpool(check_broker)
+    broker_error = await run_in_threadpool(check_broker, dispatcher=dispatcher)
     healthy = db_error is None and broker_error is None
     response.status_code = 200 if healthy else 503
     return Health(

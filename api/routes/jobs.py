@@ -6,8 +6,8 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from fastapi.responses import FileResponse
 
-from api.db.models import JobStatus
-from api.deps import DispatchDep, SessionDep, StoreDep
+from core.db.models import JobStatus
+from api.deps import DispatcherDep, SessionDep, StoreDep
 from api.schemas.common import PageParams
 from api.schemas.jobs import JobCreate, JobList, JobRead
 from api.services import jobs
@@ -17,8 +17,8 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
 
 @router.post("", response_model=JobRead, status_code=202)
-def create_job(body: JobCreate, session: SessionDep, dispatch: DispatchDep) -> JobRead:
-    job = jobs.create_job(session=session, spec=body, dispatch=dispatch)
+def create_job(body: JobCreate, session: SessionDep, dispatcher: DispatcherDep) -> JobRead:
+    job = jobs.create_job(session=session, spec=body, dispatcher=dispatcher)
     return job_read(jobs.get_job(session=session, job_id=job.id))
 
 

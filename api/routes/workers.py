@@ -7,6 +7,7 @@ from fastapi import APIRouter, Query
 from api.deps import SessionDep
 from api.schemas.workers import WorkerRead
 from api.services import workers
+from core.db.worker_registry import is_online
 
 router = APIRouter(prefix="/v1/workers", tags=["workers"])
 
@@ -18,7 +19,7 @@ def list_workers(
 ) -> list[WorkerRead]:
     """Workers with their queues, GPU, compute capability and TensorRT version; latest
     heartbeat first. A TensorRT job waits until an online worker consumes its queue."""
-    return [WorkerRead.model_validate({**_columns(w), "online": workers.is_online(w)})
+    return [WorkerRead.model_validate({**_columns(w), "online": is_online(w)})
             for w in workers.list_workers(session=session, online_only=online)]
 
 

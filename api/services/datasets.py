@@ -6,12 +6,12 @@ from pathlib import Path
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from api.db.models import Dataset
+from core.db.models import Dataset
 from api.services.dataset_files import read_dataset_file
 from api.services.errors import DatasetNotFound
 from api.services.stored_uploads import display_name, store_upload
 from api.services.uploads import ReceivedFile
-from api.storage import ArtifactStore
+from core.storage import ArtifactStore
 
 __all__ = ["get_dataset", "list_datasets", "register_upload"]
 

@@ -3,7 +3,7 @@
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from worker.celery_app import celery_app
+from api.dispatch import JobDispatcher
 
 __all__ = ["check_broker", "check_database"]
 
@@ -17,10 +17,6 @@ def check_database(*, session: Session) -> str | None:
     return None
 
 
-def check_broker() -> str | None:
-    try:
-        with celery_app.connection_for_write() as connection:
-            connection.ensure_connection(max_retries=1, timeout=3)
-    except Exception as err:  # kombu raises transport-specific errors
-        return f"{type(err).__name__}: {err}"
-    return None
+def check_broker(*, dispatcher: JobDispatcher) -> str | None:
+    """None when the broker the API sends jobs to answers, else the error."""
+    return dispatcher.broker_error()

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from api.db.models import Dataset
+from core.db.models import Dataset
 from api.services.errors import InvalidJobConfig
 from optimizer.backends.tensorrt.profiles import OptimizationProfileSpec, resolve_profiles
 from optimizer.errors import InputShapeError
@@ -68,24 +68,17 @@ def job_input_shapes(
 def job_profiles(
     inputs: Sequence[TensorSpec],
     requested: Mapping[str, Mapping[str, Sequence[int]]] | None,
-    *,
-    backend: str,
 ) -> Profiles:
     """The job's optimization profiles checked against the model's inputs: one per input
     `requested` names, in the model's input order, exactly as given once valid.
 
     Raises:
-        InvalidJobConfig: `profiles` with a backend other than tensorrt; `profiles.<name>` as
-            `resolve_profiles` refuses it (unknown input, rank, a dim not a positive integer,
-            a fixed dim changed, min > opt or opt > max on some axis).
+        InvalidJobConfig: `profiles.<name>` as `resolve_profiles` refuses it (unknown input,
+            rank, a dim not a positive integer, a fixed dim changed, min > opt or opt > max on
+            some axis).
     """
     if not requested:
         return {}
-    if backend != "tensorrt":
-        raise InvalidJobConfig(
-            f"profiles: optimization profiles apply to backend 'tensorrt' only; ONNX Runtime "
-            f"accepts any shape the graph allows, so backend {backend!r} needs none. Drop "
-            "profiles (input_shapes sets the shape jobs run at) or set backend to 'tensorrt'.")
     try:
         resolved = resolve_profiles(inputs, requested)
     except InputShapeError as err:

@@ -1,10 +1,10 @@
 """Turn Job rows into the response schemas (artifact URLs, error object, validation verdict)."""
 
-from api.db.models import Job
+from core.db.models import Job
+from core.job_config import JobConfig
 from api.schemas.jobs import (
     ArtifactRead,
     BenchmarkRead,
-    JobConfig,
     JobError,
     JobEventRead,
     JobRead,

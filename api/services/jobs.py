@@ -2,15 +2,13 @@
 
 import logging
 import uuid
-from collections.abc import Callable
-from typing import Any
-
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
-from api.db import job_state
-from api.db.models import Artifact, Job, JobStatus
-from api.schemas.jobs import JobConfig, JobCreate
+from core.db import job_state
+from core.db.models import Artifact, Job, JobStatus
+from api.dispatch import JobDispatcher
+from api.schemas.jobs import JobCreate
 from api.services.datasets import get_dataset
 from api.services.errors import (
     ArtifactNotFound,
@@ -21,20 +19,18 @@ from api.services.errors import (
 )
 from api.services.job_inputs import check_input_ranges, job_input_shapes, job_profiles
 from api.services.models import get_model
-from api.services.workers import online_workers
 from optimizer.backends.tensorrt.profiles import profiles_to_dict
 from optimizer.capabilities import normalize_compute_capability
+from core.db.worker_registry import online_workers
+from core.job_config import JobConfig
+from core.queues import job_queue
 from optimizer.tensor_specs import TensorSpec
-from worker.celery_app import job_queue
 
 __all__ = ["cancel_job", "create_job", "get_artifact", "get_job", "list_jobs"]
 
 logger = logging.getLogger(__name__)
 
-Dispatch = Callable[[Job], None]
-
-
-def create_job(*, session: Session, spec: JobCreate, dispatch: Dispatch) -> Job:
+def create_job(*, session: Session, spec: JobCreate, dispatcher: JobDispatcher) -> Job:
     """Insert a queued job, commit, and only then send its id to the broker.
 
     A TensorRT job no online worker can take is still queued (a GPU worker may start later), with
@@ -43,37 +39,17 @@ def create_job(*, session: Session, spec: JobCreate, dispatch: Dispatch) -> Job:
     Raises:
         ModelNotFound, DatasetNotFound: the model or dataset named does not exist.
         InvalidJobConfig: input_shapes, profiles, input_ranges or the dataset do not fit the
-            model's inputs (see api/services/job_inputs.py); target_gpu or profiles without
-            backend tensorrt, ort_optimization_level with it.
+            model's inputs (see api/services/job_inputs.py). The rules between fields alone
+            (target_gpu or profiles without backend tensorrt...) are JobConfig's own.
         BrokerUnavailable: the job was stored but could not be sent; it is marked failed.
     """
-    if spec.precision_search and spec.precision == "fp32":
-        raise InvalidJobConfig(
-            "precision_search: there is nothing to search at fp32; set precision to fp16 "
-            "(or bf16 with backend tensorrt)"
-        )
-    if spec.target_gpu is not None and spec.backend != "tensorrt":
-        raise InvalidJobConfig(
-            f"target_gpu: {spec.target_gpu!r} needs backend 'tensorrt'; backend "
-            f"{spec.backend!r} runs on CPU workers. Drop target_gpu or set backend to 'tensorrt'."
-        )
-    if spec.backend == "tensorrt" and "ort_optimization_level" in spec.model_fields_set:
-        raise InvalidJobConfig(
-            "ort_optimization_level: applies to backend 'onnxruntime' only; a TensorRT engine "
-            "is optimized by TensorRT's builder. Drop ort_optimization_level."
-        )
-    if spec.precision == "bf16" and spec.backend == "onnxruntime":
-        raise InvalidJobConfig(
-            "precision: bf16 needs backend 'tensorrt'; ONNX Runtime's CPU provider has no bf16 "
-            "kernels for most ops. Use fp16 or fp32 with onnxruntime."
-        )
     model = get_model(session=session, model_id=spec.model_id)
     dataset = (
         get_dataset(session=session, dataset_id=spec.dataset_id) if spec.dataset_id else None
     )
     inputs = [TensorSpec.from_dict(spec) for spec in model.inputs]
     requested_profiles = {name: p.model_dump() for name, p in (spec.profiles or {}).items()}
-    profiles = job_profiles(inputs, requested_profiles, backend=spec.backend)
+    profiles = job_profiles(inputs, requested_profiles)
     shapes = job_input_shapes(inputs, spec.input_shapes, dataset, profiles)
     check_input_ranges(inputs, spec.input_ranges)
     config = JobConfig.model_validate({
@@ -81,15 +57,15 @@ def create_job(*, session: Session, spec: JobCreate, dispatch: Dispatch) -> Job:
         "input_shapes": {name: list(shape) for name, shape in shapes.items()},
         "profiles": profiles_to_dict(profiles) or None,
     })
-    stored = config.model_dump(mode="json")
-    detail = _waiting_detail(session, stored)
-    job = Job(model_id=model.id, dataset_id=spec.dataset_id, config=stored, status_detail=detail)
+    detail = _waiting_detail(session, config)
+    job = Job(model_id=model.id, dataset_id=spec.dataset_id, config=config.model_dump(mode="json"),
+              status_detail=detail)
     session.add(job)
     session.flush()
     job_state.record_event(session, job.id, "queued" if detail is None else f"queued; {detail}")
     session.commit()
     try:
-        dispatch(job)
+        dispatcher.send_job(job.id, config)
     except Exception as err:
         logger.exception("could not send job %s to the broker", job.id)
         message = f"the job could not be sent to the broker ({type(err).__name__}: {err})"
@@ -99,19 +75,19 @@ def create_job(*, session: Session, spec: JobCreate, dispatch: Dispatch) -> Job:
     return job
 
 
-def _waiting_detail(session: Session, config: dict[str, Any]) -> str | None:
+def _waiting_detail(session: Session, config: JobConfig) -> str | None:
     """Why a TensorRT job will wait in its queue: None when an online worker consumes that queue.
 
-    Workers list their queues in the `workers` table with a heartbeat (worker/capabilities.py);
+    Workers list their queues in the `workers` table with a heartbeat (core/db/worker_registry.py);
     only a worker with a GPU and TensorRT consumes GPU queues.
     """
-    if config["backend"] != "tensorrt":
+    if config.backend != "tensorrt":
         return None
     queue = job_queue(config)
     online = online_workers(session)
     if any(queue in worker.queues for worker in online):
         return None
-    target = config.get("target_gpu")
+    target = config.target_gpu
     if target is None:
         wanted = "can build TensorRT engines (an NVIDIA GPU and TensorRT)"
     elif normalize_compute_capability(target) is not None:

@@ -8,9 +8,9 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from api.db.models import Dataset, Model
+from core.db.models import Dataset, Model
 from api.services.uploads import ReceivedFile
-from api.storage import ArtifactStore
+from core.storage import ArtifactStore
 
 __all__ = ["display_name", "store_upload"]
 

@@ -68,7 +68,7 @@ def evaluate_precision(
     converted: onnx.ModelProto | None,
     feeds: Sequence[Mapping[str, np.ndarray]],
     *,
-    precision: Precision,
+    precision: Precision | Literal["fp32"],
     tolerances: Tolerances | None = None,
     candidate: Runner | None = None,
     reference: Sequence[Mapping[str, np.ndarray]] | None = None,

@@ -12,8 +12,8 @@ import redis
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from api.db.models import Worker
-from api.db.session import make_engine
+from core.db.models import Worker
+from core.db.session import make_engine
 from optimizer.capabilities import detect_capabilities
 from tests.e2e.flows import assert_optimize_flow_succeeds, upload
 from tests.models import model_bytes, small_cnn

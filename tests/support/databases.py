@@ -7,7 +7,7 @@ from alembic.config import Config
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 
-from api.db.session import make_engine
+from core.db.session import make_engine
 
 __all__ = [
     "PG_ADMIN_URL",

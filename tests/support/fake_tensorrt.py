@@ -3,8 +3,8 @@
 TensorRT cannot be installed where this suite runs, yet the GPU worker's pipeline around it
 (routing, isolated builds, timing caches, progress and log relay, engine reports, validation and
 benchmarking of the engine, fallback) must be tested for real. This fake implements the
-project's own `worker.tensorrt_toolkit.TensorRTToolkit` interface and passes the same contract
-tests as TensorRT (tests/worker/test_tensorrt_toolkit_contract.py). Select it with
+project's own `worker.gpu.tensorrt_toolkit.TensorRTToolkit` interface and passes the same contract
+tests as TensorRT (tests/worker/gpu/test_tensorrt_toolkit_contract.py). Select it with
 FUSEFORGE_TENSORRT_TOOLKIT=tests.support.fake_tensorrt:FAKE_TENSORRT.
 
 What it does instead of TensorRT:
@@ -62,7 +62,7 @@ from optimizer.plugins import lower_for_onnxruntime
 from optimizer.precision import emulate_precision
 from optimizer.runner import RunnerSpec
 from optimizer.tensor_specs import summarize_model
-from worker.tensorrt_toolkit import TensorRTToolkit
+from worker.gpu.tensorrt_toolkit import TensorRTToolkit
 
 __all__ = ["FAKE_GPU", "FAKE_TENSORRT", "FAKE_TENSORRT_VERSION", "FakeTensorRTRunner"]
 

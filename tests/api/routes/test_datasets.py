@@ -14,8 +14,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from api.db.models import Dataset
-from api.settings import Settings
+from core.db.models import Dataset
+from core.settings import Settings
 
 
 def npz_bytes(compressed: bool = False, **arrays: Any) -> bytes:

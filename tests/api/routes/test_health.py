@@ -1,10 +1,9 @@
 """/healthz reports what is reachable."""
 
-import pytest
-from celery import Celery
 from fastapi.testclient import TestClient
 
-from api.services import health
+from api.deps import get_dispatcher
+from api.dispatch import JobDispatcher
 
 
 def test_healthz_is_ok_with_database_and_broker_up(client: TestClient) -> None:
@@ -17,11 +16,9 @@ def test_healthz_is_ok_with_database_and_broker_up(client: TestClient) -> None:
     }
 
 
-def test_healthz_is_503_naming_an_unreachable_broker(
-    client: TestClient, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # A real Celery app pointed at a port where nothing listens.
-    monkeypatch.setattr(health, "celery_app", Celery(broker="redis://127.0.0.1:9/0"))
+def test_healthz_is_503_naming_an_unreachable_broker(client: TestClient) -> None:
+    # A real dispatcher pointed at a port where nothing listens.
+    client.app.dependency_overrides[get_dispatcher] = lambda: JobDispatcher("redis://127.0.0.1:9/0")  # type: ignore[attr-defined]
     response = client.get("/healthz")
     assert response.status_code == 503
     body = response.json()

@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from api.db.models import Job
+from core.db.models import Job
 from tests.api.routes.test_datasets import npz_bytes
 from tests.models import IR_VERSION, model_bytes, small_cnn
 

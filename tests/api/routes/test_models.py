@@ -11,8 +11,8 @@ from onnx import TensorProto, helper, numpy_helper
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from api.db.models import Model
-from api.settings import Settings
+from core.db.models import Model
+from core.settings import Settings
 from tests.models import model_bytes, small_cnn
 
 

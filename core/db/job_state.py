@@ -1,0 +1,162 @@
+"""The only place a job's status changes; every move is a guarded update.
+
+A job moves queued → running → succeeded | failed | cancelled. Each function updates the row only
+if it is still in the state the move starts from, so a redelivered task or a cancel racing with the
+worker can never run a job twice or resurrect a finished one.
+"""
+
+import uuid
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from core.db.models import Job, JobEvent, JobStatus
+from core.db.types import utc_now
+
+__all__ = [
+    "cancel",
+    "claim",
+    "fail",
+    "heartbeat",
+    "record_event",
+    "report_progress",
+    "start_stage",
+    "succeed",
+    "sweep_stale",
+]
+
+
+def _move(
+    session: Session, job_id: uuid.UUID, from_states: Iterable[JobStatus], **values: object
+) -> Job | None:
+    stmt = (
+        update(Job)
+        .where(Job.id == job_id, Job.status.in_([s.value for s in from_states]))
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
+    if session.execute(stmt).rowcount != 1:  # type: ignore[attr-defined]
+        return None
+    return session.get(Job, job_id, populate_existing=True)
+
+
+def record_event(session: Session, job_id: uuid.UUID, message: str, stage: str | None = None) -> None:
+    session.add(JobEvent(job_id=job_id, stage=stage, message=message))
+
+
+def claim(session: Session, job_id: uuid.UUID, worker: str) -> Job | None:
+    """Mark a queued job as running; None if it was already claimed, finished or cancelled."""
+    now = utc_now()
+    job = _move(
+        session,
+        job_id,
+        [JobStatus.QUEUED],
+        status=JobStatus.RUNNING.value,
+        status_detail=None,  # whatever the job waited for, it has a worker now
+        worker=worker,
+        started_at=now,
+        heartbeat_at=now,
+        attempts=Job.attempts + 1,
+    )
+    if job is not None:
+        record_event(session, job_id, f"claimed by worker {worker}")
+    return job
+
+
+def start_stage(session: Session, job_id: uuid.UUID, stage: str, progress: float,
+                note: str | None = None) -> bool:
+    """Record that a running job entered `stage` (`note` says why, e.g. a fallback attempt);
+    False if it is no longer running (cancelled)."""
+    job = _move(
+        session,
+        job_id,
+        [JobStatus.RUNNING],
+        stage=stage,
+        progress=progress,
+        heartbeat_at=utc_now(),
+    )
+    if job is None:
+        return False
+    record_event(session, job_id, f"stage {stage} started" + (f" ({note})" if note else ""),
+                 stage=stage)
+    return True
+
+
+def report_progress(session: Session, job_id: uuid.UUID, progress: float) -> bool:
+    """Set a running job's progress within its stage and touch its heartbeat; False if it is
+    no longer running (cancelled)."""
+    return _move(session, job_id, [JobStatus.RUNNING], progress=progress,
+                 heartbeat_at=utc_now()) is not None
+
+
+def heartbeat(session: Session, job_id: uuid.UUID) -> bool:
+    """Show that the worker is still alive; False if the job is no longer running."""
+    return _move(session, job_id, [JobStatus.RUNNING], heartbeat_at=utc_now()) is not None
+
+
+def succeed(session: Session, job_id: uuid.UUID) -> Job | None:
+    """Mark a running job succeeded (commit it with its artifact rows); None if it was cancelled."""
+    job = _move(
+        session,
+        job_id,
+        [JobStatus.RUNNING],
+        status=JobStatus.SUCCEEDED.value,
+        stage="done",
+        progress=1.0,
+        finished_at=utc_now(),
+    )
+    if job is not None:
+        record_event(session, job_id, "succeeded", stage="done")
+    return job
+
+
+def fail(session: Session, job_id: uuid.UUID, code: str, message: str) -> Job | None:
+    """Mark a queued or running job failed with a code and a message the user can act on."""
+    job = _move(
+        session,
+        job_id,
+        [JobStatus.QUEUED, JobStatus.RUNNING],
+        status=JobStatus.FAILED.value,
+        status_detail=None,
+        error_code=code,
+        error_message=message,
+        finished_at=utc_now(),
+    )
+    if job is not None:
+        record_event(session, job_id, f"failed: {code}: {message}", stage=job.stage)
+    return job
+
+
+def cancel(session: Session, job_id: uuid.UUID) -> Job | None:
+    """Cancel a queued or running job; None if it already finished. A running worker stops at its
+    next stage boundary, and its artifacts are discarded."""
+    job = _move(
+        session,
+        job_id,
+        [JobStatus.QUEUED, JobStatus.RUNNING],
+        status=JobStatus.CANCELLED.value,
+        status_detail=None,
+        finished_at=utc_now(),
+    )
+    if job is not None:
+        record_event(session, job_id, "cancelled by request", stage=job.stage)
+    return job
+
+
+def sweep_stale(session: Session, stale_after: timedelta, now: datetime | None = None) -> list[uuid.UUID]:
+    """Fail running jobs whose worker has not sent a heartbeat within `stale_after`."""
+    cutoff = (now or utc_now()) - stale_after
+    stale_ids = session.scalars(
+        select(Job.id).where(Job.status == JobStatus.RUNNING.value, Job.heartbeat_at < cutoff)
+    ).all()
+    swept = []
+    for job_id in stale_ids:
+        message = (
+            f"the worker stopped sending heartbeats (none for more than "
+            f"{int(stale_after.total_seconds())} s); it probably crashed or was killed"
+        )
+        if fail(session, job_id, "WorkerLost", message) is not None:
+            swept.append(job_id)
+    return swept

@@ -1,0 +1,272 @@
+"""ORM models: uploaded models and datasets, jobs and everything a job produces, and workers."""
+
+import uuid
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+    Uuid,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+from core.db.types import UtcDateTime, utc_now
+
+__all__ = [
+    "Artifact",
+    "Base",
+    "BenchmarkRecord",
+    "Dataset",
+    "Job",
+    "JobEvent",
+    "JobStatus",
+    "Model",
+    "ValidationResult",
+    "Worker",
+]
+
+# Stable constraint names, so autogenerate and downgrades see the same names on every database.
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class JobStatus(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def is_final(self) -> bool:
+        return self in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
+
+
+class Model(Base):
+    """An uploaded ONNX model, stored once per content hash."""
+
+    __tablename__ = "models"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    name: Mapped[str] = mapped_column(String(255))
+    sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    storage_uri: Mapped[str] = mapped_column(Text)
+    ir_version: Mapped[int] = mapped_column(Integer)
+    opset: Mapped[int] = mapped_column(Integer)
+    producer: Mapped[str] = mapped_column(String(255))
+    inputs: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    outputs: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
+
+    __table_args__ = (Index("ix_models_created_at", "created_at"),)
+
+
+class Dataset(Base):
+    """An uploaded .npz of model inputs (optional `labels`), stored once per content hash.
+
+    `arrays` describes one sample of each input array: [{"name", "dtype", "shape"}], the shape
+    without the leading sample axis; `samples` is the length of that axis (the same for all).
+    """
+
+    __tablename__ = "datasets"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    name: Mapped[str] = mapped_column(String(255))
+    sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    storage_uri: Mapped[str] = mapped_column(Text)
+    samples: Mapped[int] = mapped_column(Integer)
+    arrays: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    has_labels: Mapped[bool] = mapped_column(Boolean)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
+
+    __table_args__ = (Index("ix_datasets_created_at", "created_at"),)
+
+
+class Job(Base):
+    """One optimization run of a model; its status moves only through core/db/job_state.py."""
+
+    __tablename__ = "jobs"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    model_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("models.id", ondelete="RESTRICT"))
+    # The validation inputs, when the job names a dataset (also in config["dataset_id"]).
+    dataset_id: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("datasets.id", ondelete="RESTRICT")
+    )
+    config: Mapped[dict[str, Any]] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String(16), default=JobStatus.QUEUED)
+    stage: Mapped[str | None] = mapped_column(String(32))
+    progress: Mapped[float] = mapped_column(Float, default=0.0)
+    error_code: Mapped[str | None] = mapped_column(String(64))
+    error_message: Mapped[str | None] = mapped_column(Text)
+    # Why a queued job is waiting, e.g. no worker with the GPU it needs is online.
+    status_detail: Mapped[str | None] = mapped_column(Text)
+    worker: Mapped[str | None] = mapped_column(String(255))
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
+    started_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    fusion_report: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # optimizer.FusionReport
+    # How validation went beyond the per-output rows: bisection, blame, fallback, localisation.
+    accuracy_report: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # tensorrt jobs: the engine's metadata and the inspector's summary of TensorRT's layers.
+    engine_report: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+
+    model: Mapped[Model] = relationship()
+    dataset: Mapped[Dataset | None] = relationship()
+    artifacts: Mapped[list["Artifact"]] = relationship(
+        order_by="Artifact.name", cascade="all, delete-orphan", passive_deletes=True
+    )
+    validation_results: Mapped[list["ValidationResult"]] = relationship(
+        order_by="ValidationResult.output_name", cascade="all, delete-orphan", passive_deletes=True
+    )
+    benchmarks: Mapped[list["BenchmarkRecord"]] = relationship(
+        order_by="BenchmarkRecord.id", cascade="all, delete-orphan", passive_deletes=True
+    )
+    events: Mapped[list["JobEvent"]] = relationship(
+        order_by="JobEvent.id", cascade="all, delete-orphan", passive_deletes=True
+    )
+
+    __table_args__ = (
+        CheckConstraint(
+            "status IN ('queued', 'running', 'succeeded', 'failed', 'cancelled')", name="status"
+        ),
+        CheckConstraint("progress >= 0 AND progress <= 1", name="progress"),
+        Index("ix_jobs_created_at", "created_at"),
+        Index("ix_jobs_status", "status"),
+    )
+
+
+class Artifact(Base):
+    """A file a job produced, kept in the artifact store; its row commits with `succeeded`."""
+
+    __tablename__ = "artifacts"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(255))
+    kind: Mapped[str] = mapped_column(String(32))
+    uri: Mapped[str] = mapped_column(Text)
+    sha256: Mapped[str] = mapped_column(String(64))
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
+
+    __table_args__ = (UniqueConstraint("job_id", "name", name="uq_artifacts_job_id_name"),)
+
+
+class ValidationResult(Base):
+    """How one output of the engine compared with the original model's."""
+
+    __tablename__ = "validation_results"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("jobs.id", ondelete="CASCADE"), index=True
+    )
+    output_name: Mapped[str] = mapped_column(String(255))
+    samples: Mapped[int] = mapped_column(Integer)
+    max_abs_err: Mapped[float | None] = mapped_column(Float)  # None: not finite
+    max_rel_err: Mapped[float | None] = mapped_column(Float)  # None: not finite
+    mean_abs_err: Mapped[float | None] = mapped_column(Float)  # None: not finite
+    cosine_similarity: Mapped[float | None] = mapped_column(Float)  # None: not finite
+    atol: Mapped[float] = mapped_column(Float)
+    rtol: Mapped[float] = mapped_column(Float)
+    min_cosine: Mapped[float] = mapped_column(Float)
+    passed: Mapped[bool] = mapped_column(Boolean)
+    # every metric of optimizer.validation.OutputComparison (RMSE, SNR, percentiles, top-k...)
+    metrics: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+
+
+class BenchmarkRecord(Base):
+    """Latency, throughput and memory of one variant (original or engine), timed side by side."""
+
+    __tablename__ = "benchmark_records"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("jobs.id", ondelete="CASCADE"), index=True
+    )
+    # "comparison": original vs engine; "ablation": cumulative fusion stages, in order
+    suite: Mapped[str] = mapped_column(String(16), default="comparison", server_default="comparison")
+    variant: Mapped[str] = mapped_column(String(64))
+    backend: Mapped[str] = mapped_column(String(32))
+    batch_size: Mapped[int] = mapped_column(Integer)
+    iterations: Mapped[int] = mapped_column(Integer)
+    warmup: Mapped[int] = mapped_column(Integer)
+    latency_ms_p50: Mapped[float] = mapped_column(Float)
+    latency_ms_p90: Mapped[float] = mapped_column(Float)
+    latency_ms_p99: Mapped[float] = mapped_column(Float)
+    latency_ms_mean: Mapped[float] = mapped_column(Float)
+    throughput_per_s: Mapped[float] = mapped_column(Float)
+    peak_memory_mb: Mapped[float | None] = mapped_column(Float)
+    speedup_vs_reference: Mapped[float | None] = mapped_column(Float)
+    # the clock behind the latencies: "host_clock" (around a run, copies included) or a
+    # device's own (e.g. "cuda_events", the engine alone); null on records from before it
+    timing: Mapped[str | None] = mapped_column(String(32))
+    device_memory_mb: Mapped[float | None] = mapped_column(Float)  # accelerator memory held
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
+
+
+class JobEvent(Base):
+    """One step of a job's timeline: a stage started, a state change, a note from the worker."""
+
+    __tablename__ = "job_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("jobs.id", ondelete="CASCADE"), index=True
+    )
+    stage: Mapped[str | None] = mapped_column(String(32))
+    message: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
+
+
+class Worker(Base):
+    """A Celery worker node and what it can build on (GPU, TensorRT), refreshed by its heartbeat.
+
+    A worker is online while `expires_at` lies ahead and `stopped_at` is unset; `queues` are the
+    queues it consumes, so "can any online worker take this job" is "does one consume its queue".
+    """
+
+    __tablename__ = "workers"
+
+    name: Mapped[str] = mapped_column(String(255), primary_key=True)  # Celery node: celery@host
+    hostname: Mapped[str] = mapped_column(String(255))
+    pid: Mapped[int] = mapped_column(Integer)
+    queues: Mapped[list[str]] = mapped_column(JSON)
+    gpu_name: Mapped[str | None] = mapped_column(String(255))  # the GPU builds run on (device 0)
+    compute_capability: Mapped[str | None] = mapped_column(String(16))  # "9.0"
+    gpu_memory_mib: Mapped[int | None] = mapped_column(Integer)
+    tensorrt_version: Mapped[str | None] = mapped_column(String(32))
+    # optimizer.capabilities.HostCapabilities.to_dict(): every visible GPU and detection notes
+    capabilities: Mapped[dict[str, Any]] = mapped_column(JSON)
+    started_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    heartbeat_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    expires_at: Mapped[datetime] = mapped_column(UtcDateTime)  # offline past this without a beat
+    stopped_at: Mapped[datetime | None] = mapped_column(UtcDateTime)  # set on a clean shutdown
+
+    __table_args__ = (Index("ix_workers_expires_at", "expires_at"),)

@@ -1,0 +1,85 @@
+"""Typed, validated settings shared by the API, the worker and the CLI.
+
+Defaults are the embedded ones `make run` uses on a fresh machine: a SQLite database, a local
+artifact folder and a SQLite-backed broker, all under `data_dir`. In `prod` the validator refuses
+those defaults, naming the variable to set.
+"""
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["JobSettings", "Settings", "get_settings"]
+
+
+class JobSettings(BaseModel):
+    max_runtime_s: int = Field(default=4 * 3600, gt=0)  # also the broker's visibility timeout
+    heartbeat_interval_s: int = Field(default=30, gt=0)
+    stale_after_s: int = Field(default=15 * 60, gt=0)  # a running job silent this long is failed
+    # A TensorRT build runs in a child process under these limits (worker/gpu/isolation.py).
+    trt_build_timeout_s: int = Field(default=3600, gt=0)
+    trt_build_max_rss_gib: float = Field(default=64.0, gt=0)
+    trt_workspace_gib: float = Field(default=8.0, gt=0)  # scratch memory the builder's tactics may use
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="FUSEFORGE_", env_nested_delimiter="__")
+
+    env: Literal["dev", "test", "prod"] = "dev"
+    data_dir: Path = Path(".fuseforge")  # embedded default: SQLite file, artifacts, broker data
+    database_url: str | None = None  # FUSEFORGE_DATABASE_URL, e.g. postgresql+psycopg://...
+    broker_url: str | None = None  # FUSEFORGE_BROKER_URL, e.g. redis://127.0.0.1:6379/0
+    host: str = "127.0.0.1"  # FUSEFORGE_HOST
+    port: int = Field(default=8000, ge=1, le=65535)  # FUSEFORGE_PORT
+    max_upload_bytes: int = Field(default=2 * 1024**3, gt=0)  # FUSEFORGE_MAX_UPLOAD_BYTES
+    jobs: JobSettings = JobSettings()  # FUSEFORGE_JOBS__MAX_RUNTIME_S=28800
+    # "module:attribute" of the TensorRT toolkit GPU workers use (worker/gpu/tensorrt_toolkit.py);
+    # unset means TensorRT itself. The test suite names its FakeTensorRT here.
+    tensorrt_toolkit: str | None = None
+
+    @model_validator(mode="after")
+    def _refuse_embedded_defaults_in_prod(self) -> "Settings":
+        if self.env != "prod":
+            return self
+        missing = [
+            name
+            for name, value in (
+                ("FUSEFORGE_DATABASE_URL", self.database_url),
+                ("FUSEFORGE_BROKER_URL", self.broker_url),
+            )
+            if not value
+        ]
+        if missing:
+            raise ValueError(
+                f"FUSEFORGE_ENV=prod refuses the embedded defaults: set {', '.join(missing)}"
+            )
+        return self
+
+    @property
+    def resolved_database_url(self) -> str:
+        return self.database_url or f"sqlite:///{(self.data_dir / 'fuseforge.sqlite').resolve()}"
+
+    @property
+    def resolved_broker_url(self) -> str:
+        # kombu's SQLAlchemy transport: a real broker with acks and redelivery, no service to run.
+        return self.broker_url or f"sqla+sqlite:///{(self.data_dir / 'broker.sqlite').resolve()}"
+
+    @property
+    def artifacts_dir(self) -> Path:
+        return self.data_dir / "artifacts"
+
+    @property
+    def scratch_dir(self) -> Path:
+        return self.data_dir / "scratch"
+
+    @property
+    def locks_dir(self) -> Path:
+        return self.data_dir / "locks"
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

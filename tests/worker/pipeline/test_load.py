@@ -1,0 +1,121 @@
+"""Stage `load`: model.static.onnx at the job's shapes for every job, and model.profiled.onnx
+with the profiled axes left dynamic for a job with optimization profiles."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from optimizer.errors import InputShapeError
+from tests.models import IR_VERSION, declared_dims, small_cnn, token_embedding
+from tests.optimizer.passes.support import run_model
+from core.job_config import JobConfig
+from core.settings import Settings
+from core.storage import LocalArtifactStore
+from worker.pipeline.load import load_model
+from worker.pipeline.results import JobRun
+
+
+def _run(tmp_path: Path, model: onnx.ModelProto, config: dict[str, Any]) -> JobRun:
+    model_path = tmp_path / "model.onnx"
+    onnx.save(model, model_path)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    settings = Settings(env="test", data_dir=tmp_path / "data")
+    return JobRun(job_id=uuid.uuid4(), config=JobConfig(backend="tensorrt", **config),
+                  model_path=model_path, dataset_path=None, scratch_dir=scratch,
+                  settings=settings, store=LocalArtifactStore(settings.artifacts_dir))
+
+
+def _token_model() -> onnx.ModelProto:
+    """ids int64 [batch, seq] and mask float32 [batch, seq] -> embedding(ids) * mask."""
+    return token_embedding(["batch", "seq"], ["batch", "seq"], ["batch", "seq", 4], seed=11)
+
+
+_dims = declared_dims
+
+
+def test_a_job_without_profiles_gets_only_the_static_model(tmp_path: Path) -> None:
+    run = _run(tmp_path, small_cnn(), {"input_shapes": {"input": [4, 3, 32, 32]}})
+
+    loaded = load_model(run)
+
+    assert loaded.static_path == run.scratch_dir / "model.static.onnx"
+    assert loaded.profiled_path is None
+    assert not (run.scratch_dir / "model.profiled.onnx").exists()
+    assert loaded.input_shapes == {"input": (4, 3, 32, 32)}
+
+
+def test_a_profiled_batch_stays_dynamic_in_the_profiled_model_only(tmp_path: Path) -> None:
+    profile = {"min": [1, 3, 32, 32], "opt": [4, 3, 32, 32], "max": [16, 3, 32, 32]}
+    run = _run(tmp_path, small_cnn(), {"input_shapes": {"input": [4, 3, 32, 32]},
+                                       "profiles": {"input": profile}})
+
+    loaded = load_model(run)
+
+    assert loaded.profiled_path == run.scratch_dir / "model.profiled.onnx"
+    static = onnx.load(loaded.static_path)
+    profiled = onnx.load(loaded.profiled_path)
+    assert _dims(static.graph.input[0]) == [4, 3, 32, 32]
+    assert _dims(static.graph.output[0]) == [4, 10]
+    assert _dims(profiled.graph.input[0]) == ["N", 3, 32, 32]
+    assert _dims(profiled.graph.output[0]) == ["N", 10]
+    assert loaded.input_shapes == {"input": (4, 3, 32, 32)}
+    assert loaded.input_specs[0].shape == (4, 3, 32, 32)  # validation feeds stay at one shape
+    assert {feed["input"].shape for feed in loaded.feeds} == {(4, 3, 32, 32)}
+    onnx.checker.check_model(profiled, full_check=True)
+    rng = np.random.default_rng(3)
+    for batch in (1, 16):
+        feed = {"input": rng.standard_normal((batch, 3, 32, 32)).astype(np.float32)}
+        assert run_model(profiled, feed)[0].shape == (batch, 10)
+
+
+def test_axes_a_profile_fixes_are_fixed_and_shared_dims_keep_one_name(tmp_path: Path) -> None:
+    # batch varies, seq is pinned at 64 by min == max
+    profile = {"min": [1, 64], "opt": [2, 64], "max": [8, 64]}
+    run = _run(tmp_path, _token_model(), {
+        "input_shapes": {"ids": [2, 64], "mask": [2, 64]},
+        "profiles": {"ids": profile, "mask": profile}})
+
+    loaded = load_model(run)
+
+    assert loaded.profiled_path is not None
+    profiled = onnx.load(loaded.profiled_path)
+    assert [_dims(v) for v in profiled.graph.input] == [["batch", 64], ["batch", 64]]
+    assert _dims(profiled.graph.output[0]) == ["batch", 64, 4]
+
+
+def test_an_input_without_a_profile_is_fixed_at_its_input_shape(tmp_path: Path) -> None:
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("Concat", ["a", "b"], ["rows"], axis=0)], "two_rows",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["N", 4]),
+         helper.make_tensor_value_info("b", TensorProto.FLOAT, ["M", 4])],
+        [helper.make_tensor_value_info("rows", TensorProto.FLOAT, [None, 4])]),
+        opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = IR_VERSION
+    run = _run(tmp_path, model, {
+        "input_shapes": {"a": [6, 4], "b": [3, 4]},
+        "profiles": {"a": {"min": [1, 4], "opt": [6, 4], "max": [8, 4]}}})
+
+    loaded = load_model(run)
+
+    assert loaded.profiled_path is not None
+    profiled = onnx.load(loaded.profiled_path)
+    assert [_dims(v) for v in profiled.graph.input] == [["N", 4], [3, 4]]
+
+
+def test_a_profile_that_no_longer_fits_the_model_fails_the_stage(tmp_path: Path) -> None:
+    # The API checks profiles; a stale config (e.g. a replaced model file) still fails clearly.
+    run = _run(tmp_path, small_cnn(), {
+        "input_shapes": {"input": [4, 3, 32, 32]},
+        "profiles": {"input": {"min": [1, 3, 16, 16], "opt": [4, 3, 32, 32],
+                               "max": [16, 3, 32, 32]}}})
+
+    with pytest.raises(InputShapeError, match="axis 2 is fixed at 32 in the model"):
+        load_model(run)

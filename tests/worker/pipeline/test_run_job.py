@@ -1,0 +1,148 @@
+"""The pipeline run in-process by an embedded Celery worker on the real Redis broker: stages in
+order, the fallback loop, failures that keep their evidence, cancel, and the TensorRT backend
+through FakeTensorRT (tests/support/fake_tensorrt.py: no TensorRT or GPU can exist here)."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from optimizer.capabilities import HostCapabilities
+from tests.models import model_bytes, small_cnn
+from tests.worker.pipeline.conftest import EmbeddedWorker
+from worker.runtime import use_runtime
+
+FAST_BENCHMARK = {"warmup": 1, "iterations": 3, "measure_memory": False}
+IMPOSSIBLE = {"atol": 1e-12, "rtol": 0, "samples": 2}  # fused arithmetic never meets this
+STAGES = ["load", "optimize", "build_engine", "validate", "benchmark", "store"]
+
+
+def _stage_events(job: dict) -> list[str]:  # type: ignore[type-arg]
+    return [e["message"] for e in job["events"] if e["message"].startswith("stage ")]
+
+
+def test_a_job_runs_every_stage_in_order_and_commits_its_records(embedded: EmbeddedWorker) -> None:
+    model_id = embedded.upload(model_bytes(small_cnn(seed=21)), "cnn.onnx")
+    job = embedded.wait(embedded.submit(model_id, input_shapes={"input": [2, 3, 32, 32]},
+                                        benchmark=FAST_BENCHMARK))
+
+    assert job["status"] == "succeeded", job["error"]
+    assert [e["stage"] for e in job["events"] if e["message"].startswith("stage ")] == STAGES
+    assert job["progress"] == 1.0 and job["stage"] == "done"
+    assert {a["name"] for a in job["artifacts"]} == {"engine.onnx", "manifest.json", "fused.onnx",
+                                                     "fusion_report.json"}
+    assert job["validation"]["passed"] is True
+    assert job["accuracy_report"]["passed_first_time"] is True
+    assert {b["variant"] for b in job["benchmarks"]} == {"original", "engine"}
+    stored = embedded.runtime.settings.artifacts_dir / "jobs" / job["id"]
+    assert {p.name for p in stored.iterdir()} == {a["name"] for a in job["artifacts"]}
+    assert not (embedded.runtime.settings.scratch_dir / job["id"]).exists()
+
+
+def test_fallback_loops_over_attempts_without_moving_progress_back(
+        embedded: EmbeddedWorker) -> None:
+    model_id = embedded.upload(model_bytes(small_cnn(seed=22)), "cnn.onnx")
+    job = embedded.wait(embedded.submit(model_id, on_validation_failure="fallback",
+                                        validation=IMPOSSIBLE, benchmark=FAST_BENCHMARK))
+
+    assert job["status"] == "succeeded", job["error"]
+    report = job["accuracy_report"]
+    assert report["passed_first_time"] is False
+    assert report["fallback"]["kept"] == (
+        "the unfused model with ONNX Runtime's optimizations off (the reference itself)")
+    assert report["fallback"]["first_failure"]["passed"] is False
+    assert report["bisection"] is not None and "blame" in report
+    events = _stage_events(job)
+    # The first round, then one round per fallback attempt, each saying which it is.
+    assert events[:4] == [f"stage {s} started" for s in STAGES[:4]]
+    assert "stage optimize started (fallback: no fusion passes, ONNX Runtime level 'all')" in events
+    assert events[-3:] == [
+        "stage validate started (fallback: the unfused model with ONNX Runtime's optimizations "
+        "off (the reference itself))", "stage benchmark started", "stage store started"]
+    # The kept engine is the last attempt's.
+    manifest = embedded.client.get(f"/v1/jobs/{job['id']}/artifacts/manifest.json").json()
+    assert manifest["requested_optimization_level"] == "disabled"
+
+
+def test_a_failed_validation_keeps_its_verdict_blame_and_divergence(
+        embedded: EmbeddedWorker) -> None:
+    model_id = embedded.upload(model_bytes(small_cnn(seed=23)), "cnn.onnx")
+    job = embedded.wait(embedded.submit(model_id, validation=IMPOSSIBLE, benchmark=FAST_BENCHMARK))
+
+    assert job["status"] == "failed"
+    assert job["error"]["code"] == "AccuracyMismatchError"
+    message = job["error"]["message"]
+    assert "differ from the original model's beyond tolerance" in message
+    report = job["accuracy_report"]
+    assert report["passed_first_time"] is False and report["blame"] in message
+    assert job["validation"]["passed"] is False  # the rows explain the failure
+    assert job["artifacts"] == [] and job["benchmarks"] == []
+    assert not (embedded.runtime.settings.scratch_dir / job["id"]).exists()
+
+
+def test_cancel_during_a_stage_stops_the_run_and_stores_nothing(embedded: EmbeddedWorker) -> None:
+    model_id = embedded.upload(model_bytes(small_cnn(seed=24)), "cnn.onnx")
+    job_id = embedded.submit(model_id, benchmark={"warmup": 0, "iterations": 5000,
+                                                   "measure_memory": False})
+    deadline = time.monotonic() + 120
+    while embedded.job(job_id)["stage"] != "benchmark":
+        assert time.monotonic() < deadline, "the job never reached its benchmark"
+        time.sleep(0.02)
+    assert embedded.client.post(f"/v1/jobs/{job_id}/cancel").status_code == 200
+    # The run stops at its next stage boundary; the next job then runs on the same worker.
+    after = embedded.wait(embedded.submit(model_id, benchmark=FAST_BENCHMARK))
+    assert after["status"] == "succeeded", after["error"]
+
+    job = embedded.job(job_id)
+    assert job["status"] == "cancelled" and job["error"] is None
+    assert job["artifacts"] == [] and job["benchmarks"] == []
+    assert not (embedded.runtime.settings.artifacts_dir / "jobs" / job_id).exists()
+    assert not (embedded.runtime.settings.scratch_dir / job_id).exists()
+
+
+def test_tensorrt_job_builds_its_engine_and_times_it_against_the_unfused_engine(
+        embedded: EmbeddedWorker, fake_tensorrt_control: Path) -> None:
+    model_id = embedded.upload(model_bytes(small_cnn(seed=25)), "cnn.onnx")
+    job = embedded.wait(embedded.submit(model_id, backend="tensorrt", benchmark=FAST_BENCHMARK,
+                                        input_shapes={"input": [2, 3, 32, 32]}))
+
+    assert job["status"] == "succeeded", job["error"]
+    assert {a["name"] for a in job["artifacts"]} == {
+        "engine.plan", "metadata.json", "engine_report.json", "build.log", "fused.onnx",
+        "fusion_report.json"}
+    report = job["engine_report"]
+    assert report["metadata"]["precision"] == "fp32"
+    assert report["reference_engine"]["engine_bytes"] != report["metadata"]["engine_bytes"]
+    assert {b["backend"] for b in job["benchmarks"]} == {"fake-tensorrt"}
+    assert job["config"]["ort_optimization_level"] is None
+
+
+def test_tensorrt_fallback_ends_at_the_unfused_engine_and_blames_tensorrt(
+        embedded: EmbeddedWorker, fake_tensorrt_control: Path) -> None:
+    fake_tensorrt_control.write_text(json.dumps({"corrupt_batches_above": 0}))
+    model_id = embedded.upload(model_bytes(small_cnn(seed=26)), "cnn.onnx")
+    job = embedded.wait(embedded.submit(model_id, backend="tensorrt", benchmark=FAST_BENCHMARK,
+                                        on_validation_failure="fallback"))
+
+    assert job["status"] == "failed"
+    assert job["error"]["code"] == "AccuracyMismatchError"
+    assert "TensorRT's engine of the unfused model" in job["error"]["message"]
+    assert job["accuracy_report"]["blame"].endswith("TensorRT's own optimizations")
+    events = _stage_events(job)
+    assert "stage build_engine started (fallback: no fusion passes: TensorRT's engine of the " \
+           "unfused model)" in events
+
+
+def test_tensorrt_job_on_a_worker_without_a_gpu_fails_up_front_saying_why(
+        embedded: EmbeddedWorker) -> None:
+    cpu_only = replace(embedded.runtime,
+                       capabilities=HostCapabilities(notes=("nvidia-smi not found",)))
+    model_id = embedded.upload(model_bytes(small_cnn(seed=27)), "cnn.onnx")
+    with use_runtime(cpu_only):
+        job = embedded.wait(embedded.submit(model_id, backend="tensorrt"))
+
+    assert job["status"] == "failed" and job["error"]["code"] == "EngineBuildError"
+    assert "needs a worker with an NVIDIA GPU and TensorRT" in job["error"]["message"]
+    assert job["stage"] is None  # refused before any stage ran

@@ -1,0 +1,299 @@
+"""Run a function in a child process under a time and a memory limit, so its crash is not ours.
+
+An engine build runs native code that can hang, exhaust memory or abort the process. Running it
+in a child (a fresh interpreter: no inherited CUDA context, database connections or threads)
+means such a build fails its job with a clear `EngineBuildError` while the worker carries on:
+
+    engine_path = run_isolated(
+        build_engine_file, args=(onnx_path, engine_dir),
+        limits=ChildLimits(timeout_s=1800, max_rss_bytes=64 * 2**30),
+        what=f"the TensorRT engine build of job {job_id}",
+    )
+
+The function (module-level, imported by name) and its arguments are pickled, and so is its
+return value: return a path, not a gigabyte of engine bytes. An exception it raises comes back as
+the same exception, with the child's traceback as a note. Two memory limits exist:
+`max_rss_bytes` is watched from the parent and works for any process, CUDA included;
+`max_address_space_bytes` is RLIMIT_AS in the child, enforced by the kernel, and is meant for
+CPU-only work: CUDA reserves far more virtual address space than it uses, and fails to start
+under a tight RLIMIT_AS.
+
+The child is a `subprocess`, not a `multiprocessing` process: Celery's prefork pool runs tasks in
+daemonic processes, which multiprocessing forbids to have children. It runs in a session of its
+own (a kill reaches anything it started) and dies with the worker (PR_SET_PDEATHSIG).
+
+`one_at_a_time(lock_path)` holds an exclusive file lock, so builds that share a GPU (workers on
+one host with the same data folder) run one after another.
+"""
+
+import ctypes
+import fcntl
+import logging
+import os
+import pickle
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from optimizer.errors import EngineBuildError, OptimizerError
+
+__all__ = ["ChildLimits", "one_at_a_time", "run_isolated"]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_MIB = 2**20
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_CALL_FILE = "call.pickle"
+_RESULT_FILE = "result.pickle"
+# The child imports this module by name; the parent's sys.path travels in PYTHONPATH.
+_BOOTSTRAP = "import sys; from worker.gpu.isolation import _child_main; _child_main(sys.argv[1])"
+_SIGNAL_HINTS = {
+    signal.SIGABRT: "aborted: an assertion or an uncaught C++ exception in native code",
+    signal.SIGSEGV: "segmentation fault in native code",
+    signal.SIGBUS: "bus error in native code",
+    signal.SIGFPE: "arithmetic fault in native code",
+    signal.SIGILL: "illegal instruction in native code",
+    signal.SIGKILL: "killed from outside, often by the kernel's out-of-memory killer",
+    signal.SIGTERM: "terminated from outside",
+}
+
+
+@dataclass(frozen=True)
+class ChildLimits:
+    """Limits on one isolated call. `timeout_s` is wall-clock time from the child's start."""
+
+    timeout_s: float
+    max_rss_bytes: int | None = None  # resident memory, checked every `poll_s` by the parent
+    max_address_space_bytes: int | None = None  # RLIMIT_AS in the child; not for CUDA work
+    poll_s: float = 0.1
+
+    def __post_init__(self) -> None:
+        if self.timeout_s <= 0 or self.poll_s <= 0:
+            raise ValueError(f"timeout_s and poll_s must be positive, got {self}")
+        for name in ("max_rss_bytes", "max_address_space_bytes"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ValueError(f"{name} must be positive or None, got {value}")
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Ask Linux to SIGKILL this process when the worker that started it dies."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return  # not Linux: the parent's kill on timeout still applies
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def _child_main(work_dir: str) -> None:
+    """The child's side: apply the limits, run the call in `work_dir`, pickle what happened there."""
+    folder = Path(work_dir)
+    with (folder / _CALL_FILE).open("rb") as call_file:
+        parent_pid, max_address_space_bytes = pickle.load(call_file)
+        _die_with_parent(parent_pid)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a crash must not fill the disk
+        if max_address_space_bytes is not None:
+            limit = (max_address_space_bytes, max_address_space_bytes)
+            resource.setrlimit(resource.RLIMIT_AS, limit)
+        try:
+            fn, args, kwargs = pickle.load(call_file)  # imports fn's module, under the limits
+            outcome: tuple[Any, ...] = ("returned", fn(*args, **kwargs))
+        except BaseException as err:  # everything goes back to the parent, which decides
+            outcome = ("raised", _portable(err), traceback.format_exc())
+    try:
+        data = pickle.dumps(outcome)
+    except Exception as err:  # an unpicklable return value
+        data = pickle.dumps(("raised", _portable(err), traceback.format_exc()))
+    partial = folder / (_RESULT_FILE + ".partial")
+    partial.write_bytes(data)
+    partial.rename(folder / _RESULT_FILE)  # all or nothing, even if the child dies mid-write
+
+
+def _portable(err: BaseException) -> BaseException | tuple[str, str]:
+    """The exception itself if it survives pickling, else (its class name, its message)."""
+    try:
+        restored = pickle.loads(pickle.dumps(err))
+    except Exception:
+        return (type(err).__qualname__, str(err))
+    if not isinstance(restored, BaseException):
+        return (type(err).__qualname__, str(err))
+    return restored
+
+
+def _rss_bytes(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, IndexError, ValueError):
+        return None  # the process is gone, or this is not Linux
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)  # start_new_session: the group id is its pid
+    except ProcessLookupError:
+        pass  # already gone (and its group with it)
+    process.wait()
+
+
+def run_isolated(
+    fn: Callable[..., T],
+    args: tuple[Any, ...] = (),
+    kwargs: Mapping[str, Any] | None = None,
+    *,
+    limits: ChildLimits,
+    what: str,
+    error: type[OptimizerError] = EngineBuildError,
+    keep_going: Callable[[], bool] | None = None,
+) -> T:
+    """Call `fn(*args, **kwargs)` in a child Python process and return its result.
+
+    `what` names the work in messages ("the TensorRT engine build of job 1234..."). `keep_going`,
+    if given, is asked every `limits.poll_s`; once it returns False the child is killed (e.g. the
+    job was cancelled).
+
+    Raises:
+        the exception `fn` raised, with the child's traceback as a note (or `error` naming its class
+            and message if the exception does not survive pickling);
+        `error` (EngineBuildError by default): the child ran past `limits.timeout_s`, exceeded a
+            memory limit, died from a signal or exited without a result, or `keep_going` said stop;
+        pickle.PicklingError (or the error pickle raises): `fn` or an argument cannot be pickled.
+    """
+    work_dir = Path(tempfile.mkdtemp(prefix="fuseforge-isolated-"))
+    try:
+        with (work_dir / _CALL_FILE).open("wb") as call_file:
+            pickle.dump((os.getpid(), limits.max_address_space_bytes), call_file)
+            pickle.dump((fn, tuple(args), dict(kwargs or {})), call_file)
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        process = subprocess.Popen(
+            [sys.executable, "-c", _BOOTSTRAP, str(work_dir)], env=env, start_new_session=True
+        )
+        try:
+            _wait(process, limits, what, error, keep_going)
+        except BaseException:
+            _kill_group(process)
+            raise
+        result: T = _outcome(work_dir / _RESULT_FILE, process.returncode, limits, what, error)
+        return result
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def _wait(
+    process: subprocess.Popen[bytes],
+    limits: ChildLimits,
+    what: str,
+    error: type[OptimizerError],
+    keep_going: Callable[[], bool] | None,
+) -> None:
+    """Wait for the child to exit; kill it and raise `error` when it breaks a limit."""
+    started = time.monotonic()
+    while True:
+        try:
+            process.wait(timeout=limits.poll_s)
+            return
+        except subprocess.TimeoutExpired:
+            pass
+        if time.monotonic() - started > limits.timeout_s:
+            raise error(
+                f"{what} did not finish within its time limit of {limits.timeout_s:g} s and was "
+                f"stopped; raise the limit or give it less to do (a smaller model, fewer shapes)"
+            )
+        rss = _rss_bytes(process.pid) if limits.max_rss_bytes is not None else None
+        if rss is not None and limits.max_rss_bytes is not None and rss > limits.max_rss_bytes:
+            raise error(
+                f"{what} exceeded its memory limit of {limits.max_rss_bytes // _MIB} MiB "
+                f"(resident: {rss // _MIB} MiB) and was stopped; raise the limit or use a smaller "
+                f"model"
+            )
+        if keep_going is not None and not keep_going():
+            raise error(f"{what} was stopped because its job is no longer running (cancelled)")
+
+
+def _outcome(
+    result_path: Path,
+    returncode: int,
+    limits: ChildLimits,
+    what: str,
+    error: type[OptimizerError],
+) -> Any:
+    """The child's return value, or its exception re-raised, or `error` saying how it died."""
+    try:
+        outcome = pickle.loads(result_path.read_bytes())
+    except FileNotFoundError:
+        raise error(_death_message(what, returncode, limits)) from None
+    except Exception as err:  # e.g. the result's class does not import here
+        raise error(f"{what} returned a result this process cannot read ({err})") from err
+    if outcome[0] == "returned":
+        return outcome[1]
+    _kind, raised, child_traceback = outcome
+    if isinstance(raised, MemoryError) and limits.max_address_space_bytes is not None:
+        raise error(
+            f"{what} ran out of memory under its address-space limit of "
+            f"{limits.max_address_space_bytes // _MIB} MiB; raise the limit or use a smaller model"
+        ) from raised
+    if isinstance(raised, BaseException) and not isinstance(raised, Exception):
+        # SystemExit or KeyboardInterrupt would stop the worker: they stay the child's business.
+        raise error(f"{what} ended early in its child process: {type(raised).__name__}({raised})")
+    if isinstance(raised, BaseException):
+        raised.add_note(f"in the isolated child process:\n{child_traceback}")
+        raise raised
+    name, text = raised
+    raise error(f"{what} failed in its child process: {name}: {text}")
+
+
+def _death_message(what: str, returncode: int, limits: ChildLimits) -> str:
+    if returncode < 0:
+        try:
+            sig = signal.Signals(-returncode)
+        except ValueError:
+            return f"{what} crashed: its child process was killed by signal {-returncode}"
+        hint = _SIGNAL_HINTS.get(sig, "")
+        if sig == signal.SIGKILL and limits.max_rss_bytes is None:
+            hint += "; set a memory limit to get a clearer message"
+        return f"{what} crashed: its child process was killed by signal {sig.name}" + (
+            f" ({hint})" if hint else ""
+        )
+    return f"{what} ended without a result: its child process exited with code {returncode}"
+
+
+@contextmanager
+def one_at_a_time(lock_path: Path, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
+    """Hold an exclusive lock on `lock_path` (created if missing) for the duration of the block.
+
+    Blocks while another process holds it, after calling `on_wait` (e.g. to tell the job why it
+    waits). The kernel drops the lock when the holder dies, so a crashed worker never leaves
+    the GPU locked.
+    """
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("a") as handle:
+        if _try_lock(handle.fileno()):
+            yield
+            return
+        logger.info("waiting for %s: another build holds it", lock_path)
+        if on_wait is not None:
+            on_wait()
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        yield
+
+
+def _try_lock(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True

@@ -1,0 +1,101 @@
+"""What a GPU worker asks of TensorRT, behind one small interface this project owns.
+
+A `TensorRTToolkit` detects the host's GPU and TensorRT, builds an engine from an ONNX file and
+opens a runner on a built engine. `TENSORRT` does that with TensorRT itself
+(optimizer/backends/tensorrt/). The setting FUSEFORGE_TENSORRT_TOOLKIT="module:attribute" names
+another implementation: the test suite's `FakeTensorRT` (tests/support/fake_tensorrt.py), which
+stands in for TensorRT and a GPU on machines that can have neither and passes the same contract
+tests (tests/worker/gpu/test_tensorrt_toolkit_contract.py).
+
+A toolkit is a frozen record of module-level functions, so it pickles by reference and an
+isolated build child (worker/gpu/isolation.py) can be handed the same one by name.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from optimizer.backends.tensorrt import (
+    GpuIdentity,
+    LogLine,
+    TrtBuildOptions,
+    TrtEngine,
+    build_trt_engine,
+    runner_for_trt_engine,
+)
+from optimizer.capabilities import HostCapabilities, detect_capabilities
+from optimizer.errors import InternalError
+from optimizer.runner import Runner
+
+__all__ = ["TENSORRT", "EngineBuilder", "TensorRTToolkit", "load_toolkit"]
+
+
+class EngineBuilder(Protocol):
+    """The signature of `optimizer.backends.tensorrt.build_trt_engine`."""
+
+    def __call__(
+        self,
+        model_path: Path,
+        out_dir: Path,
+        *,
+        options: TrtBuildOptions,
+        input_shapes: Mapping[str, Sequence[int]] | None = None,
+        profiles: Mapping[str, Any] | None = None,
+        timing_cache: bytes | None = None,
+        on_progress: Callable[[float, str], None] | None = None,
+        on_log: Callable[[LogLine], None] | None = None,
+        gpu: GpuIdentity | None = None,
+    ) -> TrtEngine: ...
+
+
+class _RunnerOpener(Protocol):
+    def __call__(self, engine_dir: Path, /, *, gpu: GpuIdentity | None = None) -> Runner: ...
+
+
+@dataclass(frozen=True)
+class TensorRTToolkit:
+    """`name` appears in logs and engine records ("tensorrt", or "fake-tensorrt" in tests)."""
+
+    name: str
+    detect_capabilities: Callable[[], HostCapabilities]
+    build_engine: EngineBuilder
+    # the engine in a folder (engine file + metadata.json), loaded for inference after its
+    # metadata is checked against `gpu`; use it in a `with` block
+    open_runner: _RunnerOpener
+
+
+TENSORRT = TensorRTToolkit(
+    name="tensorrt",
+    detect_capabilities=detect_capabilities,
+    build_engine=build_trt_engine,
+    open_runner=runner_for_trt_engine,
+)
+
+
+def load_toolkit(spec: str | None) -> TensorRTToolkit:
+    """The toolkit `spec` ("package.module:attribute") names; TensorRT itself for None.
+
+    Raises:
+        InternalError: `spec` is malformed or names nothing importable of the right type (a
+            deployment error, reported at worker start).
+    """
+    if not spec:
+        return TENSORRT
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise InternalError(
+            f"FUSEFORGE_TENSORRT_TOOLKIT={spec!r} is not 'module:attribute'; unset it to use "
+            "TensorRT itself")
+    try:
+        toolkit = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as err:
+        raise InternalError(f"FUSEFORGE_TENSORRT_TOOLKIT={spec!r} cannot be loaded: {err}") from err
+    if not isinstance(toolkit, TensorRTToolkit):
+        raise InternalError(
+            f"FUSEFORGE_TENSORRT_TOOLKIT={spec!r} is a {type(toolkit).__name__}, not a "
+            "TensorRTToolkit")
+    return toolkit

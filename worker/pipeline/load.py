@@ -1,0 +1,68 @@
+"""Stage `load`: check the model again, fix its input shapes to the job's, and load the inputs
+it is validated on.
+
+Every job gets model.static.onnx, all inputs fixed at the job's `input_shapes`: the reference
+that validation, benchmarks and bisection run. A job with optimization profiles (TensorRT only)
+also gets model.profiled.onnx, which the engine is fused and built from: every axis a profile
+lets vary (min != max) is left dynamic, every other axis fixed to its profile's size.
+"""
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+import onnx
+
+from optimizer.backends.tensorrt.profiles import OptimizationProfileSpec, resolve_profiles
+from optimizer.shapes import fix_input_shapes, fix_input_shapes_except, resolve_input_shapes
+from optimizer.tensor_specs import TensorSpec, summarize_model
+from worker.pipeline.feeds import job_feeds
+from worker.pipeline.results import JobRun, LoadedModel
+
+__all__ = ["load_model"]
+
+STATIC_MODEL_FILE = "model.static.onnx"
+PROFILED_MODEL_FILE = "model.profiled.onnx"
+
+
+def load_model(run: JobRun) -> LoadedModel:
+    """Write the static model (and the profiled one when the job has profiles) to scratch.
+
+    Raises:
+        InputShapeError: the job's input shapes or profiles do not fit the model (the API
+            checked them, so only a model changed since would do this).
+        InvalidModelError: ONNX shape inference fails for these shapes.
+        DatasetError: the job's dataset does not fit the model's inputs.
+    """
+    model = onnx.load(run.model_path, format="protobuf")
+    summary = summarize_model(model)
+    shapes = resolve_input_shapes(summary.inputs, run.config.input_shapes)
+    static_path = run.scratch_dir / STATIC_MODEL_FILE
+    onnx.save(fix_input_shapes(model, shapes), static_path)
+    profiled_path = None
+    if run.config.profiles:
+        profiled_path = run.scratch_dir / PROFILED_MODEL_FILE
+        profiled = _profiled_model(model, summary.inputs, shapes, run.config.profile_shapes() or {})
+        onnx.save(profiled, profiled_path)
+    specs = tuple(replace(spec, shape=shapes[spec.name]) for spec in summary.inputs)
+    feeds, labels = job_feeds(run.config, run.dataset_path, specs)
+    return LoadedModel(static_path=static_path, profiled_path=profiled_path, input_shapes=shapes,
+                       input_specs=specs, feeds=feeds, labels=labels)
+
+
+def _profiled_model(
+    model: onnx.ModelProto,
+    inputs: tuple[TensorSpec, ...],
+    shapes: Mapping[str, tuple[int, ...]],
+    profiles: Mapping[str, Mapping[str, list[int]]],
+) -> onnx.ModelProto:
+    # Inputs without a profile get a static one at their shape, so they are fixed like the
+    # rest; an axis whose profile has min == max is fixed at that size (the shape lies within
+    # the profile, so `shapes` holds it).
+    resolved = resolve_profiles(inputs, profiles, input_shapes=shapes)
+    return fix_input_shapes_except(model, shapes, {
+        name: _varying_axes(profile) for name, profile in resolved.items()})
+
+
+def _varying_axes(profile: OptimizationProfileSpec) -> list[int]:
+    return [axis for axis, (low, high) in enumerate(zip(profile.min, profile.max, strict=True))
+            if low != high]

@@ -1,0 +1,56 @@
+"""Stage `optimize`: run the attempt's fusion passes, then convert to the job's precision."""
+
+import json
+from typing import Any
+
+import onnx
+
+from optimizer.optimize import OptimizeOptions, optimize_model
+from optimizer.precision import AccuracyBudget, Precision, convert_precision, search_precision
+from worker.pipeline.results import Attempt, JobRun, LoadedModel, OptimizedModel, PendingArtifact
+
+__all__ = ["optimize_graph"]
+
+_SEARCH_SAMPLES = 4  # each search step runs the model on these; validation then uses them all
+
+
+def optimize_graph(run: JobRun, loaded: LoadedModel, attempt: Attempt) -> OptimizedModel:
+    """The fused model (fused.onnx, with its report) and, below fp32, its conversion: the
+    low-precision graph TensorRT 11 needs (it builds strongly typed networks)."""
+    options = OptimizeOptions(backend=run.config.backend, passes=attempt.passes,
+                              excluded_rules=attempt.excluded_rules)
+    fused, report = optimize_model(onnx.load(loaded.fusion_source), options)
+    fused_path = run.scratch_dir / "fused.onnx"
+    onnx.save(fused, fused_path)
+    report_path = run.scratch_dir / "fusion_report.json"
+    report_path.write_text(json.dumps(report.to_dict(), indent=2))
+    artifacts = (PendingArtifact("fused.onnx", "optimized_model", fused_path),
+                 PendingArtifact("fusion_report.json", "report", report_path))
+    precision = run.config.precision
+    if precision == "fp32":
+        return OptimizedModel(fused_path=fused_path, fusion_report=report, engine_source=fused_path,
+                              accuracy={}, artifacts=artifacts)
+    converted, accuracy = _at_precision(run, loaded, fused, precision)
+    source = run.scratch_dir / f"model.{precision}.onnx"
+    onnx.save(converted, source)
+    return OptimizedModel(
+        fused_path=fused_path, fusion_report=report, engine_source=source, accuracy=accuracy,
+        artifacts=(*artifacts, PendingArtifact(source.name, "optimized_model", source)))
+
+
+def _at_precision(run: JobRun, loaded: LoadedModel, fused: onnx.ModelProto, precision: Precision
+                  ) -> tuple[onnx.ModelProto, dict[str, Any]]:
+    """The converted graph and its report; with `precision_search`, the fewest extra fp32 nodes
+    that keep it within the accuracy budget."""
+    accuracy: dict[str, Any] = {}
+    if run.config.precision_search:
+        result = search_precision(
+            fused, loaded.feeds[:_SEARCH_SAMPLES], precision=precision,
+            budget=AccuracyBudget(**run.config.accuracy_budget.model_dump()),
+        )
+        accuracy["precision_search"] = result.to_dict()
+        converted, report = result.model, result.report
+    else:
+        converted, report = convert_precision(fused, precision)
+    accuracy["precision"] = report.to_dict()
+    return converted, accuracy

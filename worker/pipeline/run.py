@@ -1,0 +1,183 @@
+"""Run one job end to end: claim it, run its stages, record the outcome, clean up.
+
+    load → (optimize → build_engine → validate)+ → benchmark → [ablation] → store
+
+The bracket is the fallback: when the engine fails validation and the job asks to fall back,
+the pipeline loops over more conservative attempts (worker/pipeline/attempts.py) until one
+validates. Stages hand typed results to the next (worker/pipeline/results.py); every database
+write goes through the run's `JobRecorder`, each in a short transaction of its own.
+"""
+
+import logging
+import os
+import shutil
+import socket
+import uuid
+from typing import Any
+
+from optimizer.errors import OptimizerError
+from worker.pipeline.ablation import benchmark_ablation
+from worker.pipeline.attempts import fallback_record
+from worker.pipeline.backend import JobBackend
+from worker.pipeline.benchmark import benchmark_engine
+from worker.pipeline.diagnose import diagnose_failure
+from worker.pipeline.heartbeat import JobHeartbeat
+from worker.pipeline.load import load_model
+from worker.pipeline.onnxruntime_backend import OnnxRuntimeBackend
+from worker.pipeline.optimize import optimize_graph
+from worker.pipeline.outcome import store_artifacts_then
+from worker.pipeline.profile_checks import check_profile_extremes
+from worker.pipeline.progress import JobStopped, StageProgress
+from worker.pipeline.recorder import JobRecorder
+from worker.pipeline.results import (
+    Attempt,
+    BuiltEngine,
+    JobOutcome,
+    JobRun,
+    LoadedModel,
+    Validation,
+)
+from worker.pipeline.stages import ABLATION, BENCHMARK, BUILD_ENGINE, LOAD, OPTIMIZE, STORE, VALIDATE
+from worker.pipeline.tensorrt_backend import TensorRTBackend
+from worker.pipeline.validate import job_tolerances, validate_engine
+from worker.runtime import WorkerRuntime
+
+__all__ = ["run_job", "worker_name"]
+
+logger = logging.getLogger(__name__)
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def run_job(job_id: uuid.UUID, runtime: WorkerRuntime) -> None:
+    """Run `job_id` if it is still queued; a redelivered or cancelled job is left alone."""
+    recorder = JobRecorder(job_id, runtime.sessions)
+    claimed = recorder.claim(worker_name())
+    if claimed is None:
+        if not recorder.fail_if_its_process_died(runtime.settings.scratch_dir):
+            logger.info("job %s is not queued any more; skipping this delivery", job_id)
+        return
+    run = JobRun(
+        job_id=job_id,
+        config=claimed.config,
+        model_path=runtime.store.local_path(claimed.model_uri),
+        dataset_path=runtime.store.local_path(claimed.dataset_uri) if claimed.dataset_uri else None,
+        scratch_dir=runtime.settings.scratch_dir / str(job_id),
+        settings=runtime.settings,
+        store=runtime.store,
+    )
+    outcome = JobOutcome()
+    shutil.rmtree(run.scratch_dir, ignore_errors=True)  # leftovers of a crashed earlier attempt
+    run.scratch_dir.mkdir(parents=True)
+    try:
+        with JobHeartbeat(recorder.heartbeat, runtime.settings.jobs.heartbeat_interval_s,
+                          name=str(job_id)) as beat:
+            progress = StageProgress(recorder, beat)
+            _run_stages(run, backend_for(run, runtime, recorder), outcome, progress)
+            progress.enter(STORE)
+            if not store_artifacts_then(job_id, outcome, run.store,
+                                        lambda stored: recorder.succeed(outcome, stored)):
+                raise JobStopped
+    except JobStopped:
+        logger.info("job %s was cancelled; stopped between stages", job_id)
+    except OptimizerError as err:
+        logger.info("job %s failed: %s: %s", job_id, type(err).__name__, err)
+        recorder.fail(type(err).__name__, str(err), outcome)
+    except Exception as err:
+        logger.exception("job %s hit an internal error", job_id)
+        recorder.fail(
+            "InternalError",
+            f"FuseForge failed internally ({type(err).__name__}: {err}); this is not a fault in "
+            f"your model. The worker log has the traceback for job {job_id}.",
+            outcome,
+        )
+    finally:
+        shutil.rmtree(run.scratch_dir, ignore_errors=True)
+
+
+def backend_for(run: JobRun, runtime: WorkerRuntime, recorder: JobRecorder) -> JobBackend[Any]:
+    """The job's backend strategy.
+
+    Raises:
+        EngineBuildError: before any work, when this worker cannot build the job's backend
+            (a tensorrt job on a worker started with a hand-written queue list).
+    """
+    if run.config.backend == "tensorrt":
+        return TensorRTBackend(run, toolkit=runtime.toolkit, capabilities=runtime.capabilities,
+                               recorder=recorder)
+    return OnnxRuntimeBackend(run)
+
+
+def _run_stages(run: JobRun, backend: JobBackend[Any], outcome: JobOutcome,
+                progress: StageProgress) -> None:
+    """Run every stage, recording each result in `outcome` as it comes.
+
+    Raises:
+        JobStopped: the job was cancelled meanwhile.
+        OptimizerError: the model, a build, validation or a benchmark failed.
+    """
+    progress.enter(LOAD)
+    loaded = load_model(run)
+    engine = _validated_engine(run, backend, loaded, outcome, progress)
+    span = progress.enter(BENCHMARK)
+    outcome.benchmarks, reference = benchmark_engine(run, backend, loaded, engine, span)
+    if reference is not None and outcome.engine_report is not None:
+        outcome.engine_report["reference_engine"] = reference
+    if run.config.ablation:
+        span = progress.enter(ABLATION)
+        outcome.ablation = benchmark_ablation(run, backend, loaded, span)
+
+
+def _validated_engine(run: JobRun, backend: JobBackend[Any], loaded: LoadedModel,
+                      outcome: JobOutcome, progress: StageProgress) -> BuiltEngine[Any]:
+    """Optimize, build and validate: the job's own attempt, then its fallbacks (fp32 jobs that
+    ask for them) until one validates; then check the engine at its profiles' extremes.
+
+    Raises:
+        AccuracyMismatchError: no attempt validates, or the engine fails at a profile's end.
+    """
+    attempt = Attempt.the_jobs_own(run.config)
+    fallbacks: list[Attempt] | None = None  # decided after the first failure
+    first_failure: Validation | None = None
+    while True:
+        note = None if first_failure is None else f"fallback: {attempt.kept}"
+        progress.enter(OPTIMIZE, note)
+        optimized = optimize_graph(run, loaded, attempt)
+        outcome.fusion_report = optimized.fusion_report
+        outcome.accuracy.update(optimized.accuracy)
+        outcome.add_artifacts(optimized.artifacts)
+        span = progress.enter(BUILD_ENGINE, note)
+        engine = backend.build_engine(loaded, optimized, attempt, span)
+        outcome.engine_report = engine.report
+        outcome.add_artifacts(engine.artifacts)
+        progress.enter(VALIDATE, note)
+        validation = validate_engine(run, backend, loaded, optimized, engine)
+        outcome.validation = validation.report
+        outcome.accuracy.update(validation.accuracy)
+        if first_failure is None and run.config.precision == "fp32":
+            outcome.accuracy["passed_first_time"] = validation.passed
+        if validation.passed:
+            break
+        if fallbacks is None:
+            if run.config.precision != "fp32":  # low precision: judged, never bisected
+                validation.report.raise_if_failed(validation.subject)
+            diagnosis = diagnose_failure(run, backend, loaded, optimized,
+                                         job_tolerances(run.config))
+            outcome.accuracy.update(diagnosis.to_accuracy())
+            if run.config.on_validation_failure != "fallback":
+                diagnosis.raise_failure(validation)
+            fallbacks = backend.fallback_attempts(diagnosis.blamed_rules)
+            first_failure = validation
+        if not fallbacks:
+            backend.raise_no_attempt_passed(validation)
+        attempt = fallbacks.pop(0)
+    if first_failure is not None:
+        outcome.accuracy["fallback"] = fallback_record(attempt, first_failure)
+    if run.config.profiles:  # an engine built for a range of shapes: check both ends too
+        with backend.open_runner(engine) as runner:
+            checks = check_profile_extremes(run, loaded, runner, job_tolerances(run.config))
+        outcome.accuracy["profile_checks"] = checks.results
+        checks.raise_if_failed()
+    return engine

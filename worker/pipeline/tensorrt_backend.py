@@ -1,0 +1,132 @@
+"""The TensorRT backend of a job: engines built in isolated children on this worker's GPU
+(worker/gpu/engine_builds.py), run through the TensorRT toolkit, and timed against TensorRT's
+engine of the unfused model, so the benchmark shows what our fusions add to TensorRT's own at
+the same precision on the same GPU (timing a GPU engine against ONNX Runtime on the CPU would
+say nothing about fusion)."""
+
+import shutil
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import NoReturn
+
+from optimizer.ablation import RunnerFor
+from optimizer.backends.tensorrt import ENGINE_FILE, METADATA_FILE, REPORT_FILE, TrtEngine
+from optimizer.capabilities import HostCapabilities
+from optimizer.errors import EngineBuildError, InternalError
+from optimizer.runner import Runner
+from worker.gpu.engine_builds import EngineBuilds, build_log_path
+from worker.gpu.tensorrt_toolkit import TensorRTToolkit
+from worker.pipeline.attempts import tensorrt_fallbacks
+from worker.pipeline.backend import BenchmarkReference
+from worker.pipeline.recorder import JobRecorder
+from worker.pipeline.results import (
+    Attempt,
+    BuiltEngine,
+    JobRun,
+    LoadedModel,
+    OptimizedModel,
+    PendingArtifact,
+    Validation,
+)
+from worker.pipeline.stages import ABLATION, BENCHMARK, BUILD_ENGINE, ProgressSpan
+
+__all__ = ["TensorRTBackend", "refusal_for"]
+
+
+def refusal_for(capabilities: HostCapabilities) -> str | None:
+    """Why this host cannot build TensorRT engines, or None if it can (a job reaching a worker
+    started with a hand-written queue list fails up front, saying what is missing)."""
+    if capabilities.can_build_tensorrt:
+        return None
+    return (
+        f"backend 'tensorrt' needs a worker with an NVIDIA GPU and TensorRT; this worker has "
+        f"{capabilities.describe()}. Start one with `fuseforge worker --queues gpu` on a GPU "
+        f"machine, or use backend 'onnxruntime'."
+    )
+
+
+class TensorRTBackend:
+    name = "tensorrt"
+    own_optimizations = "TensorRT's own optimizations"
+
+    def __init__(self, run: JobRun, *, toolkit: TensorRTToolkit, capabilities: HostCapabilities,
+                 recorder: JobRecorder) -> None:
+        """Raises EngineBuildError when this host cannot build TensorRT engines."""
+        why = refusal_for(capabilities)
+        if why is not None or capabilities.gpu is None or capabilities.tensorrt_version is None:
+            raise EngineBuildError(why or "this worker cannot build TensorRT engines")
+        self._run = run
+        self._toolkit = toolkit
+        self._gpu = capabilities.gpu
+        precision = run.config.precision
+        self._builds = EngineBuilds(
+            job_id=run.job_id, settings=run.settings, store=run.store, channel=recorder,
+            gpu=capabilities.gpu, tensorrt_version=capabilities.tensorrt_version,
+            precision=None if precision == "fp32" else precision,
+            profiles=run.config.profile_shapes(),
+        )
+
+    def build_engine(self, loaded: LoadedModel, optimized: OptimizedModel, attempt: Attempt,
+                     span: ProgressSpan) -> BuiltEngine[TrtEngine]:
+        engine_dir = self._run.scratch_dir / "engine"
+        shutil.rmtree(engine_dir, ignore_errors=True)  # a fallback rebuild replaces the engine
+        engine = self._builds.build(optimized.engine_source, engine_dir,
+                                    input_shapes=loaded.input_shapes, label="TensorRT build",
+                                    stage=BUILD_ENGINE, progress_span=span.as_tuple())
+        artifacts = [PendingArtifact(ENGINE_FILE, "engine", engine.engine_path),
+                     PendingArtifact(METADATA_FILE, "manifest", engine.metadata_path),
+                     PendingArtifact(REPORT_FILE, "report", engine.report_path)]
+        log_path = build_log_path(engine_dir)
+        if log_path.is_file():
+            artifacts.append(PendingArtifact("build.log", "log", log_path))
+        return BuiltEngine(engine, artifacts=tuple(artifacts),
+                           report={"metadata": engine.metadata.to_dict(), "layers": engine.report})
+
+    def open_runner(self, engine: BuiltEngine[TrtEngine]) -> AbstractContextManager[Runner]:
+        return self._open(engine.engine)
+
+    def precision_runner(self, engine: BuiltEngine[TrtEngine]
+                         ) -> AbstractContextManager[Runner | None]:
+        return self._open(engine.engine)  # the engine computes at the job's precision
+
+    def benchmark_reference(self, loaded: LoadedModel, span: ProgressSpan) -> BenchmarkReference:
+        """TensorRT's engine of the job's model without our passes (converted to the job's
+        precision the same way when it is not fp32), in scratch/reference-engine."""
+        source = self._builds.at_job_precision(loaded.fusion_source)
+        out_dir = self._run.scratch_dir / "reference-engine"
+        shutil.rmtree(out_dir, ignore_errors=True)
+        engine = self._builds.build(source, out_dir, input_shapes=loaded.input_shapes,
+                                    label="TensorRT build of the unfused model", stage=BENCHMARK,
+                                    progress_span=span.as_tuple())
+        return BenchmarkReference(open=lambda: self._open(engine),
+                                  engine_metadata=engine.metadata.to_dict())
+
+    def timing_lock(self) -> AbstractContextManager[None]:
+        return self._builds.gpu_lock(BENCHMARK)
+
+    def ablation_runner_for(self, loaded: LoadedModel, span: ProgressSpan) -> RunnerFor:
+        """Build and load the TensorRT engine of each ablation stage's model."""
+
+        def stage_engine_runner(stage_model: Path) -> AbstractContextManager[Runner]:
+            stage_model = self._builds.at_job_precision(stage_model)
+            engine = self._builds.build(
+                stage_model, stage_model.with_suffix(".engine"), input_shapes=loaded.input_shapes,
+                label=f"TensorRT build of ablation stage {stage_model.stem}", stage=ABLATION,
+                progress_span=span.as_tuple())
+            return self._open(engine)
+
+        return stage_engine_runner
+
+    def fallback_attempts(self, blamed: tuple[str, ...]) -> list[Attempt]:
+        return tensorrt_fallbacks(self._run.config, blamed)
+
+    def raise_no_attempt_passed(self, last: Validation) -> NoReturn:
+        last.report.raise_if_failed(
+            "TensorRT's engine of the unfused model (so no set of FuseForge rewrites can pass: "
+            "the difference is TensorRT's own; loosen the tolerances or use a wider precision)")
+        raise InternalError("the last fallback attempt passed validation but was reported failed")
+
+    def _open(self, engine: TrtEngine) -> AbstractContextManager[Runner]:
+        """A runner on `engine` on this worker's GPU (refused with a clear message if it was
+        built for another GPU or TensorRT release)."""
+        return self._toolkit.open_runner(engine.metadata_path.parent, gpu=self._gpu)

@@ -1,0 +1,67 @@
+"""What a worker process runs jobs with: settings, database sessions, the artifact store, the
+TensorRT toolkit and this host's capabilities, gathered once and handed to every job run.
+
+`current_runtime()` builds it from the settings on first use (in the worker's main process, so
+pool processes forked later inherit the capabilities it detected). In-process worker tests hand
+in their own with `use_runtime(...)` instead of patching globals.
+"""
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import lru_cache
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from core.db.session import get_sessionmaker
+from core.settings import Settings, get_settings
+from core.storage import ArtifactStore, artifact_store
+from optimizer.capabilities import HostCapabilities
+from worker.gpu.tensorrt_toolkit import TensorRTToolkit, load_toolkit
+
+__all__ = ["WorkerRuntime", "current_runtime", "use_runtime"]
+
+
+@dataclass(frozen=True)
+class WorkerRuntime:
+    settings: Settings
+    sessions: sessionmaker[Session]
+    store: ArtifactStore
+    toolkit: TensorRTToolkit  # TensorRT itself unless FUSEFORGE_TENSORRT_TOOLKIT names a stand-in
+    capabilities: HostCapabilities  # detected once by the toolkit: GPU, TensorRT version
+
+    @classmethod
+    def from_settings(cls, settings: Settings,
+                      sessions: sessionmaker[Session] | None = None) -> "WorkerRuntime":
+        """Everything `settings` configure; `sessions` defaults to the configured database's."""
+        toolkit = load_toolkit(settings.tensorrt_toolkit)
+        return cls(
+            settings=settings,
+            sessions=sessions or get_sessionmaker(),
+            store=artifact_store(settings),
+            toolkit=toolkit,
+            capabilities=toolkit.detect_capabilities(),
+        )
+
+
+_handed_in: list[WorkerRuntime] = []
+
+
+@lru_cache(maxsize=1)
+def _from_settings() -> WorkerRuntime:
+    return WorkerRuntime.from_settings(get_settings())
+
+
+def current_runtime() -> WorkerRuntime:
+    """The runtime a test handed in with `use_runtime`, else the one the settings configure."""
+    return _handed_in[-1] if _handed_in else _from_settings()
+
+
+@contextmanager
+def use_runtime(runtime: WorkerRuntime) -> Iterator[WorkerRuntime]:
+    """Run jobs in this process with `runtime` until the block ends (in-process worker tests)."""
+    _handed_in.append(runtime)
+    try:
+        yield runtime
+    finally:
+        _handed_in.remove(runtime)
