@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: install run test test-services typecheck clean
+.PHONY: install run check lint typecheck test test-services clean
 
 $(INSTALLED): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,14 +19,22 @@ install: $(INSTALLED)
 run: install
 	$(BIN)/fuseforge run
 
-test-services:
-	bash scripts/test-services.sh
+# The guardrails, each its own step: lint and import order, the layer contracts, the types.
+check: lint typecheck
 
-test: install test-services
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 
 typecheck: install
 	$(BIN)/python -m mypy
+	bash scripts/typecheck-tensorrt.sh
+
+test-services:
+	bash scripts/test-services.sh
+
+test: install check test-services
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) .fuseforge .pytest_cache .mypy_cache
+	rm -rf $(VENV) .fuseforge .pytest_cache .mypy_cache .ruff_cache

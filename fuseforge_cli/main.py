@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 from types import FrameType
+from typing import NoReturn
 
 from core.settings import get_settings
 from fuseforge_cli.optimize_command import add_optimize_parser
@@ -55,29 +56,10 @@ def serve(_: argparse.Namespace) -> int:
     return 0
 
 
-def worker(args: argparse.Namespace) -> int:
-    from worker.celery_app import celery_app
-    from worker.runtime import current_runtime
-
-    get_settings().data_dir.mkdir(parents=True, exist_ok=True)
-    argv = [
-        "worker",
-        f"--loglevel={args.loglevel}",
-        f"--queues={args.queues}",
-        f"--concurrency={args.concurrency}",
-        f"--pool={args.pool}",
-        "--without-gossip",
-        "--without-mingle",
-    ]
-    wants_gpu = "gpu" in (queue.strip() for queue in args.queues.split(","))
-    if wants_gpu and current_runtime().capabilities.can_build_tensorrt:
-        # Each job in a fresh pool process: a CUDA error is sticky for the process that hit it,
-        # and the GPU memory a job's engines held comes back whole.
-        argv.append("--max-tasks-per-child=1")
-    if args.beat:
-        argv.append("--beat")
-    celery_app.worker_main(argv)
-    return 0
+def worker(worker_args: list[str]) -> NoReturn:
+    """Hand over to `python -m worker` (the worker's own entry point, which parses the
+    options) in this process: the CLI never imports the worker."""
+    os.execv(sys.executable, [sys.executable, "-m", "worker", *worker_args])
 
 
 def run(args: argparse.Namespace) -> int:
@@ -136,13 +118,8 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("migrate", help="apply database migrations").set_defaults(func=migrate)
     sub.add_parser("serve", help="run the REST API").set_defaults(func=serve)
     sub.add_parser("run", help="migrate, then run API + worker (what `make run` calls)").set_defaults(func=run)
-    w = sub.add_parser("worker", help="run a Celery worker")
-    w.add_argument("--queues", default="cpu", help="comma-separated: cpu, gpu")
-    w.add_argument("--concurrency", type=int, default=1, help="jobs at once (each uses all cores)")
-    w.add_argument("--pool", default="prefork", choices=["prefork", "solo", "threads"])
-    w.add_argument("--loglevel", default="info")
-    w.add_argument("--beat", action="store_true", help="also run the periodic stale-job sweep")
-    w.set_defaults(func=worker)
+    # Listed for --help; main() hands its arguments to the worker's own parser.
+    sub.add_parser("worker", help="run a Celery worker (`fuseforge worker --help` for options)")
     add_optimize_parser(sub)
     add_validate_parser(sub)
     return parser
@@ -152,6 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=os.environ.get("FUSEFORGE_LOG_LEVEL", "INFO"))
     for chatty in ("onnxscript", "onnx_ir"):  # a line per rewrite would bury our own output
         logging.getLogger(chatty).setLevel(logging.WARNING)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["worker"]:
+        worker(argv[1:])
     args = _parser().parse_args(argv)
     return int(args.func(args) or 0)
 

@@ -1,0 +1,53 @@
+"""`python -m worker [--queues cpu,gpu] [--beat] ...`: run a Celery worker on this machine.
+
+`fuseforge worker` hands over to this (the CLI never imports the worker). A worker asked for
+the "gpu" queues that can build TensorRT engines runs each job in a fresh pool process.
+"""
+
+import argparse
+import sys
+
+from worker.celery_app import celery_app
+from worker.runtime import current_runtime
+
+__all__ = ["main", "worker_parser"]
+
+
+def worker_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fuseforge worker", description="run a Celery worker")
+    parser.add_argument("--queues", default="cpu", help="comma-separated: cpu, gpu")
+    parser.add_argument("--concurrency", type=int, default=1,
+                        help="jobs at once (each uses all cores)")
+    parser.add_argument("--pool", default="prefork", choices=["prefork", "solo", "threads"])
+    parser.add_argument("--loglevel", default="info")
+    parser.add_argument("--beat", action="store_true",
+                        help="also run the periodic stale-job sweep")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = worker_parser().parse_args(argv)
+    runtime = current_runtime()
+    runtime.settings.data_dir.mkdir(parents=True, exist_ok=True)
+    celery_argv = [
+        "worker",
+        f"--loglevel={args.loglevel}",
+        f"--queues={args.queues}",
+        f"--concurrency={args.concurrency}",
+        f"--pool={args.pool}",
+        "--without-gossip",
+        "--without-mingle",
+    ]
+    wants_gpu = "gpu" in (queue.strip() for queue in args.queues.split(","))
+    if wants_gpu and runtime.capabilities.can_build_tensorrt:
+        # Each job in a fresh pool process: a CUDA error is sticky for the process that hit it,
+        # and the GPU memory a job's engines held comes back whole.
+        celery_argv.append("--max-tasks-per-child=1")
+    if args.beat:
+        celery_argv.append("--beat")
+    celery_app.worker_main(celery_argv)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
