@@ -92,7 +92,7 @@ def bisect_rules(
     steps: list[BisectionStep] = []
     _, full_report = optimize_model(model, options)
     every_rule = tuple(s.rule for s in full_report.rules)
-    selected, _ = select_passes(options.passes, options.backend)
+    selected, _ = select_passes(options)
     cleanups = [p.name for p in selected if p.graph_function is not None]
 
     def fails_with(enabled: Sequence[str], also_excluded: Sequence[str]) -> bool:
