@@ -27,8 +27,8 @@ from typing import TypeVar
 import numpy as np
 import onnx
 
-from fuseforge_cli.bisect_candidate import Bisection, bisect_candidate
 from fuseforge_cli.arguments import input_shape, pass_selection
+from fuseforge_cli.bisect_candidate import Bisection, bisect_candidate
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
 from optimizer.errors import OptimizerError
 from optimizer.fusion_report import FusionReport

@@ -6,7 +6,7 @@ folded into Conv, then Relu fused: the FusedConv outputs the Relu's tensor). The
 a top-level node produces in both graphs under the same name are therefore exactly the region
 boundaries; names only one graph has (the fused-away Conv output, a rewrite's helper values
 such as "val_3") are skipped. Checked on small_cnn, mlp, the BERT encoder's three forms and
-ResNet-50 (tests/models.py, tests/real_models.py) after `optimize_model`.
+ResNet-50 (optimizer/testing/models.py and real_models.py) after `optimize_model`.
 
 The walk follows the original graph's topological order, so when a tensor is the first to
 exceed tolerance, every shared tensor it depends on was compared before it and passed: the

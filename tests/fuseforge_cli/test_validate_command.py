@@ -17,7 +17,7 @@ from fuseforge_cli.main import main
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
 from optimizer.passes import DEFAULT_PASSES
 from optimizer.passes.base import FusionPass
-from tests.models import IR_VERSION, OPSET, small_cnn
+from optimizer.testing.models import IR_VERSION, OPSET, small_cnn
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from optimizer.plugins import DOMAIN
 from optimizer.runner import Runner
 from optimizer.runners import runner_from_spec
 from optimizer.shapes import fix_input_shapes
-from tests.models import small_cnn
+from optimizer.testing.models import small_cnn
 from tests.optimizer.validation.tensorrt_bert import bert_feeds, plugin_counts, small_bert
 
 QUICK = BenchmarkOptions(warmup=1, iterations=3, measure_memory=False)

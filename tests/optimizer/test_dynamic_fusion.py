@@ -23,8 +23,8 @@ from optimizer.optimize import OptimizeOptions, optimize_model
 from optimizer.plugins import lower_for_onnxruntime
 from optimizer.shapes import fix_input_shapes, fix_input_shapes_except
 from optimizer.tensor_specs import summarize_model
-from tests.optimizer.passes.support import run_model
-from tests.real_models import BERT_FORMS, bert_encoder, resnet50
+from optimizer.testing.passes import run_model
+from optimizer.testing.real_models import BERT_FORMS, bert_encoder, resnet50
 
 HIDDEN = 256
 LAYERS = 2

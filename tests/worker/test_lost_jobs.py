@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
 from api.db import job_state
-from tests.models import model_bytes, small_cnn
+from optimizer.testing.models import model_bytes, small_cnn
 from worker.lost_jobs import ERROR_CODE, fail_if_its_process_died
 
 

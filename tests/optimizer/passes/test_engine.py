@@ -11,7 +11,7 @@ from optimizer.optimize import OptimizeOptions, optimize_model, select_passes
 from optimizer.passes.base import FusionPass
 from optimizer.passes.engine import run_passes
 from optimizer.passes.fuse_conv_bn import FOLD_BATCH_NORM, FoldBatchNormIntoConv
-from tests.models import small_cnn
+from optimizer.testing.models import small_cnn
 from tests.optimizer.passes.test_fuse_conv_bn import conv_bn
 
 

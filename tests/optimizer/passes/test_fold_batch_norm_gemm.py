@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 from optimizer.fusion_report import FusionReport
 from optimizer.passes.base import FusionPass
 from optimizer.passes.fold_batch_norm_gemm import FoldBatchNormIntoGemm, FoldBatchNormIntoMatMul
-from tests.optimizer.passes.support import apply_pass, assert_outputs_close, op_types
+from optimizer.testing.passes import apply_pass, assert_outputs_close, op_types
 
 NP_TO_ONNX = {np.float32: TensorProto.FLOAT, np.float16: TensorProto.FLOAT16}
 TOLERANCES = [(np.float32, 1e-5), (np.float16, 2e-2)]

@@ -28,17 +28,17 @@ from optimizer.passes.fuse_skip_layer_norm import FUSE_SKIP_LAYER_NORM
 from optimizer.passes.lower_to_plugins import FUSE_TO_PLUGINS
 from optimizer.plugins import lower_for_onnxruntime
 from optimizer.plugins.skip_layer_norm import MAX_HIDDEN
-from tests.optimizer.passes.support import (
+from optimizer.testing.passes import (
     apply_pass,
     assert_outputs_close,
     op_types,
     random_inputs,
     run_model,
 )
+from optimizer.testing.real_models import bert_encoder
 from tests.optimizer.passes.test_fuse_attention import attention
 from tests.optimizer.passes.test_fuse_gelu import PRODUCTS, gelu
 from tests.optimizer.passes.test_fuse_skip_layer_norm import skip_layer_norm
-from tests.real_models import bert_encoder
 
 SKIP_LN, BIAS_GELU, MHA = ("fuseforge.SkipLayerNorm", "fuseforge.BiasGelu",
                            "fuseforge.MultiHeadAttention")

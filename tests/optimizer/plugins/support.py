@@ -10,7 +10,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from optimizer.plugins import DOMAIN, OPSET_VERSION, Plugin, lower_for_onnxruntime
-from tests.optimizer.passes.support import run_model
+from optimizer.testing.passes import run_model
 
 __all__ = ["ONNX_TYPES", "kernel_parameters", "plugin_model", "run_lowered"]
 

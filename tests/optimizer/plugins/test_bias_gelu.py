@@ -15,7 +15,7 @@ from optimizer.plugins.bias_gelu.trt_registration import (
     kernel_constexprs,
     kernel_signature,
 )
-from tests.optimizer.passes.support import random_inputs, run_model
+from optimizer.testing.passes import random_inputs, run_model
 from tests.optimizer.passes.test_fuse_gelu import gelu
 from tests.optimizer.plugins.support import kernel_parameters, plugin_model, run_lowered
 

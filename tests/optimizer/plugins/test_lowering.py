@@ -16,7 +16,7 @@ from optimizer.plugins import (
     lower_for_onnxruntime,
     plugins_used,
 )
-from tests.optimizer.passes.support import run_model
+from optimizer.testing.passes import run_model
 
 GELU = PLUGINS["bias_gelu"]
 SKIP_LN = PLUGINS["skip_layer_norm"]

@@ -15,8 +15,8 @@ import onnx
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner, runner_for_model
 from optimizer.plugins import DOMAIN
 from optimizer.plugins.lowering import runnable_in_onnxruntime
+from optimizer.testing.models import mlp
 from optimizer.validation.intermediates import intermediate_values
-from tests.models import mlp
 from tests.optimizer.plugins.test_lowering import chain, expected
 
 

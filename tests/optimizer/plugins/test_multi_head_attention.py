@@ -21,7 +21,7 @@ from optimizer.plugins.multi_head_attention.trt_registration import (
     kernel_signature,
     tiles,
 )
-from tests.optimizer.passes.support import run_model
+from optimizer.testing.passes import run_model
 from tests.optimizer.plugins.support import (
     ONNX_TYPES,
     kernel_parameters,

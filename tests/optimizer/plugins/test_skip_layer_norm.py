@@ -16,7 +16,7 @@ from optimizer.plugins.skip_layer_norm.trt_registration import (
     kernel_signature,
     row_warps,
 )
-from tests.optimizer.passes.support import run_model
+from optimizer.testing.passes import run_model
 from tests.optimizer.plugins.support import (
     ONNX_TYPES,
     kernel_parameters,

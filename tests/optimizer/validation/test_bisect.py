@@ -13,9 +13,9 @@ from optimizer.optimize import OptimizeOptions, optimize_model
 from optimizer.passes import DEFAULT_PASSES
 from optimizer.passes.base import FusionPass
 from optimizer.shapes import fix_input_shapes
+from optimizer.testing.models import small_cnn
 from optimizer.validation.bisect import bisect_rules, equivalence_check
 from optimizer.validation.compare import default_tolerances
-from tests.models import small_cnn
 
 
 class ReluToLeakyRelu(RewriteRuleClassBase):

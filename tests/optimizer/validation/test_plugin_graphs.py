@@ -21,6 +21,7 @@ from optimizer.passes import DEFAULT_PASSES
 from optimizer.passes.base import FusionPass
 from optimizer.passes.lower_to_plugins import PluginSkipLayerNorm
 from optimizer.plugins import DOMAIN
+from optimizer.testing.real_models import BertForm
 from optimizer.validation.bisect import bisect_rules, equivalence_check
 from optimizer.validation.compare import default_tolerances
 from optimizer.validation.localize import localize_divergence
@@ -30,7 +31,6 @@ from tests.optimizer.validation.tensorrt_bert import (
     small_bert,
     tensorrt_fused,
 )
-from tests.real_models import BertForm
 
 FP32 = default_tolerances("fp32")
 EVERY_PLUGIN = {"SkipLayerNorm": 5, "BiasGelu": 2, "MultiHeadAttention": 2}

@@ -32,8 +32,8 @@ from optimizer.errors import EngineBuildError, InferenceError, InputShapeError, 
 from optimizer.inputs import random_feeds
 from optimizer.precision.convert import convert_precision
 from optimizer.tensor_specs import TensorSpec
+from optimizer.testing import models
 from optimizer.validation import default_tolerances, validate
-from tests import models
 
 # NetworkDefinitionCreationFlag.__members__ as introspected from the real wheels
 # (../shared/tensorrt-stubs/API-NOTES.md §1): the values moved between 10.x and 11.x.
