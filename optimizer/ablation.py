@@ -8,7 +8,7 @@ is kept in the result (and flagged by the caller), never hidden.
 The default runner is ONNX Runtime on the CPU with its own graph optimizations off: the right
 measurement for the onnxruntime backend. For tensorrt the caller supplies a runner that builds
 an engine from each stage file; the default still runs a tensorrt stage (its fuseforge plugin
-nodes lowered to standard ops), but those timings say nothing about TensorRT.
+nodes decomposed into standard ops), but those timings say nothing about TensorRT.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner, runner_for_
 from optimizer.benchmark import BenchmarkOptions, BenchmarkResult, benchmark_interleaved
 from optimizer.optimize import OptimizeOptions, optimize_model
 from optimizer.passes import DEFAULT_PASSES, FusionPass
-from optimizer.plugins.lowering import imports_plugin_opset
+from optimizer.plugins.decompose import imports_plugin_opset
 from optimizer.runner import Runner
 
 __all__ = [
@@ -63,12 +63,12 @@ def ablation_pass_sets(backend: str, catalog: Sequence[FusionPass] = DEFAULT_PAS
 def onnxruntime_stage_runner(path: Path) -> Iterator[Runner]:
     """The default `runner_for`: ONNX Runtime, graph optimizations off, on the stage file.
 
-    A file without fuseforge plugin nodes is opened as it is; one with them runs lowered to
+    A file without fuseforge plugin nodes is opened as it is; one with them runs decomposed into
     standard ops from a temporary copy (see `runner_for_model`), which the runner's spec names.
 
     Raises:
         EngineBuildError: ONNX Runtime cannot load the stage.
-        PluginNotFoundError, PassError: a plugin node cannot be lowered.
+        PluginNotFoundError, PassError: a plugin node cannot be decomposed.
     """
     model = onnx.load(path)
     if not imports_plugin_opset(model):
@@ -76,8 +76,8 @@ def onnxruntime_stage_runner(path: Path) -> Iterator[Runner]:
         with OnnxRuntimeRunner(path) as runner:
             yield runner
         return
-    with runner_for_model(model) as lowered:
-        yield lowered
+    with runner_for_model(model) as decomposed:
+        yield decomposed
 
 
 def run_ablation(

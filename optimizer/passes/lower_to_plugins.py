@@ -18,12 +18,12 @@ query, key and value, when their attributes and inputs are ones the plugins impl
 Safe only under the source rules' conditions (see their modules) plus the plugins' limits:
 SkipLayerNorm hidden size <= plugins.skip_layer_norm.MAX_HIDDEN, attention head sizes <=
 plugins.multi_head_attention.MAX_HEAD_SIZE; float32 or float16 (what ONNX Runtime validates
-the lowered graph in); static hidden sizes.
+the decomposed graph in); static hidden sizes.
 
 Numerics: the plugins sum and normalize in float32 (float16 sums are not rounded between the
 Adds); attention accumulates in float32 and rounds the softmax weights to the value type before
 the product with V. The fused model is validated on the CPU through
-plugins.lower_for_onnxruntime, which replaces each plugin node by the standard ops it stands for.
+plugins.decompose_for_onnxruntime, which replaces each plugin node by the standard ops it stands for.
 
 Backends: "tensorrt" only (ONNX Runtime has contrib ops for all three, see the other passes).
 Speed: not measured here (needs a GPU); TensorRT also fuses some of these patterns itself.

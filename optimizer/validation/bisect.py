@@ -15,7 +15,7 @@ therefore stay on in every candidate while the rules are halved; a clean-up that
 graph is first judged on its own, with every rule off, and blamed when that alone fails.
 
 Candidates optimized for TensorRT hold fuseforge plugin nodes; `equivalence_check` runs them
-with the plugins lowered to standard ops (`runner_for_model`), so a plugin rule that writes a
+with the plugins decomposed into standard ops (`runner_for_model`), so a plugin rule that writes a
 wrong node is blamed like any other rule.
 """
 
@@ -68,7 +68,7 @@ def equivalence_check(
     tolerances: Tolerances,
 ) -> EquivalenceCheck:
     """A check that runs a candidate and the original in ONNX Runtime (graph optimizations off,
-    so only our rewrites are judged; plugin nodes lowered) on `feeds` and compares them within
+    so only our rewrites are judged; plugin nodes decomposed) on `feeds` and compares them within
     `tolerances`."""
     with runner_for_model(original) as reference:
         expected = [reference.infer(feed) for feed in feeds]

@@ -24,9 +24,9 @@ weight, or a low-precision tensor at the region's edge is a precision change. A 
 region reads that differs from the original's weight of the same name is a changed weight (our
 rules store the weights they compute under new names).
 
-A graph fused for TensorRT is read with its fuseforge plugin nodes lowered (intermediates.py)
+A graph fused for TensorRT is read with its fuseforge plugin nodes decomposed (intermediates.py)
 but explained as fused: a plugin's outputs keep their names, so the divergence names the plugin
-node ("fuseforge.MultiHeadAttention") and the rule that wrote it, never a lowered op. Only the
+node ("fuseforge.MultiHeadAttention") and the rule that wrote it, never a decomposed op. Only the
 main graph is examined: tensors inside If/Loop/Scan bodies are not compared. Models must hold
 their weights in memory (no external data files).
 """

@@ -1,4 +1,4 @@
-"""The plugin registry: every plugin is complete (schema, reference, lowering, README, TensorRT
+"""The plugin registry: every plugin is complete (schema, reference, decomposition, README, TensorRT
 registration, kernel) and describes itself for GET /v1/plugins."""
 
 from __future__ import annotations

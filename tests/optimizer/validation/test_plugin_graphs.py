@@ -1,8 +1,8 @@
 """Bisection and divergence localisation on graphs fused for TensorRT.
 
 The "tensorrt" passes write fuseforge plugin nodes, which ONNX Runtime runs only once they are
-lowered to the standard ops they stand for. Both tools must judge such graphs on the CPU and
-name the plugin node (and the plugin rule) at fault, not a lowered op.
+decomposed into the standard ops they stand for. Both tools must judge such graphs on the CPU and
+name the plugin node (and the plugin rule) at fault, not a decomposed op.
 """
 
 from __future__ import annotations
