@@ -48,14 +48,11 @@ from optimizer.passes.checks import (
     refuse_if_intermediates_escape,
     refuse_unknown_attributes,
 )
-from optimizer.passes.fuse_attention import (
-    FuseMultiHeadAttention,
-    _as_shape,
-    _merged_inputs,
-    _shared_constant,
-    _static_shape,
-    merged_output,
-)
+from optimizer.passes.checks import shared_constant as _shared_constant
+from optimizer.passes.checks import static_shape as _static_shape
+from optimizer.passes.fuse_attention import FuseMultiHeadAttention, merged_output
+from optimizer.passes.fuse_attention import as_shape as _as_shape
+from optimizer.passes.fuse_attention import merged_inputs as _merged_inputs
 from optimizer.passes.fuse_gelu import FuseBiasGelu, FuseGeluErf, FuseGeluTanh, _split_bias
 from optimizer.passes.fuse_skip_layer_norm import FuseSkipLayerNorm, _plan, _SkipPlan
 from optimizer.passes.matching import MS_DOMAIN, node_label
