@@ -19,7 +19,7 @@ from onnx import helper
 from optimizer.optimize import OptimizeOptions, optimize_model
 from optimizer.passes import DEFAULT_PASSES
 from optimizer.passes.base import FusionPass
-from optimizer.passes.lower_to_plugins import PluginSkipLayerNorm
+from optimizer.passes.fuse_to_plugins import PluginSkipLayerNorm
 from optimizer.plugins import DOMAIN
 from optimizer.testing.real_models import BertForm
 from optimizer.validation.bisect import bisect_rules, equivalence_check

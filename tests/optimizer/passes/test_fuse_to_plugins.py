@@ -1,4 +1,7 @@
-"""lower_to_plugins: fusable subgraphs and com.microsoft ops → fuseforge plugin nodes (TensorRT).
+"""fuse_to_plugins: fusable subgraphs and com.microsoft ops → fuseforge plugin nodes (TensorRT).
+
+The pass holds fuse_to_plugins.py's rules and then retarget_contrib_ops.py's, so both are tested
+here, through the pass.
 
 Equivalence is checked the way a TensorRT job is validated on the CPU: the fused model's plugin
 nodes are decomposed back into standard ops (optimizer.plugins.decompose_for_onnxruntime) and
@@ -25,7 +28,7 @@ from optimizer.passes.fuse_attention import FUSE_ATTENTION
 from optimizer.passes.fuse_gelu import FUSE_GELU
 from optimizer.passes.fuse_layer_norm import FUSE_LAYER_NORM
 from optimizer.passes.fuse_skip_layer_norm import FUSE_SKIP_LAYER_NORM
-from optimizer.passes.lower_to_plugins import FUSE_TO_PLUGINS
+from optimizer.passes.fuse_to_plugins import FUSE_TO_PLUGINS
 from optimizer.plugins import decompose_for_onnxruntime
 from optimizer.plugins.skip_layer_norm import MAX_HIDDEN
 from optimizer.testing.passes import (
@@ -51,7 +54,7 @@ def to_plugins(model: onnx.ModelProto, expect_count: int | None = None,
 
 
 def assert_decomposed_close(original: onnx.ModelProto, fused: onnx.ModelProto, *, atol: float,
-                         rtol: float, seed: int = 0) -> None:
+                            rtol: float, seed: int = 0) -> None:
     decomposed = decompose_for_onnxruntime(fused)
     onnx.checker.check_model(decomposed, full_check=True)
     assert_outputs_close(original, decomposed, atol=atol, rtol=rtol, seed=seed)
