@@ -2,10 +2,10 @@
 
 from optimizer.passes.base import BACKENDS, FusionPass
 from optimizer.passes.cleanup import CLEANUP
+from optimizer.passes.fold_batch_norm import FOLD_BATCH_NORM
 from optimizer.passes.fuse_attention import FUSE_ATTENTION
 from optimizer.passes.fuse_conv_activation import FUSE_CONV_ACTIVATION
 from optimizer.passes.fuse_conv_add_relu import FUSE_CONV_ADD_RELU
-from optimizer.passes.fuse_conv_bn import FOLD_BATCH_NORM
 from optimizer.passes.fuse_gelu import FUSE_GELU
 from optimizer.passes.fuse_layer_norm import FUSE_LAYER_NORM
 from optimizer.passes.fuse_matmul_add import FUSE_MATMUL_ADD

@@ -10,9 +10,9 @@ from onnx import TensorProto, helper, numpy_helper
 from optimizer.optimize import OptimizeOptions, optimize_model, select_passes
 from optimizer.passes.base import FusionPass
 from optimizer.passes.engine import run_passes
-from optimizer.passes.fuse_conv_bn import FOLD_BATCH_NORM, FoldBatchNormIntoConv
+from optimizer.passes.fold_batch_norm import FOLD_BATCH_NORM, FoldBatchNormIntoConv
 from optimizer.testing.models import small_cnn
-from tests.optimizer.passes.test_fuse_conv_bn import conv_bn
+from tests.optimizer.passes.test_fold_batch_norm import conv_bn
 
 
 def test_run_passes_counts_each_rule_and_reaches_a_fixed_point() -> None:
