@@ -20,8 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from optimizer.errors import InternalError, OptimizerError
-from optimizer.runner import RunnerSpec
-from optimizer.runners import runner_class, runner_from_spec
+from optimizer.runner import RunnerSpec, runner_class, runner_from_spec
 
 __all__ = ["measure_peak_memory_mb", "main"]
 

@@ -17,8 +17,7 @@ from optimizer.benchmark import BenchmarkOptions
 from optimizer.errors import InternalError
 from optimizer.memory_probe import measure_peak_memory_mb
 from optimizer.plugins import DOMAIN
-from optimizer.runner import Runner
-from optimizer.runners import runner_from_spec
+from optimizer.runner import Runner, runner_from_spec
 from optimizer.shapes import fix_input_shapes
 from optimizer.testing.models import small_cnn
 from tests.optimizer.validation.tensorrt_bert import bert_feeds, plugin_counts, small_bert
