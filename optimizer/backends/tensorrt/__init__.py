@@ -35,17 +35,17 @@ from optimizer.backends.tensorrt.metadata import (
     GpuInfo,
     check_compatible,
 )
+from optimizer.backends.tensorrt.model_precision import (
+    ModelPrecision,
+    Precision,
+    check_model_precision,
+    model_precision,
+)
 from optimizer.backends.tensorrt.network import (
     ParserIssue,
     describe_parser_issues,
     network_creation_flags,
     network_from_onnx,
-)
-from optimizer.backends.tensorrt.precision import (
-    ModelPrecision,
-    Precision,
-    check_model_precision,
-    model_precision,
 )
 from optimizer.backends.tensorrt.profiles import OptimizationProfileSpec, resolve_profiles
 from optimizer.backends.tensorrt.progress import BuildProgress

@@ -2,8 +2,8 @@
 
 Each step is a function named by its result, so a worker (or a test on a GPU) can run them one
 by one: `network_from_onnx` (network.py) -> `builder_config` -> `engine_from_network` ->
-`save_engine`; `build_trt_engine` runs them all and writes the engine's metadata and report
-next to it. The network is strongly typed, so no precision flag is set: `precision.py` checks
+`save_engine`; `build_trt_engine` runs them all and writes the engine's metadata and report next
+to it. The network is strongly typed, so no precision flag is set: `model_precision.py` checks
 that the model carries the job's precision first. TensorRT calls that fail return None (the
 stubs cannot say so); each one is checked.
 """
@@ -31,8 +31,8 @@ from optimizer.backends.tensorrt.metadata import (
     capability_of,
     check_compatible,
 )
+from optimizer.backends.tensorrt.model_precision import Precision, check_model_precision
 from optimizer.backends.tensorrt.network import network_from_onnx
-from optimizer.backends.tensorrt.precision import Precision, check_model_precision
 from optimizer.backends.tensorrt.profiles import OptimizationProfileSpec, resolve_profiles
 from optimizer.backends.tensorrt.progress import BuildProgress, trt_progress_monitor
 from optimizer.backends.tensorrt.runner import TensorRTRunner, require_tensorrt
@@ -72,7 +72,7 @@ PLUGIN_DOMAIN = "fuseforge"  # the ONNX domain of FuseForge's plugin ops
 
 @dataclass(frozen=True)
 class TrtBuildOptions:
-    """How to build. `precision` is the job's; the model must already carry it (precision.py)."""
+    """How to build. `precision` is the job's; the model must already carry it (model_precision.py)."""
 
     precision: Precision = "fp32"
     workspace_bytes: int = 8 * 2**30  # scratch memory the builder's tactics may use

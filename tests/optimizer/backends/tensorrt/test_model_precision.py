@@ -7,7 +7,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from optimizer.backends.tensorrt.precision import check_model_precision, model_precision
+from optimizer.backends.tensorrt.model_precision import check_model_precision, model_precision
 from optimizer.errors import EngineBuildError
 from optimizer.precision.convert import convert_precision
 from optimizer.testing import models
