@@ -42,8 +42,8 @@ from onnxscript.rewriter import RULE_NAME_TAG
 
 from optimizer.optimize import OptimizeOptions, optimize_model
 from optimizer.testing.real_models import bert_encoder, resnet50
-from optimizer.validation.compare import default_tolerances
 from optimizer.validation.localize import localize_divergence, shared_tensors
+from optimizer.validation.tolerances import default_tolerances
 
 _ROOT = Path(__file__).resolve().parent.parent
 _SEQ = 128

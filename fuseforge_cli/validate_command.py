@@ -38,15 +38,10 @@ from optimizer.optimize import OptimizeOptions, select_passes
 from optimizer.passes import BACKENDS, FusionPass
 from optimizer.shapes import resolve_input_shapes
 from optimizer.tensor_specs import TensorSpec
-from optimizer.validation.compare import (
-    OutputComparison,
-    Tolerances,
-    ValidationReport,
-    default_tolerances,
-    validate,
-)
+from optimizer.validation.compare import OutputComparison, ValidationReport, validate
 from optimizer.validation.datasets import load_dataset
 from optimizer.validation.localize import Divergence, localize_divergence
+from optimizer.validation.tolerances import Tolerances, default_tolerances
 
 __all__ = [
     "ValidationPlan",

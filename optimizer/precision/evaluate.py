@@ -26,12 +26,8 @@ from optimizer.precision.convert import Precision
 from optimizer.precision.emulate import emulate_precision
 from optimizer.runner import Runner
 from optimizer.tensor_specs import numpy_dtype
-from optimizer.validation.compare import (
-    Tolerances,
-    ValidationReport,
-    compare_outputs,
-    default_tolerances,
-)
+from optimizer.validation.compare import ValidationReport, compare_outputs
+from optimizer.validation.tolerances import Tolerances, default_tolerances
 
 __all__ = [
     "EMULATED",

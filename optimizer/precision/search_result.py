@@ -14,7 +14,8 @@ from typing import Any
 import onnx
 
 from optimizer.precision.convert import PrecisionReport
-from optimizer.validation.compare import MetricFailure, Tolerances, ValidationReport
+from optimizer.validation.compare import MetricFailure, ValidationReport
+from optimizer.validation.tolerances import Tolerances
 
 __all__ = [
     "NON_FINITE_METRICS",

@@ -30,7 +30,8 @@ import onnx
 
 from optimizer.backends.onnxruntime.runner import runner_for_model
 from optimizer.optimize import OptimizeOptions, optimize_model, select_passes
-from optimizer.validation.compare import Tolerances, compare_outputs
+from optimizer.validation.compare import compare_outputs
+from optimizer.validation.tolerances import Tolerances
 
 __all__ = ["BisectionResult", "BisectionStep", "bisect_rules", "equivalence_check"]
 

@@ -48,12 +48,13 @@ from onnxscript.rewriter import RULE_NAME_TAG
 from optimizer.errors import InternalError
 from optimizer.fusion_report import FusionReport
 from optimizer.passes import DEFAULT_PASSES, FusionPass
-from optimizer.validation.compare import Tolerances, compare_outputs
+from optimizer.validation.compare import compare_outputs
 from optimizer.validation.intermediates import (
     IntermediateReader,
     consumed_names,
     topological_nodes,
 )
+from optimizer.validation.tolerances import Tolerances
 
 __all__ = ["Divergence", "TensorError", "localize_divergence", "shared_tensors"]
 

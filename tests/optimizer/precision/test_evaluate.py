@@ -23,7 +23,8 @@ from optimizer.precision import (
 )
 from optimizer.tensor_specs import summarize_model
 from optimizer.testing import models, real_models
-from optimizer.validation.compare import compare_outputs, default_tolerances
+from optimizer.validation.compare import compare_outputs
+from optimizer.validation.tolerances import default_tolerances
 from tests.optimizer.precision.models import loud_layer_norm
 
 SMALL_MODELS: dict[str, Callable[[int], onnx.ModelProto]] = {

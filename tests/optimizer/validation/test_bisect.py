@@ -15,7 +15,7 @@ from optimizer.passes.base import FusionPass
 from optimizer.shapes import fix_input_shapes
 from optimizer.testing.models import small_cnn
 from optimizer.validation.bisect import bisect_rules, equivalence_check
-from optimizer.validation.compare import default_tolerances
+from optimizer.validation.tolerances import default_tolerances
 
 
 class ReluToLeakyRelu(RewriteRuleClassBase):

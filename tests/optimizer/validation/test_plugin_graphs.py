@@ -23,8 +23,8 @@ from optimizer.passes.fuse_to_plugins import PluginSkipLayerNorm
 from optimizer.plugins import DOMAIN
 from optimizer.testing.real_models import BertForm
 from optimizer.validation.bisect import bisect_rules, equivalence_check
-from optimizer.validation.compare import default_tolerances
 from optimizer.validation.localize import localize_divergence
+from optimizer.validation.tolerances import default_tolerances
 from tests.optimizer.validation.tensorrt_bert import (
     bert_feeds,
     plugin_counts,
