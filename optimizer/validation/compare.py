@@ -15,6 +15,7 @@ from typing import Any, Literal
 import numpy as np
 
 from optimizer.errors import AccuracyMismatchError, InternalError
+from optimizer.jsonable import json_safe
 from optimizer.runner import Runner
 from optimizer.validation.datasets import DatasetError
 from optimizer.validation.metrics import (
@@ -66,7 +67,8 @@ class OutputComparison:
 
     def to_dict(self) -> dict[str, Any]:
         """A strict-JSON dict: non-finite numbers become None (PostgreSQL JSON rejects them)."""
-        return {key: _json_number(value) for key, value in asdict(self).items()}
+        safe: dict[str, Any] = json_safe(asdict(self))
+        return safe
 
 
 @dataclass(frozen=True)
@@ -89,7 +91,8 @@ class MetricFailure:
     message: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {key: _json_number(value) for key, value in asdict(self).items()}
+        safe: dict[str, Any] = json_safe(asdict(self))
+        return safe
 
 
 @dataclass(frozen=True)
@@ -386,8 +389,3 @@ def _accuracy_note(metric: str, output: OutputComparison) -> str:
 def _quoted(names: Sequence[str]) -> str:
     return ", ".join(repr(name) for name in names) or "none"
 
-
-def _json_number(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value

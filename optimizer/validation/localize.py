@@ -33,7 +33,6 @@ their weights in memory (no external data files).
 
 from __future__ import annotations
 
-import math
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -47,6 +46,7 @@ from onnxscript.rewriter import RULE_NAME_TAG
 
 from optimizer.errors import InternalError
 from optimizer.fusion_report import FusionReport
+from optimizer.jsonable import json_safe
 from optimizer.passes import DEFAULT_PASSES, FusionPass
 from optimizer.validation.compare import compare_outputs
 from optimizer.validation.intermediates import (
@@ -79,7 +79,8 @@ class TensorError:
     failures: tuple[str, ...] = ()  # each limit of the tolerances it broke, in words
 
     def to_dict(self) -> dict[str, Any]:
-        return _json_dict(asdict(self))
+        safe: dict[str, Any] = json_safe(asdict(self))
+        return safe
 
 
 @dataclass(frozen=True)
@@ -145,8 +146,10 @@ class Divergence:
 
     def to_dict(self) -> dict[str, Any]:
         """A strict-JSON dict (non-finite numbers become None), with `produced_by`."""
-        return _json_dict({**asdict(self), "tolerances": self.tolerances.to_dict(),
-                           "produced_by": self.produced_by})
+        fields = {**asdict(self), "tolerances": self.tolerances.to_dict(),
+                  "produced_by": self.produced_by}
+        safe: dict[str, Any] = json_safe(fields)
+        return safe
 
 
 def shared_tensors(original: onnx.ModelProto, candidate: onnx.ModelProto) -> list[str]:
@@ -379,18 +382,3 @@ def _label(node: onnx.NodeProto) -> str:
 
 def _op(node: onnx.NodeProto) -> str:
     return node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
-
-
-def _json_dict(values: dict[str, Any]) -> dict[str, Any]:
-    return {key: _json_safe(value) for key, value in values.items()}
-
-
-def _json_safe(value: Any) -> Any:
-    """Recursively: tuples become lists, non-finite floats None (strict JSON, PostgreSQL)."""
-    if isinstance(value, dict):
-        return {key: _json_safe(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(item) for item in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
