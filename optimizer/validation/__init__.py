@@ -12,13 +12,18 @@ from optimizer.validation.compare import (
     compare_outputs,
     validate,
 )
-from optimizer.validation.datasets import Dataset, DatasetError, load_dataset
+from optimizer.validation.datasets import (
+    Dataset,
+    DatasetContents,
+    inspect_dataset,
+    load_dataset,
+)
 from optimizer.validation.localize import Divergence, TensorError, localize_divergence
 from optimizer.validation.tolerances import Tolerances, default_tolerances
 
 __all__ = [
     "Dataset",
-    "DatasetError",
+    "DatasetContents",
     "Divergence",
     "MetricFailure",
     "TensorError",
@@ -27,6 +32,7 @@ __all__ = [
     "ValidationReport",
     "compare_outputs",
     "default_tolerances",
+    "inspect_dataset",
     "load_dataset",
     "localize_divergence",
     "validate",

@@ -14,10 +14,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from optimizer.errors import AccuracyMismatchError, InternalError
+from optimizer.errors import AccuracyMismatchError, DatasetError, InternalError
 from optimizer.jsonable import json_safe
 from optimizer.runner import Runner
-from optimizer.validation.datasets import DatasetError
 from optimizer.validation.metrics import (
     class_metrics,
     error_metrics,

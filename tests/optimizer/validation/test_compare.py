@@ -9,12 +9,11 @@ import numpy as np
 import pytest
 
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
-from optimizer.errors import AccuracyMismatchError, InternalError
+from optimizer.errors import AccuracyMismatchError, DatasetError, InternalError
 from optimizer.inputs import random_feeds
 from optimizer.tensor_specs import TensorSpec
 from optimizer.validation import compare_outputs, default_tolerances, validate
 from optimizer.validation.compare import MetricFailure
-from optimizer.validation.datasets import DatasetError
 
 FP32 = default_tolerances("fp32")
 
