@@ -27,7 +27,7 @@ from onnx import TensorProto, helper, numpy_helper
 from bench.timing import Timing, add_timing_arguments, fused_speedups
 from optimizer.backends.onnxruntime.runner import OptimizationLevel
 from optimizer.passes.fuse_attention import FUSE_ATTENTION
-from tests.optimizer.passes.support import apply_pass
+from optimizer.testing.passes import apply_pass
 
 WIDTHS = ((256, 4), (768, 12))  # (hidden, heads): BERT-mini-ish and BERT-base
 BATCHES = (1, 8)

@@ -27,7 +27,7 @@ from optimizer.backends.onnxruntime.runner import OptimizationLevel
 from optimizer.passes.base import FusionPass
 from optimizer.passes.fuse_conv_activation import FUSE_CONV_ACTIVATION
 from optimizer.passes.fuse_conv_add_relu import FUSE_CONV_ADD_RELU
-from tests.optimizer.passes.support import apply_pass, random_inputs
+from optimizer.testing.passes import apply_pass, random_inputs
 
 SHAPES = ((64, 56), (256, 14))  # (channels, height = width): ResNet stages 1 and 3
 BATCHES = (1, 8)

@@ -23,7 +23,7 @@ from onnx import TensorProto, helper, numpy_helper
 from bench.timing import Timing, add_timing_arguments, fused_speedups
 from optimizer.passes.base import FusionPass
 from optimizer.passes.fuse_matmul_add import FUSE_MATMUL_ADD, MatMulAddToReshapedGemm
-from tests.optimizer.passes.support import apply_pass, random_inputs
+from optimizer.testing.passes import apply_pass, random_inputs
 
 NP_TO_ONNX = {np.float32: TensorProto.FLOAT, np.float16: TensorProto.FLOAT16}
 

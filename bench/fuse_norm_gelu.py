@@ -27,7 +27,7 @@ from optimizer.passes.base import FusionPass
 from optimizer.passes.fuse_gelu import FUSE_GELU
 from optimizer.passes.fuse_layer_norm import FUSE_LAYER_NORM
 from optimizer.passes.fuse_skip_layer_norm import FUSE_SKIP_LAYER_NORM
-from tests.optimizer.passes.support import apply_pass, random_inputs
+from optimizer.testing.passes import apply_pass, random_inputs
 
 SEQUENCE = 128
 HIDDEN = (128, 256, 768)

@@ -18,8 +18,9 @@ ours, onnxslim's), the time optimize_model takes, and the largest output differe
 
     .venv/bin/python -m bench.fusion [--models resnet50,bert] [--rounds 20] [--torch-dir DIR]
 
-Models: resnet50, bert (dynamo form), bert-torchscript, bert-opset20 (tests/real_models.py),
-and with --torch-dir every .onnx file there (see bench/models/export_torch.py).
+Models: resnet50, bert (dynamo form), bert-torchscript, bert-opset20
+(optimizer.testing.real_models), and with --torch-dir every .onnx file there (see
+bench/models/export_torch.py).
 onnxslim is optional (the `bench` extra); without it its column shows "-".
 """
 
@@ -45,11 +46,11 @@ from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner, Optimizatio
 from optimizer.benchmark import BenchmarkOptions, benchmark_interleaved
 from optimizer.errors import OptimizerError
 from optimizer.optimize import OptimizeOptions, optimize_model
-from optimizer.shapes import fix_input_shapes, resolve_input_shapes
 from optimizer.passes import DEFAULT_PASSES
 from optimizer.runner import RunnerSpec
+from optimizer.shapes import fix_input_shapes, resolve_input_shapes
 from optimizer.tensor_specs import TensorSpec, summarize_model
-from tests.real_models import bert_encoder, resnet50
+from optimizer.testing.real_models import bert_encoder, resnet50
 
 BUILDERS: dict[str, Callable[[], onnx.ModelProto]] = {
     "resnet50": resnet50,

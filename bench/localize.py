@@ -1,11 +1,11 @@
 """Time and peak memory of divergence localisation on ResNet-50 and a BERT-style encoder.
 
-Each model (tests/real_models.py, random weights) is optimized with every default pass; the
-"fault" candidate then has one fused node near the middle of the graph made wrong (noise on its
-bias, or its last weight), the "clean" candidate is the correct fusion, where nothing diverges
-and every chunk is read (the worst case for time). Each localisation runs in a fresh child
-process that loads both models from disk, resets its RSS high-water mark (/proc/self/clear_refs),
-localises, and reports:
+Each model (optimizer.testing.real_models, random weights) is optimized with every default pass;
+the "fault" candidate then has one fused node near the middle of the graph made wrong (noise on
+its bias, or its last weight), the "clean" candidate is the correct fusion, where nothing
+diverges and every chunk is read (the worst case for time). Each localisation runs in a fresh
+child process that loads both models from disk, resets its RSS high-water mark
+(/proc/self/clear_refs), localises, and reports:
 
   time         wall time of localize_divergence (both models run once per chunk per feed)
   peak MiB     the process's RSS high-water mark during localisation (VmHWM)
@@ -41,9 +41,9 @@ from onnx import numpy_helper
 from onnxscript.rewriter import RULE_NAME_TAG
 
 from optimizer.optimize import OptimizeOptions, optimize_model
-from optimizer.validation.compare import default_tolerances
+from optimizer.testing.real_models import bert_encoder, resnet50
 from optimizer.validation.localize import localize_divergence, shared_tensors
-from tests.real_models import bert_encoder, resnet50
+from optimizer.validation.tolerances import default_tolerances
 
 _ROOT = Path(__file__).resolve().parent.parent
 _SEQ = 128

@@ -23,7 +23,7 @@ from optimizer.benchmark import BenchmarkOptions, benchmark_interleaved
 from optimizer.inputs import random_feeds
 from optimizer.shapes import resolve_input_shapes
 from optimizer.tensor_specs import summarize_model
-from tests.models import mlp, small_cnn
+from optimizer.testing.models import mlp, small_cnn
 
 LEVELS = ("basic", "extended", "all")
 

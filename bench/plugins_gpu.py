@@ -4,10 +4,10 @@
 
 1. Correctness: every kernel (SkipLayerNorm, BiasGelu, MultiHeadAttention) in float32, float16
    and bfloat16, at a few shapes (non-power-of-two sizes, ragged tiles, masks), against its
-   numpy reference, launched as TensorRT launches it (optimizer/plugins/triton_launch.py), with
+   numpy reference, launched as TensorRT launches it (optimizer/testing/triton_launch.py), with
    Triton's JIT alignment hints and, at the first two shapes, without them (as TensorRT's AOT
    build compiles it).
-   Tolerances are tests/gpu/support.py's. Any failure makes the exit status 1.
+   Tolerances are optimizer/testing/kernel_checks.py's. Any failure makes the exit status 1.
 2. Speed (CUDA only), CUDA events, median of --reps after warm-up, L2 flushed before each run:
    - SkipLayerNorm at 65536 x 1024 and BiasGelu at 65536 x 1024 and 65536 x 4096 (BERT-large's
      hidden and feed-forward sizes): effective bandwidth (the bytes the op must read and write
@@ -40,7 +40,7 @@ from typing import Any
 from bench.plugins_gpu_checks import check_correctness
 from bench.plugins_gpu_report import Report, summarize
 from bench.plugins_gpu_speed import measure_speed
-from tests.gpu.support import triton_launch
+from optimizer.testing import triton_launch
 
 
 def environment(device: str) -> dict[str, Any]:
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
                         "10 with --quick)")
     args = parser.parse_args(argv)
     started = time.monotonic()
-    launch = triton_launch()
+    launch = triton_launch
     if args.interpret:
         launch.enable_interpreter()  # before anything imports triton for compilation
     import torch

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.plugins_gpu_report import Check, Report
-from tests.gpu import cases
-from tests.gpu.support import DTYPES, attention_atol, mismatch, triton_launch
+from optimizer.testing import kernel_cases, triton_launch
+from optimizer.testing.kernel_checks import DTYPES, attention_atol, mismatch
 
 __all__ = ["EPSILON", "check_correctness", "launch_variants", "run_check"]
 
@@ -51,21 +51,21 @@ def run_check(report: Report, kernel: str, dtype: str, shape: Any, variant: str,
 
 def check_skip_layer_norm(shape: tuple[int, ...], dtype: str, device: str,
                           hints: bool) -> str | None:
-    tensors = cases.skip_layer_norm_inputs(shape, dtype, device)
-    output, total = triton_launch().skip_layer_norm(**tensors, epsilon=EPSILON,
+    tensors = kernel_cases.skip_layer_norm_inputs(shape, dtype, device)
+    output, total = triton_launch.skip_layer_norm(**tensors, epsilon=EPSILON,
                                                     alignment_hints=hints)
-    want_output, want_total = cases.skip_layer_norm_expected(tensors, epsilon=EPSILON)
+    want_output, want_total = kernel_cases.skip_layer_norm_expected(tensors, epsilon=EPSILON)
     return mismatch("output", output, want_output, dtype) or mismatch("sum", total,
                                                                        want_total, dtype)
 
 
 def check_bias_gelu(shape: tuple[int, ...], approximate: str, dtype: str, device: str,
                     hints: bool) -> str | None:
-    tensors = cases.bias_gelu_inputs(shape, dtype, device)
-    output = triton_launch().bias_gelu(**tensors, approximate=approximate,
+    tensors = kernel_cases.bias_gelu_inputs(shape, dtype, device)
+    output = triton_launch.bias_gelu(**tensors, approximate=approximate,
                                        alignment_hints=hints)
     return mismatch(f"approximate={approximate}", output,
-                    cases.bias_gelu_expected(tensors, approximate=approximate), dtype)
+                    kernel_cases.bias_gelu_expected(tensors, approximate=approximate), dtype)
 
 
 def check_attention(case: tuple[Any, ...], dtype: str, device: str,
@@ -73,16 +73,16 @@ def check_attention(case: tuple[Any, ...], dtype: str, device: str,
     label, *sizes = case
     num_heads, head_size = sizes[3], sizes[4]
     scale = 1.0 / math.sqrt(head_size)
-    tensors = cases.attention_inputs(*sizes, dtype=dtype, device=device)
-    output = triton_launch().multi_head_attention(**tensors, num_heads=num_heads, scale=scale,
+    tensors = kernel_cases.attention_inputs(*sizes, dtype=dtype, device=device)
+    output = triton_launch.multi_head_attention(**tensors, num_heads=num_heads, scale=scale,
                                                   alignment_hints=hints)
-    want = cases.attention_expected(tensors, num_heads=num_heads, scale=scale)
+    want = kernel_cases.attention_expected(tensors, num_heads=num_heads, scale=scale)
     return mismatch(label, output, want, dtype,
                     atol=attention_atol(dtype, tensors["value"].float().cpu().numpy()))
 
 
 def check_correctness(report: Report, device: str, quick: bool) -> None:
-    variants = launch_variants(device, triton_launch())
+    variants = launch_variants(device, triton_launch)
     for dtype in DTYPES:
         for variant, hints in variants:
             few = 2 if quick or not hints else None  # as TensorRT compiles: a subset (time)

@@ -17,8 +17,8 @@ from bench.plugins_gpu_report import (
     print_header,
     print_row,
 )
-from tests.gpu import cases
-from tests.gpu.support import attention_atol, tolerance, triton_launch
+from optimizer.testing import kernel_cases, triton_launch
+from optimizer.testing.kernel_checks import attention_atol, tolerance
 
 __all__ = ["measure_speed", "time_ms"]
 
@@ -118,9 +118,9 @@ def time_skip_layer_norm(report: Report, dtype: str, *, warmup: int, reps: int) 
     import torch
     import torch.nn.functional as F
 
-    launch = triton_launch()
+    launch = triton_launch
     rows, hidden = SKIP_LAYER_NORM_SIZE
-    t = cases.skip_layer_norm_inputs(SKIP_LAYER_NORM_SIZE, dtype, "cuda")
+    t = kernel_cases.skip_layer_norm_inputs(SKIP_LAYER_NORM_SIZE, dtype, "cuda")
     element = t["input"].element_size()
 
     def eager() -> Any:
@@ -151,8 +151,8 @@ def time_bias_gelu(report: Report, dtype: str, size: tuple[int, int], approximat
     import torch
     import torch.nn.functional as F
 
-    launch = triton_launch()
-    t = cases.bias_gelu_inputs(size, dtype, "cuda")
+    launch = triton_launch
+    t = kernel_cases.bias_gelu_inputs(size, dtype, "cuda")
     moved = (2 * size[0] + 1) * size[1] * t["input"].element_size()
 
     def eager() -> Any:
@@ -176,9 +176,9 @@ def time_attention(report: Report, dtype: str, size: tuple[int, int, int, int], 
     import torch
     import torch.nn.functional as F
 
-    launch = triton_launch()
+    launch = triton_launch
     batch, heads, seq, head = size
-    t = cases.attention_inputs(batch, seq, seq, heads, head, head, "key_padding",
+    t = kernel_cases.attention_inputs(batch, seq, seq, heads, head, head, "key_padding",
                                dtype=dtype, device="cuda")
     scale = 1.0 / math.sqrt(head)
 

@@ -1,9 +1,9 @@
 """What float16/bfloat16 conversion keeps, costs and loses on ResNet-50 and a BERT-style encoder.
 
-For each model (tests/real_models.py, random weights, batch 1) and each precision, the model is
-converted with the default keep-list (and, with --no-keep, also without one) and the converted
-model is evaluated against the float32 original on seeded random inputs through the CPU
-emulation (optimizer/precision/emulate.py; no GPU here). Printed per row:
+For each model (optimizer.testing.real_models, random weights, batch 1) and each precision, the
+model is converted with the default keep-list (and, with --no-keep, also without one) and the
+converted model is evaluated against the float32 original on seeded random inputs through the
+CPU emulation (optimizer/precision/emulate.py; no GPU here). Printed per row:
 
   nodes      nodes in the original graph
   low        nodes the conversion runs in the low type
@@ -43,7 +43,7 @@ from optimizer.precision import (
     evaluate_precision,
     run_outputs,
 )
-from tests.real_models import bert_encoder, resnet50
+from optimizer.testing.real_models import bert_encoder, resnet50
 
 BUILDERS: dict[str, Callable[[], onnx.ModelProto]] = {
     "resnet50": lambda: resnet50(batch=1),

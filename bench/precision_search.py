@@ -1,7 +1,7 @@
 """Precision search on the BERT-style encoder: which nodes a tight accuracy budget keeps in float32.
 
-The encoder (tests/real_models.py, random weights, batch 1, seq 128) is converted to each
-precision with the default keep-list; when that misses the budget (cosine of the worst output
+The encoder (optimizer.testing.real_models, random weights, batch 1, seq 128) is converted to
+each precision with the default keep-list; when that misses the budget (cosine of the worst output
 against the float32 original, on seeded random token ids with the last 28 positions masked),
 `search_precision` keeps more nodes in float32. Accuracy is measured through the CPU emulation
 (optimizer/precision/emulate.py; no GPU here). Printed per precision: the default conversion's
@@ -32,7 +32,7 @@ from optimizer.precision import (
     run_outputs,
     search_precision,
 )
-from tests.real_models import BERT_FORMS, bert_encoder
+from optimizer.testing.real_models import BERT_FORMS, bert_encoder
 
 SEQ, PADDED, VOCAB = 128, 28, 1000
 

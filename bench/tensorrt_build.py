@@ -25,7 +25,7 @@ from optimizer.optimize import OptimizeOptions, optimize_model
 from optimizer.precision import convert_precision
 from optimizer.shapes import fix_input_shapes, resolve_input_shapes
 from optimizer.tensor_specs import summarize_model
-from tests.real_models import bert_encoder, resnet50
+from optimizer.testing.real_models import bert_encoder, resnet50
 from worker.gpu.tensorrt_toolkit import TensorRTToolkit, load_toolkit
 
 MODELS: dict[str, Callable[[int], onnx.ModelProto]] = {

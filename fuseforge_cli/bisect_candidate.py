@@ -33,7 +33,8 @@ from optimizer.optimize import OptimizeOptions, optimize_model
 from optimizer.shapes import fix_input_shapes
 from optimizer.tensor_specs import Dim, TensorSpec, summarize_model
 from optimizer.validation.bisect import BisectionResult, bisect_rules
-from optimizer.validation.compare import Tolerances, compare_outputs
+from optimizer.validation.compare import compare_outputs
+from optimizer.validation.tolerances import Tolerances
 
 __all__ = ["Bisection", "bisect_candidate"]
 

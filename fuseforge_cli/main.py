@@ -14,6 +14,7 @@ from typing import NoReturn
 from core.settings import get_settings
 from fuseforge_cli.optimize_command import add_optimize_parser
 from fuseforge_cli.validate_command import add_validate_parser
+from optimizer.passes import DEFAULT_PASSES, FusionPass
 
 __all__ = ["main"]
 
@@ -112,7 +113,7 @@ def _stop_children(children: dict[str, subprocess.Popen[bytes]]) -> None:
             child.wait()
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(catalog: tuple[FusionPass, ...]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fuseforge", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("migrate", help="apply database migrations").set_defaults(func=migrate)
@@ -120,19 +121,22 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("run", help="migrate, then run API + worker (what `make run` calls)").set_defaults(func=run)
     # Listed for --help; main() hands its arguments to the worker's own parser.
     sub.add_parser("worker", help="run a Celery worker (`fuseforge worker --help` for options)")
-    add_optimize_parser(sub)
-    add_validate_parser(sub)
+    add_optimize_parser(sub, catalog=catalog)
+    add_validate_parser(sub, catalog=catalog)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *,
+         catalog: tuple[FusionPass, ...] = DEFAULT_PASSES) -> int:
+    """Run the command `argv` names (default: sys.argv); `optimize` and `validate --bisect`
+    take their passes from `catalog` (see OptimizeOptions.catalog)."""
     logging.basicConfig(level=os.environ.get("FUSEFORGE_LOG_LEVEL", "INFO"))
     for chatty in ("onnxscript", "onnx_ir"):  # a line per rewrite would bury our own output
         logging.getLogger(chatty).setLevel(logging.WARNING)
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["worker"]:
         worker(argv[1:])
-    args = _parser().parse_args(argv)
+    args = _parser(catalog).parse_args(argv)
     return int(args.func(args) or 0)
 
 

@@ -9,43 +9,30 @@ from pathlib import Path
 
 import onnx
 
+from fuseforge_cli.arguments import input_shape, pass_selection
 from optimizer.errors import OptimizerError
 from optimizer.model_check import check_model_file
-from optimizer.optimize import OptimizeOptions, PassSelection, optimize_model
-from optimizer.passes import BACKENDS
+from optimizer.optimize import OptimizeOptions, optimize_model
+from optimizer.passes import BACKENDS, FusionPass
 from optimizer.shapes import fix_input_shapes, resolve_input_shapes
 
 __all__ = ["add_optimize_parser"]
 
 
-def _input_shape(text: str) -> tuple[str, list[int]]:
-    name, sep, dims = text.partition("=")
-    try:
-        if not sep or not name:
-            raise ValueError
-        return name, [int(d) for d in dims.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"--input-shape {text!r}: expected NAME=D1,D2,... e.g. input=1,3,224,224"
-        ) from None
-
-
-def _pass_selection(text: str) -> PassSelection:
-    return text if text in ("all", "none") else [p for p in text.split(",") if p]
-
-
-def add_optimize_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_optimize_parser(sub: argparse._SubParsersAction,  # type: ignore[type-arg]
+                        *, catalog: tuple[FusionPass, ...]) -> None:
+    """Add `optimize`, whose --passes select from `catalog` (see OptimizeOptions.catalog)."""
     parser = sub.add_parser("optimize", help="fuse a model locally (same passes as a job)")
     parser.add_argument("model", type=Path, help="the .onnx file to optimize")
     parser.add_argument("-o", "--output", type=Path, required=True, help="where to write the result")
-    parser.add_argument("--passes", type=_pass_selection, default="all",
+    parser.add_argument("--passes", type=pass_selection, default="all",
                         help="all | none | comma-separated pass names (default: all)")
     parser.add_argument("--backend", choices=BACKENDS, default="onnxruntime")
-    parser.add_argument("--input-shape", type=_input_shape, action="append", default=[],
+    parser.add_argument("--input-shape", type=input_shape, action="append", default=[],
                         metavar="NAME=D1,D2,...",
                         help="fix an input's shape (repeatable); dynamic dims default to 1")
     parser.add_argument("--report", type=Path, help="write the fusion report as JSON here")
-    parser.set_defaults(func=run_optimize)
+    parser.set_defaults(func=run_optimize, catalog=catalog)
 
 
 def run_optimize(args: argparse.Namespace) -> int:
@@ -55,7 +42,9 @@ def run_optimize(args: argparse.Namespace) -> int:
         if args.input_shape:
             shapes = resolve_input_shapes(summary.inputs, dict(args.input_shape))
             model = fix_input_shapes(model, shapes)
-        fused, report = optimize_model(model, OptimizeOptions(backend=args.backend, passes=args.passes))
+        options = OptimizeOptions(backend=args.backend, passes=args.passes,
+                                  catalog=args.catalog)
+        fused, report = optimize_model(model, options)
     except OptimizerError as err:
         print(f"fuseforge optimize: {type(err).__name__}: {err}", file=sys.stderr)
         return 2

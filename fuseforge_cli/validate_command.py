@@ -27,26 +27,21 @@ from typing import TypeVar
 import numpy as np
 import onnx
 
+from fuseforge_cli.arguments import input_shape, pass_selection
 from fuseforge_cli.bisect_candidate import Bisection, bisect_candidate
-from fuseforge_cli.optimize_command import _input_shape, _pass_selection
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
 from optimizer.errors import OptimizerError
 from optimizer.fusion_report import FusionReport
 from optimizer.inputs import random_feeds
 from optimizer.model_check import check_model_file
 from optimizer.optimize import OptimizeOptions, select_passes
-from optimizer.passes import BACKENDS
+from optimizer.passes import BACKENDS, FusionPass
 from optimizer.shapes import resolve_input_shapes
 from optimizer.tensor_specs import TensorSpec
-from optimizer.validation.compare import (
-    OutputComparison,
-    Tolerances,
-    ValidationReport,
-    default_tolerances,
-    validate,
-)
+from optimizer.validation.compare import OutputComparison, ValidationReport, validate
 from optimizer.validation.datasets import load_dataset
 from optimizer.validation.localize import Divergence, localize_divergence
+from optimizer.validation.tolerances import Tolerances, default_tolerances
 
 __all__ = [
     "ValidationPlan",
@@ -60,7 +55,7 @@ __all__ = [
 
 EXIT_PASSED, EXIT_FAILED, EXIT_CANNOT_VALIDATE = 0, 1, 2
 _DEFAULT_SAMPLES = 8
-# As a job does (worker/stages/validate.py): the first divergent tensor shows on a few samples,
+# As a job does (worker/pipeline/diagnose.py): the first divergent tensor shows on a few samples,
 # and each sample runs both models with every shared tensor as an output.
 LOCALIZE_SAMPLES = 2
 _T = TypeVar("_T")
@@ -99,7 +94,10 @@ def _number(text: str) -> float:
         return float(text)
 
 
-def add_validate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_validate_parser(sub: argparse._SubParsersAction,  # type: ignore[type-arg]
+                        *, catalog: tuple[FusionPass, ...]) -> None:
+    """Add `validate`, whose --bisect optimizes again with passes from `catalog` (see
+    OptimizeOptions.catalog)."""
     parser = sub.add_parser(
         "validate", help="check an optimized model against the original (same check as a job)",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -114,7 +112,7 @@ def add_validate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignor
                         help=f"random input sets (default {_DEFAULT_SAMPLES}), or the first N "
                              "samples of --dataset (default all)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
-    parser.add_argument("--input-shape", type=_input_shape, action="append", default=[],
+    parser.add_argument("--input-shape", type=input_shape, action="append", default=[],
                         metavar="NAME=D1,D2,...",
                         help="fix an input's shape (repeatable); dynamic dims default to 1")
     parser.add_argument("--input-range", type=_input_range, action="append", default=[],
@@ -132,14 +130,14 @@ def add_validate_parser(sub: argparse._SubParsersAction) -> None:  # type: ignor
     parser.add_argument("--bisect", action="store_true",
                         help="on failure, optimize ORIGINAL again with halves of the rules that "
                              "fired and name the rule(s) that break the check")
-    parser.add_argument("--passes", type=_pass_selection, default=None,
+    parser.add_argument("--passes", type=pass_selection, default=None,
                         help="with --bisect: the passes CANDIDATE was optimized with, all | "
                              "none | comma-separated pass names (default: all)")
     parser.add_argument("--backend", choices=BACKENDS, default=None,
                         help="with --bisect: the backend CANDIDATE was optimized for "
                              "(default: onnxruntime)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.set_defaults(func=run_validate)
+    parser.set_defaults(func=run_validate, catalog=catalog)
 
 
 @dataclass(frozen=True)
@@ -200,17 +198,18 @@ def check(plan: ValidationPlan) -> ValidationReport:
                         class_outputs=plan.class_outputs)
 
 
-def localize(plan: ValidationPlan, *,
+def localize(plan: ValidationPlan, *, catalog: Sequence[FusionPass],
              fusion_report: FusionReport | None = None) -> Divergence | None:
     """The first tensor both models compute where the candidate leaves tolerance, over the
-    plan's first LOCALIZE_SAMPLES feeds; None if every such tensor is within it.
+    plan's first LOCALIZE_SAMPLES feeds; None if every such tensor is within it. The rules it
+    names are given passes by `fusion_report`, else by `catalog`.
 
     Raises:
         OptimizerError: ONNX Runtime cannot run a model with its intermediate tensors exposed.
     """
     return localize_divergence(onnx.load(plan.original), onnx.load(plan.candidate),
                                plan.feeds[:LOCALIZE_SAMPLES], plan.tolerances,
-                               fusion_report=fusion_report)
+                               fusion_report=fusion_report, catalog=catalog)
 
 
 def run_validate(args: argparse.Namespace) -> int:
@@ -222,10 +221,11 @@ def run_validate(args: argparse.Namespace) -> int:
                                 "--bisect to optimize ORIGINAL the same way; add --bisect or "
                                 "drop them.")
     options = OptimizeOptions(backend=args.backend or "onnxruntime",
-                              passes="all" if args.passes is None else args.passes)
+                              passes="all" if args.passes is None else args.passes,
+                              catalog=args.catalog)
     try:
         if args.bisect:
-            select_passes(options.passes, options.backend)  # unknown pass names: exit 2 now
+            select_passes(options)  # unknown pass names: exit 2 now
         plan = plan_validation(args)
         report = check(plan)
     except OptimizerError as err:
@@ -244,7 +244,8 @@ def run_validate(args: argparse.Namespace) -> int:
         # The re-optimization's report names the passes of the rules the localiser finds.
         fusion_report = bisection.report if bisection else None
         divergence = _or_none("localise the divergence",
-                              lambda: localize(plan, fusion_report=fusion_report))
+                              lambda: localize(plan, catalog=options.catalog,
+                                               fusion_report=fusion_report))
     if args.json:
         print(json.dumps({**report.to_dict(),
                           "localization": divergence.to_dict() if divergence else None,

@@ -8,12 +8,12 @@ is kept in the result (and flagged by the caller), never hidden.
 The default runner is ONNX Runtime on the CPU with its own graph optimizations off: the right
 measurement for the onnxruntime backend. For tensorrt the caller supplies a runner that builds
 an engine from each stage file; the default still runs a tensorrt stage (its fuseforge plugin
-nodes lowered to standard ops), but those timings say nothing about TensorRT.
+nodes decomposed into standard ops), but those timings say nothing about TensorRT.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
 
@@ -23,8 +23,8 @@ import onnx
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner, runner_for_model
 from optimizer.benchmark import BenchmarkOptions, BenchmarkResult, benchmark_interleaved
 from optimizer.optimize import OptimizeOptions, optimize_model
-from optimizer.passes import DEFAULT_PASSES
-from optimizer.plugins.lowering import imports_plugin_opset
+from optimizer.passes import DEFAULT_PASSES, FusionPass
+from optimizer.plugins.decompose import imports_plugin_opset
 from optimizer.runner import Runner
 
 __all__ = [
@@ -48,10 +48,12 @@ ABLATION_STAGES: tuple[tuple[str, frozenset[str]], ...] = (
 RunnerFor = Callable[[Path], AbstractContextManager[Runner]]
 
 
-def ablation_pass_sets(backend: str) -> list[tuple[str, list[str]]]:
-    """The pass names of each cumulative stage for `backend` (default-on passes only)."""
+def ablation_pass_sets(backend: str, catalog: Sequence[FusionPass] = DEFAULT_PASSES,
+                       ) -> list[tuple[str, list[str]]]:
+    """The pass names of each cumulative stage for `backend` (default-on passes of `catalog`
+    only)."""
     return [
-        (name, [p.name for p in DEFAULT_PASSES
+        (name, [p.name for p in catalog
                 if p.stage in stages and p.supports(backend) and backend not in p.off_by_default])
         for name, stages in ABLATION_STAGES
     ]
@@ -61,12 +63,12 @@ def ablation_pass_sets(backend: str) -> list[tuple[str, list[str]]]:
 def onnxruntime_stage_runner(path: Path) -> Iterator[Runner]:
     """The default `runner_for`: ONNX Runtime, graph optimizations off, on the stage file.
 
-    A file without fuseforge plugin nodes is opened as it is; one with them runs lowered to
+    A file without fuseforge plugin nodes is opened as it is; one with them runs decomposed into
     standard ops from a temporary copy (see `runner_for_model`), which the runner's spec names.
 
     Raises:
         EngineBuildError: ONNX Runtime cannot load the stage.
-        PluginNotFoundError, PassError: a plugin node cannot be lowered.
+        PluginNotFoundError, PassError: a plugin node cannot be decomposed.
     """
     model = onnx.load(path)
     if not imports_plugin_opset(model):
@@ -74,8 +76,8 @@ def onnxruntime_stage_runner(path: Path) -> Iterator[Runner]:
         with OnnxRuntimeRunner(path) as runner:
             yield runner
         return
-    with runner_for_model(model) as lowered:
-        yield lowered
+    with runner_for_model(model) as decomposed:
+        yield decomposed
 
 
 def run_ablation(
@@ -87,20 +89,23 @@ def run_ablation(
     batch_size: int,
     work_dir: Path,
     runner_for: RunnerFor = onnxruntime_stage_runner,
+    catalog: tuple[FusionPass, ...] = DEFAULT_PASSES,
 ) -> list[BenchmarkResult]:
     """Benchmark each cumulative stage of `model` (static shapes), reference = "none".
 
     Stage `name` is saved as `work_dir/ablation-<name>.onnx` and opened with `runner_for`
     (every runner stays open until all are timed). For a tensorrt job pass a runner that builds
-    and loads an engine from that file: the default times ONNX Runtime on the CPU.
+    and loads an engine from that file: the default times ONNX Runtime on the CPU. The stages
+    take their passes from `catalog` (the job's OptimizeOptions.catalog).
 
     Raises:
         Whatever `runner_for` raises for a stage it cannot open (runners already open are
         closed first); InferenceError when a runner fails while timed.
     """
     paths = {}
-    for name, passes in ablation_pass_sets(backend):
-        staged, _ = optimize_model(model, OptimizeOptions(backend=backend, passes=passes))
+    for name, passes in ablation_pass_sets(backend, catalog):
+        stage = OptimizeOptions(backend=backend, passes=passes, catalog=catalog)
+        staged, _ = optimize_model(model, stage)
         paths[name] = work_dir / f"ablation-{name}.onnx"
         onnx.save(staged, paths[name])
     with ExitStack() as stack:

@@ -1,12 +1,27 @@
 """Errors raised by the optimizer library.
 
-`OptimizerError` and its subclasses are faults in (or limits met by) the user's model or job
-configuration: the worker stores their class name and message on the job. `InternalError` is a
-broken assumption of ours and is kept apart so it is never blamed on the user.
+`OptimizerError` and its subclasses are faults in (or limits met by) the user's model, data or
+job configuration: the worker stores their class name and message on the job. `InternalError`
+is a broken assumption of ours and is kept apart so it is never blamed on the user.
+
+    Exception
+    ├── OptimizerError              the user can act on it
+    │   ├── InvalidModelError       not a valid ONNX model
+    │   ├── UnsupportedModelError   valid, but refused (e.g. external data)
+    │   ├── InputShapeError         input shapes that do not fit the model
+    │   ├── InputRangeError         random-input ranges that do not fit the model
+    │   ├── DatasetError            evaluation data that does not fit the contract or the model
+    │   ├── PassError               a pass that cannot be applied safely
+    │   ├── EngineBuildError        the backend cannot build an engine
+    │   ├── InferenceError          the backend fails while running the model
+    │   ├── PluginNotFoundError     a fused op without a registered plugin
+    │   └── AccuracyMismatchError   outputs beyond tolerance
+    └── InternalError               a bug in FuseForge, never the user's fault
 """
 
 __all__ = [
     "AccuracyMismatchError",
+    "DatasetError",
     "EngineBuildError",
     "InferenceError",
     "InputRangeError",
@@ -46,6 +61,11 @@ class InputRangeError(OptimizerError):
     def __init__(self, message: str, *, input_name: str | None = None) -> None:
         super().__init__(message)
         self.input_name = input_name
+
+
+class DatasetError(OptimizerError):
+    """The evaluation data (a dataset file, its labels, the class-score outputs named) does not
+    fit the dataset contract (validation/datasets.py) or the model."""
 
 
 class PassError(OptimizerError):

@@ -10,7 +10,13 @@ __all__ = ["json_safe"]
 
 
 def json_safe(value: Any) -> Any:
-    """`value` with every NaN/Inf replaced by None and tuples turned into lists."""
+    """`value` with every NaN/Inf replaced by None and tuples turned into lists, recursively
+    (mapping keys become strings): what `json.dumps(..., allow_nan=False)` and PostgreSQL's JSON
+    accept. The one place report `to_dict` methods make their values strict JSON.
+
+    >>> json_safe({"max_abs_err": float("inf"), "shape": (2, 3)})
+    {'max_abs_err': None, 'shape': [2, 3]}
+    """
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, Mapping):

@@ -1,8 +1,9 @@
 """Measure a runner's peak memory in a fresh child process, so other runners do not blur it.
 
 The parent calls `measure_peak_memory_mb`; the child is `python -m optimizer.memory_probe`.
-A subprocess, not multiprocessing: Celery pool processes are daemonic and may not fork children
-through multiprocessing, and a fresh interpreter starts from a clean heap.
+A subprocess, not multiprocessing: the caller may itself be a daemonic process (a worker pool's
+child), which multiprocessing forbids to start children, and a fresh interpreter starts from a
+clean heap.
 """
 
 from __future__ import annotations
@@ -20,8 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from optimizer.errors import InternalError, OptimizerError
-from optimizer.runner import RunnerSpec
-from optimizer.runners import runner_class, runner_from_spec
+from optimizer.runner import RunnerSpec, runner_class, runner_from_spec
 
 __all__ = ["measure_peak_memory_mb", "main"]
 

@@ -11,7 +11,7 @@ import onnx_ir as ir
 
 from optimizer.errors import PassError
 from optimizer.fusion_report import FusionReport
-from optimizer.passes import DEFAULT_PASSES, PASSES_BY_NAME, FusionPass
+from optimizer.passes import DEFAULT_PASSES, FusionPass
 from optimizer.passes.engine import run_passes
 
 __all__ = ["OptimizeOptions", "PassSelection", "optimize_model", "select_passes"]
@@ -21,37 +21,46 @@ PassSelection = Literal["all", "none"] | Sequence[str]
 
 @dataclass(frozen=True)
 class OptimizeOptions:
+    """What to optimize for. Everything that optimizes a model again (bisection, localization,
+    ablation, `fuseforge validate --bisect`) takes these options whole, so it runs the same
+    passes as the first optimization did."""
+
     backend: str = "onnxruntime"
     passes: PassSelection = "all"
     excluded_rules: tuple[str, ...] = ()  # rule names never to apply (see passes.engine)
+    # The passes `passes` selects from, in the order they run. A caller with passes of its own
+    # (a test planting a wrong rule, an experiment) brings them here instead of patching
+    # DEFAULT_PASSES.
+    catalog: tuple[FusionPass, ...] = DEFAULT_PASSES
 
 
-def select_passes(selection: PassSelection, backend: str) -> tuple[list[FusionPass], dict[str, str]]:
-    """The passes to run, in the default order, and those left out with the reason.
+def select_passes(options: OptimizeOptions) -> tuple[list[FusionPass], dict[str, str]]:
+    """The passes of `options.catalog` to run, in its order, and those left out with the reason.
 
-    "all" leaves out passes measured slower on `backend`; naming a pass runs it regardless.
-    Raises PassError for an unknown pass name.
+    "all" leaves out passes measured slower on `options.backend`; naming a pass runs it
+    regardless. Raises PassError for a name the catalog does not hold.
     """
+    selection, backend, catalog = options.passes, options.backend, options.catalog
     if selection == "none":
         return [], {}
     if selection == "all":
-        chosen = [p for p in DEFAULT_PASSES if backend not in p.off_by_default]
+        chosen = [p for p in catalog if backend not in p.off_by_default]
         skipped = {p.name: f"off by default on {backend}: {p.off_by_default[backend]}"
-                   for p in DEFAULT_PASSES if backend in p.off_by_default}
+                   for p in catalog if backend in p.off_by_default}
         return chosen, skipped
-    unknown = [name for name in selection if name not in PASSES_BY_NAME]
+    known = [p.name for p in catalog]
+    unknown = [name for name in selection if name not in known]
     if unknown:
         raise PassError(
-            f"unknown pass(es) {', '.join(map(repr, unknown))}; available: "
-            f"{', '.join(PASSES_BY_NAME)}"
+            f"unknown pass(es) {', '.join(map(repr, unknown))}; available: {', '.join(known)}"
         )
     wanted = set(selection)
-    return [p for p in DEFAULT_PASSES if p.name in wanted], {}
+    return [p for p in catalog if p.name in wanted], {}
 
 
 def optimize_model(model: onnx.ModelProto, options: OptimizeOptions) -> tuple[onnx.ModelProto, FusionReport]:
     """Run the selected passes on a copy of `model`; the input model is not modified."""
-    passes, left_out = select_passes(options.passes, options.backend)
+    passes, left_out = select_passes(options)
     ir_model = ir.from_proto(model)
     report = run_passes(ir_model, passes, backend=options.backend,
                         excluded_rules=options.excluded_rules)

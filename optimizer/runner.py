@@ -1,7 +1,13 @@
-"""The interface every backend's runner offers, so validation and benchmarking accept any two."""
+"""The interface every backend's runner offers, down to the recipe that recreates one elsewhere.
+
+Validation and benchmarking accept any two `Runner`s. A runner's `RunnerSpec` is picklable and
+JSON-able, and `runner_from_spec` builds the runner it describes, e.g. in a child process that
+measures memory (memory_probe.py).
+"""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -9,9 +15,17 @@ from typing import Any, Protocol, Self, runtime_checkable
 
 import numpy as np
 
+from optimizer.errors import InternalError
 from optimizer.tensor_specs import TensorSpec
 
-__all__ = ["ClosesOnExit", "DeviceTimedRunner", "Runner", "RunnerSpec"]
+__all__ = [
+    "ClosesOnExit",
+    "DeviceTimedRunner",
+    "Runner",
+    "RunnerSpec",
+    "runner_class",
+    "runner_from_spec",
+]
 
 
 @dataclass(frozen=True)
@@ -19,7 +33,7 @@ class RunnerSpec:
     """A picklable, JSON-able recipe from which another process can recreate a runner.
 
     `options` holds only JSON values (str, int, float, bool, None, lists, dicts); rebuild a
-    runner with `optimizer.runners.runner_from_spec`.
+    runner with `runner_from_spec`.
     """
 
     backend: str  # e.g. "onnxruntime"
@@ -109,3 +123,47 @@ class ClosesOnExit:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  traceback: TracebackType | None) -> None:
         self.close()
+
+
+# Backend name -> (module, class). Modules load on first use, so a process that only runs one
+# backend never imports the others (the web image has no TensorRT).
+_BACKENDS = {
+    "onnxruntime": ("optimizer.backends.onnxruntime.runner", "OnnxRuntimeRunner"),
+    "tensorrt": ("optimizer.backends.tensorrt.runner", "TensorRTRunner"),
+}
+
+
+def runner_class(spec: RunnerSpec) -> Any:
+    """The runner class `spec` names (its `runner`, else its backend's), importing its module.
+
+    Raises:
+        InternalError: the backend is unknown.
+    """
+    if spec.runner is not None:  # "package.module:Class": a runner outside this package
+        module_name, _, class_name = spec.runner.partition(":")
+        return getattr(importlib.import_module(module_name), class_name)
+    backend = spec.backend
+    try:
+        module_name, class_name = _BACKENDS[backend]
+    except KeyError:
+        raise InternalError(
+            f"RunnerSpec names backend {backend!r}, which this worker cannot run; known "
+            f"backends: {', '.join(map(repr, _BACKENDS))}.") from None
+    return getattr(importlib.import_module(module_name), class_name)
+
+
+def runner_from_spec(spec: RunnerSpec) -> Runner:
+    """Build the runner `spec` describes.
+
+    Raises:
+        InternalError: the backend is unknown or the options do not fit it.
+        EngineBuildError: the backend cannot load the model.
+    """
+    cls = runner_class(spec)
+    try:
+        runner: Runner = cls(spec.model_path, **spec.options)
+    except TypeError as err:
+        raise InternalError(
+            f"RunnerSpec options {spec.options!r} do not fit backend {spec.backend!r}: {err}"
+        ) from err
+    return runner

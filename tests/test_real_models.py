@@ -1,4 +1,5 @@
-"""tests/real_models.py: the ResNet-50 and BERT builders are valid, run, and keep their written-out ops."""
+"""optimizer.testing.real_models: the ResNet-50 and BERT builders are valid, run, and keep their
+written-out ops."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from tests.real_models import BERT_FORMS, BertForm, bert_encoder, resnet50
+from optimizer.testing.real_models import BERT_FORMS, BertForm, bert_encoder, resnet50
 
 # Small enough for a 2-core machine; the structure is what the tests are about.
 BERT_SHAPE = {"layers": 2, "hidden": 64, "heads": 4, "seq": 16, "batch": 2}

@@ -6,12 +6,13 @@ from pathlib import Path
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from core.db.models import Dataset
-from api.services.dataset_files import read_dataset_file
-from api.services.errors import DatasetNotFound
+from api.services.errors import DatasetNotFound, InvalidDatasetFile
 from api.services.stored_uploads import display_name, store_upload
 from api.services.uploads import ReceivedFile
+from core.db.models import Dataset
 from core.storage import ArtifactStore
+from optimizer.errors import DatasetError
+from optimizer.validation.datasets import inspect_dataset
 
 __all__ = ["get_dataset", "list_datasets", "register_upload"]
 
@@ -25,13 +26,18 @@ def register_upload(
     against their model's inputs. The temporary file is always consumed: moved in or deleted.
 
     Raises:
-        InvalidDatasetFile: see `read_dataset_file`; nothing is stored.
+        InvalidDatasetFile: see `optimizer.validation.datasets.inspect_dataset`; nothing is
+            stored.
     """
+    name = display_name(received, "dataset.npz")
 
     def describe(path: Path) -> Dataset:
-        contents = read_dataset_file(path)
+        try:
+            contents = inspect_dataset(path, name=name)
+        except DatasetError as err:
+            raise InvalidDatasetFile(f"the uploaded file is not a usable dataset: {err}") from err
         return Dataset(
-            name=display_name(received, "dataset.npz"),
+            name=name,
             sha256=received.sha256,
             size_bytes=received.size_bytes,
             samples=contents.samples,

@@ -1,8 +1,8 @@
 """Export ResNet-50 and BERT-style encoders from torch (random weights) to .onnx files.
 
 An optional generator for bench/ and manual checks: it needs torch (not a FuseForge dependency,
-never imported by tests); tests/real_models.py builds the same graphs with onnx.helper. No
-torchvision and no download: the modules are written here. Writes into OUT_DIR:
+never imported by tests); optimizer.testing.real_models builds the same graphs with
+onnx.helper. No torchvision and no download: the modules are written here. Writes into OUT_DIR:
 
   resnet50_torchscript.onnx   dynamo=False, opset 17: BatchNormalization stays unfolded
   bert_dynamo.onnx            dynamo=True, opset 18, LayerNorm written in Python (BERT's port):
@@ -14,8 +14,8 @@ torchvision and no download: the modules are written here. Writes into OUT_DIR:
     .venv/bin/python -m bench.models.export_torch OUT_DIR [--layers 2] [--hidden 256]
         [--heads 4] [--seq 128] [--batch 1]
 
-The file names match the `form` names of tests.real_models.bert_encoder; `bench.fusion
---torch-dir OUT_DIR` benchmarks whichever of these files it finds.
+The file names match the `form` names of optimizer.testing.real_models.bert_encoder;
+`bench.fusion --torch-dir OUT_DIR` benchmarks whichever of these files it finds.
 """
 
 from __future__ import annotations

@@ -2,16 +2,16 @@
 
 from optimizer.passes.base import BACKENDS, FusionPass
 from optimizer.passes.cleanup import CLEANUP
+from optimizer.passes.fold_batch_norm import FOLD_BATCH_NORM
 from optimizer.passes.fuse_attention import FUSE_ATTENTION
 from optimizer.passes.fuse_conv_activation import FUSE_CONV_ACTIVATION
 from optimizer.passes.fuse_conv_add_relu import FUSE_CONV_ADD_RELU
-from optimizer.passes.fuse_conv_bn import FOLD_BATCH_NORM
 from optimizer.passes.fuse_gelu import FUSE_GELU
 from optimizer.passes.fuse_layer_norm import FUSE_LAYER_NORM
 from optimizer.passes.fuse_matmul_add import FUSE_MATMUL_ADD
 from optimizer.passes.fuse_residual_gemm import FUSE_RESIDUAL_GEMM
 from optimizer.passes.fuse_skip_layer_norm import FUSE_SKIP_LAYER_NORM
-from optimizer.passes.lower_to_plugins import FUSE_TO_PLUGINS
+from optimizer.passes.fuse_to_plugins import FUSE_TO_PLUGINS
 
 __all__ = ["BACKENDS", "DEFAULT_PASSES", "FusionPass", "PASSES_BY_NAME"]
 
@@ -22,7 +22,7 @@ __all__ = ["BACKENDS", "DEFAULT_PASSES", "FusionPass", "PASSES_BY_NAME"]
 #   Conv+Relu would fuse the other branch's;
 # - LayerNorm before Add+LayerNorm; LayerNorm, GELU (with its bias Add) and attention (with its
 #   head split/merge Reshapes) before MatMul+Add lowering rewrites the Adds and projections;
-# - for TensorRT, the plugin lowerings take Add+LayerNorm, bias+GELU and attention first.
+# - for TensorRT, the plugin fusions take Add+LayerNorm, bias+GELU and attention first.
 DEFAULT_PASSES: tuple[FusionPass, ...] = (
     CLEANUP,
     FOLD_BATCH_NORM,

@@ -1,12 +1,13 @@
 """Conditions shared by fusion rules; each returns a failed MatchResult that says why, or None.
 
-Also the few readers those conditions and the rules share (constants, attributes, initializer
-names), so that every rule reads a node the same way.
+Also the few readers and writers those conditions and the rules share (constants, attributes,
+static shapes, producers, initializer names), so that every rule reads a node the same way.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import onnx_ir as ir
@@ -21,6 +22,8 @@ __all__ = [
     "attr_int",
     "const_array",
     "first_refusal",
+    "perm",
+    "producer",
     "refuse_if_escapes",
     "refuse_if_intermediates_escape",
     "refuse_if_not_constant",
@@ -28,6 +31,8 @@ __all__ = [
     "refuse_if_shared",
     "refuse_unknown_attributes",
     "refuse_unless_same_float",
+    "shared_constant",
+    "static_shape",
     "unique_initializer_name",
 ]
 
@@ -151,6 +156,29 @@ def attr_float(node: ir.Node, name: str, default: float) -> float:
     return default if attr is None else attr.as_float()
 
 
+def perm(node: ir.Node, rank: int | None = None) -> tuple[int, ...] | None:
+    """A Transpose's perm; without the attribute the spec's default (the axes reversed) when
+    `rank` is known, else None."""
+    attr = node.attributes.get("perm")
+    if attr is not None:
+        return tuple(attr.as_ints())
+    return None if rank is None else tuple(reversed(range(rank)))
+
+
+def producer(value: ir.Value) -> ir.Node:
+    """The node computing `value`, which the pattern bound to a node output."""
+    node = value.producer()
+    assert node is not None  # a pattern binds intermediates to node outputs only
+    return node
+
+
+def static_shape(value: ir.Value) -> tuple[int, ...] | None:
+    """`value`'s shape when every dim is known, else None."""
+    if value.shape is None or not all(isinstance(d, int) for d in value.shape.dims):
+        return None
+    return tuple(int(d) for d in value.shape.dims)  # type: ignore[arg-type]
+
+
 def unique_initializer_name(graph: ir.Graph | ir.Function | None, base: str) -> str:
     """`base`, or `base_N` if the graph already has an initializer so named."""
     taken = graph.initializers if isinstance(graph, ir.Graph) else {}
@@ -159,6 +187,20 @@ def unique_initializer_name(graph: ir.Graph | ir.Function | None, base: str) -> 
         n += 1
         name = f"{base}_{n}"
     return name
+
+
+def shared_constant(op: Any, graph: ir.Graph | None, base: str, array: np.ndarray) -> ir.Value:
+    """A constant holding `array`, reusing one an earlier rewrite made under the name `base` (a
+    causal mask or a zero bias is often shared by every layer: one copy each would multiply its
+    memory)."""
+    if graph is not None:
+        existing = graph.initializers.get(base)
+        if (existing is not None and existing.const_value is not None
+                and existing.const_value.dtype == ir.DataType.from_numpy(array.dtype)
+                and np.array_equal(existing.const_value.numpy(), array)):
+            return existing
+    name = unique_initializer_name(graph, base)
+    return op.initializer(ir.tensor(np.ascontiguousarray(array), name=name))
 
 
 FLOAT_TYPES = (ir.DataType.FLOAT16, ir.DataType.FLOAT, ir.DataType.DOUBLE)

@@ -34,7 +34,7 @@ from onnxscript.optimizer._constant_folding import (
 )
 
 from optimizer.passes.base import FusionPass
-from optimizer.passes.checks import attr_int
+from optimizer.passes.checks import attr_int, perm
 from optimizer.passes.matching import MS_DOMAIN, ONNX_DOMAINS, default_opset
 
 __all__ = ["CLEANUP", "cleanup_graph"]
@@ -215,13 +215,6 @@ def _reshape_target(input_shape: tuple[int, ...], target: list[int], allowzero: 
     return tuple(dims)
 
 
-def _perm(node: ir.Node, rank: int | None) -> list[int] | None:
-    attr = node.attributes.get("perm")
-    if attr is not None:
-        return list(attr.as_ints())
-    return None if rank is None else list(reversed(range(rank)))  # the spec's default
-
-
 def _no_op_source(node: ir.Node, opset: int) -> ir.Value | None:
     """The input that `node`'s first output always equals, if it is a no-op."""
     source = node.inputs[0] if node.inputs else None
@@ -244,8 +237,8 @@ def _no_op_source(node: ir.Node, opset: int) -> ir.Value | None:
         new_shape = _reshape_target(static, target, literal_zeros)
         return source if new_shape == static else None
     if _is_onnx(node, "Transpose"):
-        perm = _perm(node, None)
-        return source if perm is not None and perm == list(range(len(perm))) else None
+        axes = perm(node)
+        return source if axes is not None and axes == tuple(range(len(axes))) else None
     return None
 
 
@@ -273,7 +266,7 @@ def _merge_transposes(node: ir.Node) -> bool:
     if x is None:
         return False
     rank = len(x.shape) if x.shape is not None else None
-    p1, p2 = _perm(inner, rank), _perm(node, rank)
+    p1, p2 = perm(inner, rank), perm(node, rank)
     if p1 is None or p2 is None or len(p1) != len(p2):
         return False
     combined = [p1[j] for j in p2]

@@ -13,6 +13,7 @@ from onnxscript.rewriter.pattern import MatchingTracer, MatchStatus, RewriteRule
 from optimizer.fusion_report import FusionReport, Refusal, RuleStats
 from optimizer.passes.base import FusionPass
 from optimizer.passes.matching import MS_DOMAIN, ONNX_DOMAINS
+from optimizer.plugins.base import DOMAIN as PLUGIN_DOMAIN
 
 __all__ = ["MAX_ITERATIONS", "ir_op_histogram", "run_passes"]
 
@@ -30,7 +31,7 @@ def ir_op_histogram(model: ir.Model) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
-_KNOWN_DOMAINS = (*ONNX_DOMAINS, MS_DOMAIN, "fuseforge")
+_KNOWN_DOMAINS = (*ONNX_DOMAINS, MS_DOMAIN, PLUGIN_DOMAIN)
 _QUANTIZED_OPS = frozenset({
     "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearConv",
     "QLinearMatMul", "ConvInteger", "MatMulInteger",

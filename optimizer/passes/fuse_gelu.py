@@ -49,7 +49,7 @@ from optimizer.passes.checks import (
 )
 from optimizer.passes.matching import MS_DOMAIN, FormsRule, default_opset
 
-__all__ = ["FUSE_GELU", "FuseBiasGelu", "FuseGeluErf", "FuseGeluTanh"]
+__all__ = ["FUSE_GELU", "FuseBiasGelu", "FuseGeluErf", "FuseGeluTanh", "split_bias"]
 
 GELU_OPSET = 20
 CONSTANT_RTOL = 1e-4
@@ -241,7 +241,7 @@ class FuseBiasGelu(RewriteRuleClassBase):
 
     def check(self, context: Any, p: ir.Value, q: ir.Value, biased: ir.Value,
               activated: ir.Value) -> MatchResult:
-        split = _split_bias(p, q)
+        split = split_bias(p, q)
         if isinstance(split, MatchResult):
             return split
         refusal = refuse_if_intermediates_escape(context)
@@ -263,7 +263,7 @@ class FuseBiasGelu(RewriteRuleClassBase):
         return "none" if attr is None else attr.as_string()
 
     def rewrite(self, op: Any, p: ir.Value, q: ir.Value, activated: ir.Value, **_: Any) -> Any:
-        split = _split_bias(p, q)
+        split = split_bias(p, q)
         assert not isinstance(split, MatchResult)  # check() accepted this match
         x, bias = split
         if self._approximate(activated) == "tanh":
@@ -271,7 +271,7 @@ class FuseBiasGelu(RewriteRuleClassBase):
         return op.BiasGelu(x, bias, _domain=MS_DOMAIN)
 
 
-def _split_bias(p: ir.Value, q: ir.Value) -> tuple[ir.Value, ir.Value] | MatchResult:
+def split_bias(p: ir.Value, q: ir.Value) -> tuple[ir.Value, ir.Value] | MatchResult:
     """(x, bias) from the Add's operands, or why neither is a bias the fused ops take."""
     candidates = [(x, b) for x, b in ((p, q), (q, p))
                   if refuse_if_not_constant(b) is None and b.const_value is not None

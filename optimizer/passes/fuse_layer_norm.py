@@ -46,6 +46,7 @@ from optimizer.passes.checks import (
     const_array,
     first_refusal,
     refuse_if_intermediates_escape,
+    producer,
     refuse_if_not_constant,
     unique_initializer_name,
 )
@@ -115,7 +116,7 @@ def _fit_to_normalized(array: np.ndarray, name: str, norm_shape: tuple[int, ...]
     return np.broadcast_to(array.reshape(trailing), norm_shape)
 
 
-def _static_shape(*values: ir.Value | None) -> tuple[int | None, ...] | None:
+def _first_known_shape(*values: ir.Value | None) -> tuple[int | None, ...] | None:
     """The first known shape among `values`, with None for symbolic dims."""
     for value in values:
         if value is not None and value.shape is not None:
@@ -207,12 +208,12 @@ class _LayerNormRule(FormsRule):
               gamma: ir.Value | None, beta: ir.Value | None, mean: ir.Value,
               variance: ir.Value, deviation: ir.Value) -> _LayerNormPlan | MatchResult:
         """What to emit, or why not; the parameters are known to be constants."""
-        shape = _static_shape(x, deviation)
+        shape = _first_known_shape(x, deviation)
         if shape is None:
             return MatchResult().fail(f"the shape of '{x.name}' is unknown (run shape inference)")
         rank = len(shape)
-        mean_axes = _reduced_axes(_producer(mean), rank)
-        var_axes = _reduced_axes(_producer(variance), rank)
+        mean_axes = _reduced_axes(producer(mean), rank)
+        var_axes = _reduced_axes(producer(variance), rank)
         for axes in (mean_axes, var_axes):
             if isinstance(axes, str):
                 return MatchResult().fail(axes)
@@ -275,7 +276,7 @@ class _LayerNormRule(FormsRule):
                 variance: ir.Value, deviation: ir.Value, **_: Any) -> ir.Value:
         plan = self._plan(x, two, epsilon, gamma, beta, mean, variance, deviation)
         assert isinstance(plan, _LayerNormPlan)  # check() accepted this match
-        graph = _producer(mean).graph
+        graph = producer(mean).graph
         if plan.scale_is_gamma and gamma is not None:
             scale = gamma
         else:
@@ -290,12 +291,6 @@ class _LayerNormRule(FormsRule):
                     unique_initializer_name(graph, f"{x.name}_layer_norm_bias")))))
         return op.LayerNormalization(*inputs, axis=plan.axis, epsilon=plan.epsilon,
                                      stash_type=1)
-
-
-def _producer(value: ir.Value) -> ir.Node:
-    node = value.producer()
-    assert node is not None  # bound to a node output by the pattern
-    return node
 
 
 class FuseLayerNorm(_LayerNormRule):

@@ -35,16 +35,11 @@ from optimizer.passes.checks import (
     refuse_if_escapes,
     refuse_if_not_constant,
     refuse_unless_same_float,
+    static_shape,
     unique_initializer_name,
 )
 
 __all__ = ["FUSE_RESIDUAL_GEMM", "FuseResidualIntoGemm"]
-
-def _static_shape(value: ir.Value) -> tuple[int, ...] | None:
-    if value.shape is None or not all(isinstance(d, int) for d in value.shape):
-        return None
-    return tuple(int(d) for d in value.shape)  # type: ignore[arg-type]
-
 
 class FuseResidualIntoGemm(RewriteRuleClassBase):
     """Add(Add(MatMul(A, W), bias), R) → Gemm with C = R + bias (any operand order)."""
@@ -82,7 +77,7 @@ class FuseResidualIntoGemm(RewriteRuleClassBase):
         producer = mm_out.producer()
         graph = producer.graph if producer is not None else None
         k, n = const_array(w).shape
-        out_shape = _static_shape(residual)
+        out_shape = static_shape(residual)
         assert out_shape is not None
         c_bias = op.initializer(ir.tensor(const_array(bias).reshape(-1),
                                           name=unique_initializer_name(graph, f"{bias.name}_row")))
@@ -106,7 +101,7 @@ def _refuse_unless_shapes_fit(a: ir.Value, w: ir.Value, bias: ir.Value, residual
     n = weights[1]
     if any(d != 1 for d in bias_shape[:-1]) or (bias_shape and bias_shape[-1] != n):
         return MatchResult().fail(f"bias '{bias.name}' has shape {bias_shape}, not one per column")
-    r_shape, o_shape = _static_shape(residual), _static_shape(out)
+    r_shape, o_shape = static_shape(residual), static_shape(out)
     if r_shape is None or o_shape is None:
         return MatchResult().fail(f"'{residual.name}' or '{out.name}' has no static shape")
     if r_shape != o_shape or r_shape[-1] != n or len(r_shape) < 2:

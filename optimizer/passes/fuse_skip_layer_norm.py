@@ -46,7 +46,7 @@ from optimizer.passes.checks import (
 from optimizer.passes.matching import MS_DOMAIN, FormsRule, node_label
 from optimizer.passes.symbolic_dims import DimTracer, describe_dims
 
-__all__ = ["FUSE_SKIP_LAYER_NORM", "FuseSkipLayerNorm"]
+__all__ = ["FUSE_SKIP_LAYER_NORM", "FuseSkipLayerNorm", "SkipPlan", "plan_skip_layer_norm"]
 
 SKIP_LAYER_NORM_DTYPES = frozenset({ir.DataType.FLOAT, ir.DataType.FLOAT16})
 _DEFAULT_EPSILON = 1e-5  # LayerNormalization's default
@@ -62,7 +62,9 @@ SLOWER_ON_ORT_CPU = (
 
 
 @dataclass(frozen=True)
-class _SkipPlan:
+class SkipPlan:
+    """The operands of one SkipLayerNorm the match can write (beta and bias optional)."""
+
     input: ir.Value
     skip: ir.Value
     bias: ir.Value | None
@@ -106,7 +108,7 @@ class FuseSkipLayerNorm(FormsRule):
     def check(self, context: Any, p: ir.Value, q: ir.Value, r: ir.Value | None,
               gamma: ir.Value, normalized: ir.Value, residual_sum: ir.Value,
               inner_sum: ir.Value | None = None) -> MatchResult:
-        plan = _plan(p, q, r, gamma, normalized)
+        plan = plan_skip_layer_norm(p, q, r, gamma, normalized)
         if isinstance(plan, MatchResult):
             return plan
         refusal = refuse_if_intermediates_escape(context)
@@ -121,8 +123,8 @@ class FuseSkipLayerNorm(FormsRule):
 
     def rewrite(self, op: Any, p: ir.Value, q: ir.Value, r: ir.Value | None, gamma: ir.Value,
                 normalized: ir.Value, **_: Any) -> Any:
-        plan = _plan(p, q, r, gamma, normalized)
-        assert isinstance(plan, _SkipPlan)  # check() accepted this match
+        plan = plan_skip_layer_norm(p, q, r, gamma, normalized)
+        assert isinstance(plan, SkipPlan)  # check() accepted this match
         inputs: list[ir.Value | None] = [plan.input, plan.skip, plan.gamma, plan.beta, plan.bias]
         while inputs[-1] is None:
             inputs.pop()
@@ -135,8 +137,8 @@ class FuseSkipLayerNorm(FormsRule):
         return output, total
 
 
-def _plan(p: ir.Value, q: ir.Value, r: ir.Value | None, gamma: ir.Value,
-          normalized: ir.Value) -> _SkipPlan | MatchResult:
+def plan_skip_layer_norm(p: ir.Value, q: ir.Value, r: ir.Value | None, gamma: ir.Value,
+                         normalized: ir.Value) -> SkipPlan | MatchResult:
     """What to emit, or why not (everything but the readers of intermediates)."""
     layer_norm = normalized.producer()
     assert layer_norm is not None  # bound by the pattern
@@ -184,7 +186,7 @@ def _plan(p: ir.Value, q: ir.Value, r: ir.Value | None, gamma: ir.Value,
             shape = None if value.const_value is None else tuple(value.const_value.shape)
             return MatchResult().fail(
                 f"'{value.name}' has shape {shape}, expected ({hidden},)")
-    return _SkipPlan(input=input_, skip=skip, bias=bias, gamma=gamma, beta=beta,
+    return SkipPlan(input=input_, skip=skip, bias=bias, gamma=gamma, beta=beta,
                      epsilon=attr_float(layer_norm, "epsilon", _DEFAULT_EPSILON))
 
 

@@ -30,6 +30,7 @@ from typing import Any
 
 import onnx_ir as ir
 
+from optimizer.passes.checks import attr_int
 from optimizer.plugins.base import DOMAIN as PLUGIN_DOMAIN
 
 __all__ = ["Dim", "DimTracer", "ShapeProofError", "describe_dims", "reshape_dims"]
@@ -93,11 +94,6 @@ def _from_shape(value: ir.Value) -> tuple[Dim, ...] | None:
     return tuple(dims)
 
 
-def _attr_int(node: ir.Node, name: str, default: int) -> int:
-    attr = node.attributes.get(name)
-    return default if attr is None else int(attr.as_int())
-
-
 def _broadcast(operands: Sequence[Sequence[Dim]]) -> tuple[Dim, ...]:
     rank = max(len(o) for o in operands)
     result: list[Dim] = []
@@ -128,7 +124,7 @@ def reshape_dims(node: ir.Node, in_dims: Sequence[Dim], target: Sequence[Dim] | 
             f"Reshape '{node.name}' shape '{node.inputs[1].name if node.inputs[1] else None}' is "
             "neither a constant nor read from tensor shapes (Shape/Gather/Concat)")
     dims = list(target)
-    if not _attr_int(node, "allowzero", 0):
+    if not attr_int(node, "allowzero", 0):
         for i, dim in enumerate(dims):
             if dim == 0:
                 if i >= len(in_dims):
@@ -224,7 +220,7 @@ class DimTracer:
             operands = [self.dims(v) for v in node.inputs if v is not None]  # skip absent ones
             if operands and all(d is not None for d in operands):
                 out = _broadcast([d for d in operands if d is not None])
-        elif op in _REDUCE and _attr_int(node, "keepdims", 1) and inputs[0] is not None:
+        elif op in _REDUCE and attr_int(node, "keepdims", 1) and inputs[0] is not None:
             out = self._reduce(node, inputs[0])
         elif op == "MatMul" and inputs[0] is not None and inputs[1] is not None:
             a, b = inputs[0], inputs[1]
@@ -237,7 +233,7 @@ class DimTracer:
                      else list(range(len(inputs[0])))[::-1])
             out = tuple(inputs[0][p] for p in order)
         elif op == "Gather" and inputs[0] is not None and inputs[1] is not None:
-            axis = _attr_int(node, "axis", 0) % len(inputs[0])
+            axis = attr_int(node, "axis", 0) % len(inputs[0])
             out = (*inputs[0][:axis], *inputs[1], *inputs[0][axis + 1:])
             self._gather_contents(node)
         elif op == "Reshape" and inputs[0] is not None:
@@ -250,7 +246,7 @@ class DimTracer:
                 out = (inputs[0][0], inputs[0][1], value[2])
         elif op == "Shape" and inputs[0] is not None:
             rank = len(inputs[0])
-            start, end = _attr_int(node, "start", 0), _attr_int(node, "end", rank)
+            start, end = attr_int(node, "start", 0), attr_int(node, "end", rank)
             self._contents[node.outputs[0]] = tuple(inputs[0][slice(start, end)])
         elif op == "Concat":
             parts = [self.contents(v) for v in node.inputs]
@@ -276,7 +272,7 @@ class DimTracer:
     def _gather_contents(self, node: ir.Node) -> None:
         data = self.contents(node.inputs[0])
         indices = self.contents(node.inputs[1])
-        if data is None or indices is None or _attr_int(node, "axis", 0) != 0:
+        if data is None or indices is None or attr_int(node, "axis", 0) != 0:
             return
         if not all(isinstance(i, int) for i in indices):
             return
@@ -294,7 +290,7 @@ class DimTracer:
         if axes is None or not all(isinstance(a, int) for a in axes):
             return None
         if not axes:
-            if _attr_int(node, "noop_with_empty_axes", 0):
+            if attr_int(node, "noop_with_empty_axes", 0):
                 return data
             axes = tuple(range(len(data)))
         reduced = {a % len(data) for a in axes if isinstance(a, int)}  # all ints, checked

@@ -1,8 +1,8 @@
 """What a plugin is: one fused op of the `fuseforge` domain, described once for every consumer.
 
 A `Plugin` ties together the op's ONNX schema (inputs, outputs, attributes, types, shape
-inference), its numpy reference (the ground truth), its lowering to standard ONNX ops (so ONNX
-Runtime can run a model that contains it), and the module that registers it with TensorRT.
+inference), its numpy reference (the ground truth), its decomposition into standard ONNX ops (so
+ONNX Runtime can run a model that contains it), and the module that registers it with TensorRT.
 
 Every fuseforge node also carries the two attributes TensorRT's ONNX parser reads to import a
 node as a plugin: `plugin_namespace` ("fuseforge", where the creators are registered) and `aot`
@@ -31,7 +31,7 @@ __all__ = [
     "TENSOR_TYPES",
     "TRT_NAMESPACE",
     "Attribute",
-    "Lowering",
+    "Decomposition",
     "Parameter",
     "Plugin",
     "SubgraphBuilder",
@@ -81,7 +81,7 @@ TRT_ATTRIBUTES = (
 
 
 class SubgraphBuilder(Protocol):
-    """What a lowering writes its standard-op subgraph with (see lowering.py)."""
+    """What a decomposition writes its standard-op subgraph with (see decompose.py)."""
 
     @property
     def opset(self) -> int:
@@ -98,8 +98,8 @@ class SubgraphBuilder(Protocol):
 
 
 # Replaces one fuseforge node: returns a value per output of the op (the node may declare
-# fewer); None for an output the lowering cannot give.
-Lowering = Callable[[SubgraphBuilder, ir.Node], Sequence[ir.Value | None]]
+# fewer); None for an output the decomposition cannot give.
+Decomposition = Callable[[SubgraphBuilder, ir.Node], Sequence[ir.Value | None]]
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,7 @@ class Plugin:
     type_constraint: tuple[str, ...]  # the ONNX types T may take (all inputs/outputs are T)
     limits: tuple[str, ...]
     reference: Callable[..., tuple[np.ndarray, ...]]
-    lower: Lowering
+    decompose: Decomposition
     infer_shapes: Callable[[InferenceContext], None]
     readme: Path
     trt_registration: str  # module whose register() registers the TensorRT plugin

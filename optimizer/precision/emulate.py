@@ -33,9 +33,9 @@ How faithful that is to a GPU engine of the same graph:
   ReduceMean, Add eps, Sqrt, Reciprocal, Mul, Mul, Add) with every intermediate rounded, because
   TensorRT's parser ignores `stash_type` in strongly typed networks (see keep_list.py).
 - fuseforge plugin nodes (graphs fused for TensorRT) are emulated as single ops, their outputs
-  rounded, and lowered to standard float32 ops only afterwards, when the emulated graph runs:
+  rounded, and decomposed into standard float32 ops only afterwards, when the emulated graph runs:
   the plugin kernels sum, normalise and accumulate in float32 and round once on store, so
-  lowering first (rounding every step, expanding SkipLayerNorm's LayerNormalization) would
+  decomposition first (rounding every step, expanding SkipLayerNorm's LayerNormalization) would
   judge them far too harshly. Exact for SkipLayerNorm and BiasGelu up to the kernels' own
   float32 arithmetic; slightly optimistic for MultiHeadAttention, which also rounds its softmax
   weights to the value type before the product with V.

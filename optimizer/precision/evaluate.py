@@ -8,7 +8,7 @@ tolerances, so both paths are judged alike and the report says which one ran.
 
 Graphs fused for TensorRT hold fuseforge plugin nodes: the emulation treats each as one op
 (float32 inside, its low-precision outputs rounded, as the plugin kernels compute), and the
-emulated graph then runs with the plugins lowered to standard ops (`runner_for_model`).
+emulated graph then runs with the plugins decomposed into standard ops (`runner_for_model`).
 """
 
 from __future__ import annotations
@@ -26,12 +26,8 @@ from optimizer.precision.convert import Precision
 from optimizer.precision.emulate import emulate_precision
 from optimizer.runner import Runner
 from optimizer.tensor_specs import numpy_dtype
-from optimizer.validation.compare import (
-    Tolerances,
-    ValidationReport,
-    compare_outputs,
-    default_tolerances,
-)
+from optimizer.validation.compare import ValidationReport, compare_outputs
+from optimizer.validation.tolerances import Tolerances, default_tolerances
 
 __all__ = [
     "EMULATED",
@@ -101,13 +97,13 @@ def evaluate_precision(
 
 def run_outputs(model: onnx.ModelProto, feeds: Sequence[Mapping[str, np.ndarray]]) -> Outputs:
     """`model`'s outputs on each feed, from onnxruntime's CPU provider with its graph
-    optimizations off (so the graph runs as written; plugin nodes lowered)."""
+    optimizations off (so the graph runs as written; plugin nodes decomposed)."""
     with model_runner(model) as runner:
         return _infer_all(runner, feeds)
 
 
 # An OnnxRuntimeRunner for an in-memory model, graph optimizations off (its default), plugin
-# nodes lowered, from a temporary file (< 2 GiB).
+# nodes decomposed, from a temporary file (< 2 GiB).
 model_runner = runner_for_model
 
 

@@ -13,8 +13,10 @@ from typing import Any
 
 import onnx
 
+from optimizer.jsonable import json_safe
 from optimizer.precision.convert import PrecisionReport
-from optimizer.validation.compare import MetricFailure, Tolerances, ValidationReport
+from optimizer.validation.compare import MetricFailure, ValidationReport
+from optimizer.validation.tolerances import Tolerances
 
 __all__ = [
     "NON_FINITE_METRICS",
@@ -105,7 +107,8 @@ class AccuracyReached:
         return f"cosine {self.cosine:.8f}{top1}, max abs error {self.max_abs_err:.3g}"
 
     def to_dict(self) -> dict[str, float | None]:
-        return {key: _json_number(value) for key, value in asdict(self).items()}
+        safe: dict[str, float | None] = json_safe(asdict(self))
+        return safe
 
 
 @dataclass(frozen=True)
@@ -118,7 +121,8 @@ class KeptFp32Node:
     reason: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {key: _json_number(value) for key, value in asdict(self).items()}
+        safe: dict[str, Any] = json_safe(asdict(self))
+        return safe
 
 
 @dataclass(frozen=True)
@@ -195,9 +199,3 @@ class PrecisionSearchResult:
             "summary": self.describe(),
             "report": self.report.to_dict(),
         }
-
-
-def _json_number(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value

@@ -1,25 +1,29 @@
 """Validation: does an optimized model reproduce the original's outputs, and if not, where not.
 
-`compare` and `metrics` hold the per-output metrics and the verdict, `datasets` reads user
-inputs, `localize` finds the first divergent tensor, `bisect` names the rewrite rule that broke
-equivalence.
+`compare` and `metrics` hold the per-output metrics and the verdict, `tolerances` the limits,
+`datasets` reads user inputs, `localize` finds the first divergent tensor, `bisect` names the
+rewrite rule that broke equivalence.
 """
 
 from optimizer.validation.compare import (
     MetricFailure,
     OutputComparison,
-    Tolerances,
     ValidationReport,
     compare_outputs,
-    default_tolerances,
     validate,
 )
-from optimizer.validation.datasets import Dataset, DatasetError, load_dataset
+from optimizer.validation.datasets import (
+    Dataset,
+    DatasetContents,
+    inspect_dataset,
+    load_dataset,
+)
 from optimizer.validation.localize import Divergence, TensorError, localize_divergence
+from optimizer.validation.tolerances import Tolerances, default_tolerances
 
 __all__ = [
     "Dataset",
-    "DatasetError",
+    "DatasetContents",
     "Divergence",
     "MetricFailure",
     "TensorError",
@@ -28,6 +32,7 @@ __all__ = [
     "ValidationReport",
     "compare_outputs",
     "default_tolerances",
+    "inspect_dataset",
     "load_dataset",
     "localize_divergence",
     "validate",

@@ -15,7 +15,7 @@ therefore stay on in every candidate while the rules are halved; a clean-up that
 graph is first judged on its own, with every rule off, and blamed when that alone fails.
 
 Candidates optimized for TensorRT hold fuseforge plugin nodes; `equivalence_check` runs them
-with the plugins lowered to standard ops (`runner_for_model`), so a plugin rule that writes a
+with the plugins decomposed into standard ops (`runner_for_model`), so a plugin rule that writes a
 wrong node is blamed like any other rule.
 """
 
@@ -30,7 +30,8 @@ import onnx
 
 from optimizer.backends.onnxruntime.runner import runner_for_model
 from optimizer.optimize import OptimizeOptions, optimize_model, select_passes
-from optimizer.validation.compare import Tolerances, compare_outputs
+from optimizer.validation.compare import compare_outputs
+from optimizer.validation.tolerances import Tolerances
 
 __all__ = ["BisectionResult", "BisectionStep", "bisect_rules", "equivalence_check"]
 
@@ -68,7 +69,7 @@ def equivalence_check(
     tolerances: Tolerances,
 ) -> EquivalenceCheck:
     """A check that runs a candidate and the original in ONNX Runtime (graph optimizations off,
-    so only our rewrites are judged; plugin nodes lowered) on `feeds` and compares them within
+    so only our rewrites are judged; plugin nodes decomposed) on `feeds` and compares them within
     `tolerances`."""
     with runner_for_model(original) as reference:
         expected = [reference.infer(feed) for feed in feeds]
@@ -92,7 +93,7 @@ def bisect_rules(
     steps: list[BisectionStep] = []
     _, full_report = optimize_model(model, options)
     every_rule = tuple(s.rule for s in full_report.rules)
-    selected, _ = select_passes(options.passes, options.backend)
+    selected, _ = select_passes(options)
     cleanups = [p.name for p in selected if p.graph_function is not None]
 
     def fails_with(enabled: Sequence[str], also_excluded: Sequence[str]) -> bool:

@@ -1,124 +1,37 @@
 """Decide whether an optimized model's outputs match the original's within stated tolerances.
 
 The reference is always the original model, unmodified, in fp32 (callers pass its runner
-first); the metrics themselves live in `optimizer.validation.metrics`.
+first); the limits live in `optimizer.validation.tolerances`, the metrics themselves in
+`optimizer.validation.metrics`.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
 
-from optimizer.errors import AccuracyMismatchError, InternalError
+from optimizer.errors import AccuracyMismatchError, DatasetError, InternalError
+from optimizer.jsonable import json_safe
 from optimizer.runner import Runner
-from optimizer.validation.datasets import DatasetError
 from optimizer.validation.metrics import (
     class_metrics,
     error_metrics,
     looks_like_class_scores,
     tolerance_excess,
 )
+from optimizer.validation.tolerances import Tolerances
 
 __all__ = [
     "MetricFailure",
     "OutputComparison",
-    "Tolerances",
     "ValidationReport",
     "compare_outputs",
-    "default_tolerances",
     "validate",
 ]
-
-
-@dataclass(frozen=True)
-class Tolerances:
-    """The limits every output must meet.
-
-    Always checked: elementwise |candidate - reference| <= atol + rtol * |reference|, and the
-    cosine similarity floor. Checked only when set (None: not checked): the limits on the other
-    metrics; top-k and accuracy limits apply to outputs holding class scores (see
-    `compare_outputs`), `max_accuracy_drop` only when labels are given. Agreements and accuracy
-    drops are fractions: 0.99 is 99%, 0.01 one point.
-    """
-
-    atol: float
-    rtol: float
-    min_cosine: float
-    max_rel_err: float | None = None
-    max_rmse: float | None = None
-    min_snr_db: float | None = None
-    min_top1_agreement: float | None = None
-    min_top5_agreement: float | None = None
-    max_accuracy_drop: float | None = None
-
-    def to_dict(self) -> dict[str, float]:
-        """The limits in force; unset optional limits are left out."""
-        return {key: value for key, value in asdict(self).items() if value is not None}
-
-    def with_overrides(self, overrides: Mapping[str, float | None]) -> Tolerances:
-        """A copy with the given limits replaced (a job's overrides); None keeps the current one.
-
-        >>> default_tolerances("fp16").with_overrides({"atol": 1e-3, "min_snr_db": 40})
-        ... # doctest: +SKIP
-
-        Raises:
-            ValueError: an unknown limit name, a value that is not a finite number, or a value
-                out of its range (tolerances below 0, cosine outside [-1, 1], agreements and
-                accuracy drops outside [0, 1]).
-        """
-        known = [field.name for field in fields(self)]
-        changes: dict[str, float] = {}
-        for name, value in overrides.items():
-            if name not in known:
-                raise ValueError(f"Unknown tolerance {name!r}; expected one of "
-                                 f"{', '.join(known)}.")
-            if value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                    or not math.isfinite(value):
-                raise ValueError(f"Tolerance {name!r} must be a finite number, got {value!r}.")
-            low, high = _LIMIT_RANGES.get(name, (-math.inf, math.inf))
-            if not low <= value <= high:
-                raise ValueError(f"Tolerance {name!r} must lie in [{low:g}, {high:g}], got "
-                                 f"{value!r}.")
-            changes[name] = float(value)
-        return replace(self, **changes)
-
-
-_LIMIT_RANGES = {
-    "atol": (0.0, math.inf),
-    "rtol": (0.0, math.inf),
-    "min_cosine": (-1.0, 1.0),
-    "max_rel_err": (0.0, math.inf),
-    "max_rmse": (0.0, math.inf),
-    "min_top1_agreement": (0.0, 1.0),
-    "min_top5_agreement": (0.0, 1.0),
-    "max_accuracy_drop": (0.0, 1.0),
-}
-
-_DEFAULT_TOLERANCES = {
-    "fp32": Tolerances(atol=1e-4, rtol=1e-3, min_cosine=0.9999),
-    "fp16": Tolerances(atol=1e-2, rtol=1e-2, min_cosine=0.999),
-    "bf16": Tolerances(atol=5e-2, rtol=5e-2, min_cosine=0.995),
-}
-
-
-def default_tolerances(precision: str) -> Tolerances:
-    """The tolerances for an engine built at `precision` ("fp32", "fp16" or "bf16").
-
-    Raises:
-        ValueError: any other precision.
-    """
-    try:
-        return _DEFAULT_TOLERANCES[precision]
-    except KeyError:
-        raise ValueError(
-            f"No default tolerances for precision {precision!r}; expected one of "
-            f"{', '.join(_DEFAULT_TOLERANCES)}.") from None
 
 
 @dataclass(frozen=True)
@@ -153,7 +66,8 @@ class OutputComparison:
 
     def to_dict(self) -> dict[str, Any]:
         """A strict-JSON dict: non-finite numbers become None (PostgreSQL JSON rejects them)."""
-        return {key: _json_number(value) for key, value in asdict(self).items()}
+        safe: dict[str, Any] = json_safe(asdict(self))
+        return safe
 
 
 @dataclass(frozen=True)
@@ -176,7 +90,8 @@ class MetricFailure:
     message: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {key: _json_number(value) for key, value in asdict(self).items()}
+        safe: dict[str, Any] = json_safe(asdict(self))
+        return safe
 
 
 @dataclass(frozen=True)
@@ -473,8 +388,3 @@ def _accuracy_note(metric: str, output: OutputComparison) -> str:
 def _quoted(names: Sequence[str]) -> str:
     return ", ".join(repr(name) for name in names) or "none"
 
-
-def _json_number(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value

@@ -18,10 +18,10 @@ contrib ops (FusedConv, MultiHeadAttention...) that onnx's shape inference does 
 declared value_info shape may be stale after a rewrite. Only the top-level graph is addressed;
 tensors inside subgraphs (If/Loop/Scan bodies) cannot be outputs and are not offered.
 
-A graph fused for TensorRT is read with its fuseforge plugin nodes lowered to standard ops
-(`plugins.lowering.runnable_in_onnxruntime`): a plugin's outputs keep their names, so they, and
-every tensor outside the plugins, read as in the fused graph; the lowering's own tensors exist
-only in the lowered copy and callers, who name tensors of the graph they passed, never ask for
+A graph fused for TensorRT is read with its fuseforge plugin nodes decomposed into standard ops
+(`plugins.decompose.runnable_in_onnxruntime`): a plugin's outputs keep their names, so they, and
+every tensor outside the plugins, read as in the fused graph; the decomposition's own tensors exist
+only in the decomposed copy and callers, who name tensors of the graph they passed, never ask for
 them.
 """
 
@@ -39,7 +39,7 @@ from onnx import TensorProto
 
 from optimizer.backends.onnxruntime.runner import PROVIDERS, session_options
 from optimizer.errors import EngineBuildError, InferenceError, InternalError, UnsupportedModelError
-from optimizer.plugins.lowering import runnable_in_onnxruntime
+from optimizer.plugins.decompose import runnable_in_onnxruntime
 
 __all__ = ["IntermediateReader", "consumed_names", "intermediate_values", "topological_nodes"]
 
@@ -99,7 +99,7 @@ class IntermediateReader:
 
     Raises (on construction):
         UnsupportedModelError: the model's weights are external data not loaded into it.
-        PluginNotFoundError, PassError: a fuseforge plugin node cannot be lowered.
+        PluginNotFoundError, PassError: a fuseforge plugin node cannot be decomposed.
     """
 
     def __init__(self, model: onnx.ModelProto, directory: Path, stem: str) -> None:

@@ -6,7 +6,7 @@ folded into Conv, then Relu fused: the FusedConv outputs the Relu's tensor). The
 a top-level node produces in both graphs under the same name are therefore exactly the region
 boundaries; names only one graph has (the fused-away Conv output, a rewrite's helper values
 such as "val_3") are skipped. Checked on small_cnn, mlp, the BERT encoder's three forms and
-ResNet-50 (tests/models.py, tests/real_models.py) after `optimize_model`.
+ResNet-50 (optimizer/testing/models.py and real_models.py) after `optimize_model`.
 
 The walk follows the original graph's topological order, so when a tensor is the first to
 exceed tolerance, every shared tensor it depends on was compared before it and passed: the
@@ -18,22 +18,21 @@ copy of each model's weights is needed while localising.
 
 What produced the region: onnxscript's rewriter tags every replacement node with the rule's
 name (metadata_props[RULE_NAME_TAG], merged with a comma when a rule rewrites an already
-rewritten node), and the tag survives `ir.to_proto`; the fusion report (or DEFAULT_PASSES)
-names the pass that holds the rule. A Cast to float16/bfloat16 in the region, a low-precision
+rewritten node), and the tag survives `ir.to_proto`; the fusion report (or the pass catalog,
+DEFAULT_PASSES unless given) names the pass that holds the rule. A Cast to float16/bfloat16 in the region, a low-precision
 weight, or a low-precision tensor at the region's edge is a precision change. A weight the
 region reads that differs from the original's weight of the same name is a changed weight (our
 rules store the weights they compute under new names).
 
-A graph fused for TensorRT is read with its fuseforge plugin nodes lowered (intermediates.py)
+A graph fused for TensorRT is read with its fuseforge plugin nodes decomposed (intermediates.py)
 but explained as fused: a plugin's outputs keep their names, so the divergence names the plugin
-node ("fuseforge.MultiHeadAttention") and the rule that wrote it, never a lowered op. Only the
+node ("fuseforge.MultiHeadAttention") and the rule that wrote it, never a decomposed op. Only the
 main graph is examined: tensors inside If/Loop/Scan bodies are not compared. Models must hold
 their weights in memory (no external data files).
 """
 
 from __future__ import annotations
 
-import math
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -47,13 +46,15 @@ from onnxscript.rewriter import RULE_NAME_TAG
 
 from optimizer.errors import InternalError
 from optimizer.fusion_report import FusionReport
-from optimizer.passes import DEFAULT_PASSES
-from optimizer.validation.compare import Tolerances, compare_outputs
+from optimizer.jsonable import json_safe
+from optimizer.passes import DEFAULT_PASSES, FusionPass
+from optimizer.validation.compare import compare_outputs
 from optimizer.validation.intermediates import (
     IntermediateReader,
     consumed_names,
     topological_nodes,
 )
+from optimizer.validation.tolerances import Tolerances
 
 __all__ = ["Divergence", "TensorError", "localize_divergence", "shared_tensors"]
 
@@ -78,7 +79,8 @@ class TensorError:
     failures: tuple[str, ...] = ()  # each limit of the tolerances it broke, in words
 
     def to_dict(self) -> dict[str, Any]:
-        return _json_dict(asdict(self))
+        safe: dict[str, Any] = json_safe(asdict(self))
+        return safe
 
 
 @dataclass(frozen=True)
@@ -144,8 +146,10 @@ class Divergence:
 
     def to_dict(self) -> dict[str, Any]:
         """A strict-JSON dict (non-finite numbers become None), with `produced_by`."""
-        return _json_dict({**asdict(self), "tolerances": self.tolerances.to_dict(),
-                           "produced_by": self.produced_by})
+        fields = {**asdict(self), "tolerances": self.tolerances.to_dict(),
+                  "produced_by": self.produced_by}
+        safe: dict[str, Any] = json_safe(fields)
+        return safe
 
 
 def shared_tensors(original: onnx.ModelProto, candidate: onnx.ModelProto) -> list[str]:
@@ -165,6 +169,7 @@ def localize_divergence(
     tolerances: Tolerances,
     *,
     fusion_report: FusionReport | None = None,
+    catalog: Sequence[FusionPass] = DEFAULT_PASSES,
     chunk_size: int = 64,
 ) -> Divergence | None:
     """The first shared tensor that exceeds `tolerances` while its inputs do not, or None.
@@ -172,8 +177,8 @@ def localize_divergence(
     Both models run in ONNX Runtime (CPU, graph optimizations off) on every feed; a tensor's
     error is measured over all feeds, in float64 when the dtypes differ (an fp16 candidate
     against the fp32 original). A shape mismatch is a divergence. `fusion_report` maps rule
-    names to passes; without it the rules of DEFAULT_PASSES are used. None means every shared
-    tensor is within tolerance.
+    names to passes; without it the rules of `catalog` (the OptimizeOptions.catalog that made
+    `candidate`) are used. None means every shared tensor is within tolerance.
 
     >>> divergence = localize_divergence(model, fused, feeds, default_tolerances("fp32"))
     >>> divergence.node, divergence.rules                           # doctest: +SKIP
@@ -198,7 +203,7 @@ def localize_divergence(
                                                 tolerances):
                 if not passed:
                     return _explain(error, original, candidate, set(names), within, feeds,
-                                    tolerances, fusion_report)
+                                    tolerances, _rule_owners(fusion_report, catalog))
                 within[error.name] = error
     return None
 
@@ -278,7 +283,7 @@ class _Graph:
 def _explain(
     error: TensorError, original: onnx.ModelProto, candidate: onnx.ModelProto, shared: set[str],
     within: Mapping[str, TensorError], feeds: Sequence[Mapping[str, np.ndarray]],
-    tolerances: Tolerances, fusion_report: FusionReport | None,
+    tolerances: Tolerances, owners: Mapping[str, str],
 ) -> Divergence:
     before, after = _Graph(original.graph), _Graph(candidate.graph)
     boundary = shared - {error.name}
@@ -295,7 +300,7 @@ def _explain(
         original_node=_label(source),
         original_op_type=_op(source),
         rules=rules,
-        passes=_passes(rules, fusion_report),
+        passes=tuple(dict.fromkeys(owners[rule] for rule in rules if rule in owners)),
         precision_change=_precision_change(region, after.weights, error, inputs),
         changed_weights=_changed_weights(region, after.weights, before.weights),
         region=tuple(_label(node) for node in region),
@@ -315,14 +320,14 @@ def _rules(nodes: Sequence[onnx.NodeProto]) -> tuple[str, ...]:
     return tuple(found)
 
 
-def _passes(rules: Sequence[str], report: FusionReport | None) -> tuple[str, ...]:
+def _rule_owners(report: FusionReport | None,
+                 catalog: Sequence[FusionPass]) -> dict[str, str]:
+    """Rule name -> the name of the pass holding it, from `report` when given."""
     if report is not None:
-        owner = {stats.rule: stats.pass_name for stats in report.rules}
-    else:
-        owner = {rule.name: fusion_pass.name for fusion_pass in DEFAULT_PASSES
-                 for backend_rules in fusion_pass.rules.values() for rule in backend_rules
-                 if rule.name}
-    return tuple(dict.fromkeys(owner[rule] for rule in rules if rule in owner))
+        return {stats.rule: stats.pass_name for stats in report.rules}
+    return {rule.name: fusion_pass.name for fusion_pass in catalog
+            for backend_rules in fusion_pass.rules.values() for rule in backend_rules
+            if rule.name}
 
 
 def _precision_change(region: Sequence[onnx.NodeProto], weights: Mapping[str, TensorProto],
@@ -377,18 +382,3 @@ def _label(node: onnx.NodeProto) -> str:
 
 def _op(node: onnx.NodeProto) -> str:
     return node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
-
-
-def _json_dict(values: dict[str, Any]) -> dict[str, Any]:
-    return {key: _json_safe(value) for key, value in values.items()}
-
-
-def _json_safe(value: Any) -> Any:
-    """Recursively: tuples become lists, non-finite floats None (strict JSON, PostgreSQL)."""
-    if isinstance(value, dict):
-        return {key: _json_safe(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(item) for item in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value

@@ -6,7 +6,7 @@ import httpx
 import numpy as np
 import onnxruntime as ort
 
-from tests.models import model_bytes, small_cnn
+from optimizer.testing.models import model_bytes, small_cnn
 from tests.support.processes import wait_for_job
 
 __all__ = ["assert_optimize_flow_succeeds", "upload"]

@@ -15,8 +15,8 @@ from sqlalchemy.orm import Session
 from core.db.models import Worker
 from core.db.session import make_engine
 from optimizer.capabilities import detect_capabilities
+from optimizer.testing.models import model_bytes, small_cnn
 from tests.e2e.flows import assert_optimize_flow_succeeds, upload
-from tests.models import model_bytes, small_cnn
 from tests.e2e.stacks import running_stack
 
 pytestmark = [

@@ -9,8 +9,8 @@ import pytest
 from celery import Celery
 from onnx import TensorProto, helper
 
+from optimizer.testing.models import model_bytes, small_cnn
 from tests.e2e.flows import assert_optimize_flow_succeeds, upload
-from tests.models import model_bytes, small_cnn
 from tests.e2e.stacks import running_stack
 from tests.support.processes import wait_for_job
 

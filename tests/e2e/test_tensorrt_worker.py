@@ -16,9 +16,9 @@ from typing import Any
 import httpx
 import pytest
 
+from optimizer.testing.models import model_bytes, small_cnn
+from optimizer.testing.real_models import bert_encoder
 from tests.e2e.flows import upload
-from tests.models import model_bytes, small_cnn
-from tests.real_models import bert_encoder
 from tests.e2e.stacks import running_stack
 from tests.support.fake_tensorrt import FAKE_GPU
 from tests.support.processes import wait_for_job

@@ -8,8 +8,8 @@ import onnx
 import pytest
 
 from fuseforge_cli.main import main
-from tests.models import small_cnn
-from tests.optimizer.passes.support import op_types, run_model
+from optimizer.testing.models import small_cnn
+from optimizer.testing.passes import op_types, run_model
 
 
 @pytest.fixture

@@ -13,12 +13,11 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnxscript.rewriter.pattern import RewriteRuleClassBase
 
-import optimizer.optimize as optimize_module
 from fuseforge_cli.main import main
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
 from optimizer.passes import DEFAULT_PASSES
 from optimizer.passes.base import FusionPass
-from tests.models import IR_VERSION, OPSET, small_cnn
+from optimizer.testing.models import IR_VERSION, OPSET, small_cnn
 
 
 @pytest.fixture
@@ -66,29 +65,25 @@ PLANTED = FusionPass(name="planted_wrong_pool", summary="test only", stage="othe
                      rules={"onnxruntime": [AveragePoolToMaxPool.rule()]})
 
 
-@pytest.fixture
-def planted_rule(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The wrong rule is one of FuseForge's passes for the test, as if it had shipped."""
-    passes = (*DEFAULT_PASSES, PLANTED)
-    monkeypatch.setattr(optimize_module, "DEFAULT_PASSES", passes)
-    monkeypatch.setattr(optimize_module, "PASSES_BY_NAME", {p.name: p for p in passes})
+# The wrong rule is one of FuseForge's passes for these commands, as if it had shipped.
+PLANTED_CATALOG = (*DEFAULT_PASSES, PLANTED)
 
 
 @pytest.fixture
-def planted_candidate(planted_rule: None, original: Path, tmp_path: Path) -> Path:
+def planted_candidate(original: Path, tmp_path: Path) -> Path:
     """`fuseforge optimize` of the original at batch 2, the wrong rule among the passes."""
     path = tmp_path / "fused.onnx"
     assert main(["optimize", str(original), "-o", str(path), "--input-shape",
-                 "input=2,3,32,32"]) == 0
+                 "input=2,3,32,32"], catalog=PLANTED_CATALOG) == 0
     return path
 
 
 @pytest.fixture
-def planted_dynamic_candidate(planted_rule: None, original: Path, tmp_path: Path) -> Path:
+def planted_dynamic_candidate(original: Path, tmp_path: Path) -> Path:
     """The same without --input-shape: the batch stays dynamic, and FuseConvAddRelu, which
     needs static shapes, does not fire."""
     path = tmp_path / "fused_dynamic.onnx"
-    assert main(["optimize", str(original), "-o", str(path)]) == 0
+    assert main(["optimize", str(original), "-o", str(path)], catalog=PLANTED_CATALOG) == 0
     return path
 
 
@@ -138,7 +133,7 @@ def test_validate_names_the_layer_whose_weight_was_perturbed(original, conv2_per
 
 def test_validate_bisect_names_the_planted_wrong_rule(original, planted_candidate, capsys):
     code = main(["validate", str(original), str(planted_candidate), "--input-shape",
-                 "input=2,3,32,32", "--bisect"])
+                 "input=2,3,32,32", "--bisect"], catalog=PLANTED_CATALOG)
 
     assert code == 1
     out = capsys.readouterr().out
@@ -155,7 +150,8 @@ def test_validate_bisect_json_holds_the_localization_and_the_bisection(
         original, planted_dynamic_candidate, capsys):
     capsys.readouterr()
     code = main(["validate", str(original), str(planted_dynamic_candidate), "--input-shape",
-                 "input=2,3,32,32", "--bisect", "--json", "--samples", "3"])
+                 "input=2,3,32,32", "--bisect", "--json", "--samples", "3"],
+                catalog=PLANTED_CATALOG)
 
     assert code == 1
     report = json.loads(capsys.readouterr().out)
@@ -194,10 +190,10 @@ def test_validate_bisect_says_when_the_candidate_is_not_what_the_passes_produce(
         "ORIGINAL optimized again: " in bisection
 
 
-@pytest.mark.usefixtures("planted_rule")
 def test_validate_bisect_warns_when_the_rules_named_did_not_make_the_candidate(
         original, conv2_perturbed, capsys):
-    code = main(["validate", str(original), str(conv2_perturbed), "--bisect", "--json"])
+    code = main(["validate", str(original), str(conv2_perturbed), "--bisect", "--json"],
+                catalog=PLANTED_CATALOG)
 
     assert code == 1
     report = json.loads(capsys.readouterr().out)

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.gpu.support import triton_launch
+from optimizer.testing import triton_launch
 
 _HAVE_TORCH = importlib.util.find_spec("torch") is not None
 _HAVE_TRITON = importlib.util.find_spec("triton") is not None
@@ -33,7 +33,7 @@ def _cuda_available() -> bool:
 
 
 if _HAVE_TORCH and _HAVE_TRITON and not _cuda_available():
-    triton_launch().enable_interpreter()
+    triton_launch.enable_interpreter()
 
 DEVICES = [pytest.param("cuda", marks=pytest.mark.gpu, id="cuda"),
            pytest.param("cpu", id="interpreter")]
@@ -47,7 +47,7 @@ def device(request: pytest.FixtureRequest) -> str:
                     "torch tensors")
     if not _HAVE_TRITON:
         pytest.skip("triton is not installed (it comes with torch's CUDA wheels)")
-    launch = triton_launch()
+    launch = triton_launch
     if request.param == "cuda":
         if not _cuda_available():
             pytest.skip("no CUDA GPU here; the same checks run through Triton's interpreter")
@@ -63,8 +63,8 @@ def device(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def launch() -> Any:
-    """The launch layer, optimizer/plugins/triton_launch.py."""
-    return triton_launch()
+    """The launch layer, optimizer/testing/triton_launch.py."""
+    return triton_launch
 
 
 @pytest.fixture

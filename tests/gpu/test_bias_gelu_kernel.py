@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.gpu.cases import bias_gelu_expected, bias_gelu_inputs
-from tests.gpu.support import DTYPES, assert_matches
+from optimizer.testing.kernel_cases import bias_gelu_expected, bias_gelu_inputs
+from optimizer.testing.kernel_checks import DTYPES, assert_matches
 
 SHAPES = [(3, 7, 1000), (5, 64), (2, 4096), (1, 3, 333), (3, 1500)]
 APPROXIMATIONS = ["none", "tanh"]

@@ -1,6 +1,6 @@
 """The launch layer launches each kernel as TensorRT will: the registrations' constexprs, warps,
 grid and int32 arguments. The launch layer mirrors them (it cannot import the registrations,
-see optimizer/plugins/triton_launch.py), so the two are compared here over many sizes.
+see optimizer/testing/triton_launch.py), so the two are compared here over many sizes.
 Needs neither torch nor triton; needs what the registrations' package imports (onnx, onnx_ir).
 """
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.gpu.support import triton_launch
+from optimizer.testing import triton_launch
 
 try:
     import optimizer.plugins  # noqa: F401  (needs onnx and onnx_ir)
@@ -31,7 +31,7 @@ from optimizer.plugins.skip_layer_norm import (  # noqa: E402
 
 @pytest.fixture
 def launch() -> Any:
-    return triton_launch()
+    return triton_launch
 
 
 @pytest.mark.parametrize("hidden", [1, 64, 255, 768, 1000, 1024, 3001, 4096, 8192, 16384])

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.gpu.cases import attention_expected, attention_inputs
-from tests.gpu.support import DTYPES, assert_matches, attention_atol
+from optimizer.testing.kernel_cases import attention_expected, attention_inputs
+from optimizer.testing.kernel_checks import DTYPES, assert_matches, attention_atol
 
 # name: (batch, seq_q, seq_kv, num_heads, head_size, head_size_v, bias)
 CASES = {

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.gpu.cases import skip_layer_norm_expected, skip_layer_norm_inputs
-from tests.gpu.support import DTYPES, assert_matches
+from optimizer.testing.kernel_cases import skip_layer_norm_expected, skip_layer_norm_inputs
+from optimizer.testing.kernel_checks import DTYPES, assert_matches
 
 EPSILON = 1e-5
 SHAPES = [(3, 64), (2, 5, 1000), (4, 1024), (3, 3001), (2, 4096)]

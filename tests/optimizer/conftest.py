@@ -9,7 +9,7 @@ from pathlib import Path
 import onnx
 import pytest
 
-from tests import models
+from optimizer.testing import models
 
 # Audit hooks cannot be removed, so one hook is installed for the session and records only
 # while a test's `opened_files` list is active.

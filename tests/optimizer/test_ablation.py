@@ -17,10 +17,9 @@ from optimizer.benchmark import BenchmarkOptions
 from optimizer.errors import InternalError
 from optimizer.memory_probe import measure_peak_memory_mb
 from optimizer.plugins import DOMAIN
-from optimizer.runner import Runner
-from optimizer.runners import runner_from_spec
+from optimizer.runner import Runner, runner_from_spec
 from optimizer.shapes import fix_input_shapes
-from tests.models import small_cnn
+from optimizer.testing.models import small_cnn
 from tests.optimizer.validation.tensorrt_bert import bert_feeds, plugin_counts, small_bert
 
 QUICK = BenchmarkOptions(warmup=1, iterations=3, measure_memory=False)
@@ -63,7 +62,7 @@ def test_default_runner_opens_a_plugin_free_stage_file_as_it_is(tmp_path: Path) 
         runner.infer(feeds)
 
 
-def test_tensorrt_ablation_with_the_default_runner_runs_plugin_stages_lowered(
+def test_tensorrt_ablation_with_the_default_runner_runs_plugin_stages_decomposed(
         tmp_path: Path) -> None:
     model = small_bert(seed=0)
     (feeds,) = bert_feeds(seed=0, count=1)
@@ -87,14 +86,14 @@ def test_default_runner_of_a_plugin_stage_can_be_recreated_from_its_spec(
     with onnxruntime_stage_runner(path) as runner:
         spec = runner.spec()
         expected = runner.infer(feeds)
-        # The spec names the lowered copy, so another process (the memory probe) can load it.
+        # The spec names the decomposed copy, so another process (the memory probe) can load it.
         assert Path(spec.model_path) != path.resolve()
         assert not any(n.domain == DOMAIN for n in onnx.load(spec.model_path).graph.node)
         with runner_from_spec(spec) as again:
             np.testing.assert_array_equal(again.infer(feeds)["last_hidden_state"],
                                           expected["last_hidden_state"])
         assert measure_peak_memory_mb(spec, feeds, iterations=1) > 0
-    assert not Path(spec.model_path).exists()  # the lowered copy goes with the runner
+    assert not Path(spec.model_path).exists()  # the decomposed copy goes with the runner
 
 
 def test_a_supplied_runner_gets_every_stage_file_and_is_closed(tmp_path: Path) -> None:

@@ -2,8 +2,8 @@
 optimization profiles): rules either refuse a dynamic dim, saying so in the report, or produce a
 graph that is right at every shape of the profile, not only the one it was fused at.
 
-The fused models hold fuseforge plugin nodes; they run in ONNX Runtime once lowered to standard
-ops (`lower_for_onnxruntime`), and are compared with the original at the profile's min, opt and
+The fused models hold fuseforge plugin nodes; they run in ONNX Runtime once decomposed into standard
+ops (`decompose_for_onnxruntime`), and are compared with the original at the profile's min, opt and
 max shapes.
 """
 
@@ -20,11 +20,11 @@ from onnx import helper, numpy_helper
 from optimizer.backends.tensorrt.profiles import resolve_profiles
 from optimizer.fusion_report import FusionReport
 from optimizer.optimize import OptimizeOptions, optimize_model
-from optimizer.plugins import lower_for_onnxruntime
+from optimizer.plugins import decompose_for_onnxruntime
 from optimizer.shapes import fix_input_shapes, fix_input_shapes_except
 from optimizer.tensor_specs import summarize_model
-from tests.optimizer.passes.support import run_model
-from tests.real_models import BERT_FORMS, bert_encoder, resnet50
+from optimizer.testing.passes import run_model
+from optimizer.testing.real_models import BERT_FORMS, bert_encoder, resnet50
 
 HIDDEN = 256
 LAYERS = 2
@@ -90,7 +90,7 @@ def dynamic_bert(form: str) -> onnx.ModelProto:
 
 
 def profiled_model(model: onnx.ModelProto, profiles: Mapping[str, Any]) -> onnx.ModelProto:
-    """What the load stage writes as model.profiled.onnx (worker/stages/load.py)."""
+    """What the load stage writes as model.profiled.onnx (worker/pipeline/load.py)."""
     inputs = summarize_model(model).inputs
     resolved = resolve_profiles(inputs, profiles)
     shapes = {name: profile.opt for name, profile in resolved.items()}
@@ -154,10 +154,10 @@ def test_bert_fused_with_dynamic_dims_matches_the_original_at_min_opt_and_max(
     assert report.ops_after["LayerNormalization"] == 1
     assert "Softmax" not in report.ops_after
     assert all(reason for stats in report.rules for reason in stats.refusals)
-    lowered = lower_for_onnxruntime(fused)
+    decomposed = decompose_for_onnxruntime(fused)
     for index in range(3):
         feeds = _bert_feeds(batch[index], seq[index])
-        np.testing.assert_allclose(run_model(lowered, feeds)[0], run_model(original, feeds)[0],
+        np.testing.assert_allclose(run_model(decomposed, feeds)[0], run_model(original, feeds)[0],
                                    atol=1e-4, rtol=1e-3)
 
 
@@ -176,11 +176,11 @@ def test_resnet50_with_a_dynamic_batch_fuses_as_the_static_model_and_matches_at_
     assert report.applied_rules() == static_report.applied_rules()
     assert "BatchNormalization" not in report.ops_after
     assert _input_dims(fused) == [["N", 3, 224, 224]]
-    lowered = lower_for_onnxruntime(fused)
+    decomposed = decompose_for_onnxruntime(fused)
     rng = np.random.default_rng(0)
     for batch in (1, 2, 4):
         feed = {"input": rng.standard_normal((batch, 3, 224, 224)).astype(np.float32)}
-        np.testing.assert_allclose(run_model(lowered, feed)[0], run_model(original, feed)[0],
+        np.testing.assert_allclose(run_model(decomposed, feed)[0], run_model(original, feed)[0],
                                    atol=1e-3, rtol=1e-3)
 
 

@@ -7,7 +7,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from optimizer.graphs import iter_nodes, iter_tensors, op_histogram
-from tests import models
+from optimizer.testing import models
 
 
 def _model_with_if() -> onnx.ModelProto:

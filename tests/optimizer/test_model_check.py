@@ -12,7 +12,7 @@ from onnx import TensorProto, helper
 from optimizer.errors import InternalError, InvalidModelError, UnsupportedModelError
 from optimizer.model_check import check_model_file
 from optimizer.tensor_specs import TensorSpec
-from tests import models
+from optimizer.testing import models
 
 
 def _write(path: Path, data: bytes) -> Path:

@@ -12,7 +12,7 @@ import pytest
 from optimizer.optimize import OptimizeOptions, optimize_model
 from optimizer.shapes import fix_input_shapes, resolve_input_shapes
 from optimizer.tensor_specs import summarize_model
-from tests.optimizer.passes.support import random_inputs, run_model
+from optimizer.testing.passes import random_inputs, run_model
 
 LIGHT_MODELS = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 # Networks whose Conv+Relu pairs are plain enough to fuse; the others still must not break.

@@ -10,8 +10,8 @@ import pytest
 from optimizer.optimize import OptimizeOptions, optimize_model
 from optimizer.shapes import fix_input_shapes, resolve_input_shapes
 from optimizer.tensor_specs import summarize_model
-from tests.optimizer.passes.support import run_model
-from tests.real_models import BERT_FORMS, bert_encoder, resnet50
+from optimizer.testing.passes import run_model
+from optimizer.testing.real_models import BERT_FORMS, bert_encoder, resnet50
 
 
 def _static(model: onnx.ModelProto) -> onnx.ModelProto:

@@ -12,7 +12,7 @@ from onnx import TensorProto, helper
 from optimizer.errors import InputShapeError, InvalidModelError
 from optimizer.shapes import fix_input_shapes, resolve_input_shapes
 from optimizer.tensor_specs import TensorSpec, summarize_model
-from tests import models
+from optimizer.testing import models
 
 IMAGE = TensorSpec("image", "float32", ("N", 3, None, 224))
 MASK = TensorSpec("mask", "bool", (1, "seq"))

@@ -9,8 +9,8 @@ import pytest
 from optimizer.errors import InputShapeError
 from optimizer.shapes import fix_input_shapes_except
 from optimizer.tensor_specs import summarize_model
-from tests import models
-from tests.optimizer.passes.support import run_model
+from optimizer.testing import models
+from optimizer.testing.passes import run_model
 
 
 def _tokens(ids_dims: list[int | str | None], mask_dims: list[int | str | None]) -> onnx.ModelProto:

@@ -8,7 +8,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from optimizer.tensor_specs import ModelSummary, TensorSpec, dtype_name, summarize_model
-from tests import models
+from optimizer.testing import models
 
 
 def test_summarize_model_reports_version_producer_inputs_and_outputs():

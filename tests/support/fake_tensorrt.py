@@ -10,7 +10,7 @@ FUSEFORGE_TENSORRT_TOOLKIT=tests.support.fake_tensorrt:FAKE_TENSORRT.
 What it does instead of TensorRT:
 - the GPU is "FakeGPU (no hardware)", compute capability 9.0, TensorRT "10.16.1.11+fake";
 - a build runs every check the real build runs before TensorRT (precision, profiles, plugin
-  ops), then writes as the "plan" the ONNX model with plugin nodes lowered to standard ops
+  ops), then writes as the "plan" the ONNX model with plugin nodes decomposed into standard ops
   (and, for fp16/bf16 graphs, the CPU precision emulation), an inspector report in TensorRT
   10.x's documented JSON layout (a Conv/Gemm/MatMul and its only-consumer activation become one
   "A + B" layer), real metadata, and a timing cache listing the op signatures it "timed";
@@ -58,7 +58,7 @@ from optimizer.backends.tensorrt import (
 )
 from optimizer.capabilities import GpuInfo, HostCapabilities
 from optimizer.errors import EngineBuildError
-from optimizer.plugins import lower_for_onnxruntime
+from optimizer.plugins import decompose_for_onnxruntime
 from optimizer.precision import emulate_precision
 from optimizer.runner import RunnerSpec
 from optimizer.tensor_specs import summarize_model
@@ -117,7 +117,7 @@ def fake_build_engine(
     timed = {f"{op}:{options.precision}" for op in node_ops.values()}
     log.add("INFO", f"[FakeTensorRT] timing cache: {len(timed & known)} of {len(timed)} op "
                     "signatures already timed")
-    plan_model = lower_for_onnxruntime(model)
+    plan_model = decompose_for_onnxruntime(model)
     if options.precision != "fp32":
         plan_model = emulate_precision(plan_model)
     plan = plan_model.SerializeToString()

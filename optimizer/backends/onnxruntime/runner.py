@@ -1,7 +1,7 @@
 """Run an ONNX model with ONNX Runtime on the CPU behind the `Runner` interface.
 
 `OnnxRuntimeRunner` loads a model file as it is. `runner_for_model` runs an in-memory model,
-lowering fuseforge plugin nodes to standard ops first: it is how the CPU tools (bisection,
+decomposing fuseforge plugin nodes into standard ops first: it is how the CPU tools (bisection,
 precision evaluation, ablation's default runner) run a graph fused for TensorRT.
 """
 
@@ -19,7 +19,7 @@ import onnxruntime as ort
 from onnx import TensorProto
 
 from optimizer.errors import EngineBuildError, InferenceError, InternalError
-from optimizer.plugins.lowering import runnable_in_onnxruntime
+from optimizer.plugins.decompose import runnable_in_onnxruntime
 from optimizer.runner import ClosesOnExit, RunnerSpec
 from optimizer.tensor_specs import TensorSpec, dtype_name
 
@@ -159,7 +159,7 @@ def runner_for_model(
 ) -> Iterator[OnnxRuntimeRunner]:
     """An `OnnxRuntimeRunner` for an in-memory model, which may hold fuseforge plugin nodes.
 
-    Plugin nodes are replaced by the standard ops they stand for (`plugins.lowering`), so a
+    Plugin nodes are replaced by the standard ops they stand for (`plugins.decompose`), so a
     graph fused for TensorRT runs here with the same outputs, not the same speed: time it on
     TensorRT. The model is written to a temporary file (one protobuf: < 2 GiB), which the
     runner's `spec()` names while the context is open, so a child process can load it too.
@@ -168,7 +168,7 @@ def runner_for_model(
     ...     outputs = runner.infer(feeds)
 
     Raises:
-        PluginNotFoundError, PassError: a plugin node cannot be lowered.
+        PluginNotFoundError, PassError: a plugin node cannot be decomposed.
         EngineBuildError: ONNX Runtime cannot load the model.
     """
     runnable = runnable_in_onnxruntime(model)

@@ -6,17 +6,14 @@ the engine report parser work (and are tested) anywhere.
 """
 
 from optimizer.backends.tensorrt.build import (
-    PLUGIN_DOMAIN,
     REPORT_FILE,
-    TrtBuildOptions,
     TrtEngine,
     build_trt_engine,
-    builder_config,
     engine_from_network,
     plugin_ops,
-    runner_for_trt_engine,
     save_engine,
 )
+from optimizer.backends.tensorrt.builder_config import TrtBuildOptions, builder_config
 from optimizer.backends.tensorrt.inspector import (
     EngineLayer,
     EngineReport,
@@ -35,21 +32,21 @@ from optimizer.backends.tensorrt.metadata import (
     GpuInfo,
     check_compatible,
 )
+from optimizer.backends.tensorrt.model_precision import (
+    ModelPrecision,
+    Precision,
+    check_model_precision,
+    model_precision,
+)
 from optimizer.backends.tensorrt.network import (
     ParserIssue,
     describe_parser_issues,
     network_creation_flags,
     network_from_onnx,
 )
-from optimizer.backends.tensorrt.precision import (
-    ModelPrecision,
-    Precision,
-    check_model_precision,
-    model_precision,
-)
 from optimizer.backends.tensorrt.profiles import OptimizationProfileSpec, resolve_profiles
 from optimizer.backends.tensorrt.progress import BuildProgress
-from optimizer.backends.tensorrt.runner import TensorRTRunner
+from optimizer.backends.tensorrt.runner import TensorRTRunner, runner_for_trt_engine
 from optimizer.backends.tensorrt.timing_cache import (
     TimingCacheKey,
     TimingCacheLoad,
@@ -60,7 +57,6 @@ from optimizer.backends.tensorrt.timing_cache import (
 __all__ = [
     "ENGINE_FILE",
     "METADATA_FILE",
-    "PLUGIN_DOMAIN",
     "REPORT_FILE",
     "BuildLog",
     "BuildProgress",

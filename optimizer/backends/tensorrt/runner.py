@@ -1,6 +1,7 @@
 """Run a TensorRT engine on the GPU behind the `Runner` interface (the ONNX Runtime runner's).
 
-Needs at run time: the `tensorrt` package (10.x or 11.x), NVIDIA's `cuda-python` (device
+`runner_for_trt_engine` opens one on an engine FuseForge built (build.py), once its metadata
+matches this GPU and TensorRT. Needs at run time: the `tensorrt` package (10.x or 11.x), NVIDIA's `cuda-python` (device
 buffers, the stream, copies and CUDA events; see cuda_runtime.py) and a GPU. Both packages
 are imported when a runner is created, so this module imports anywhere.
 
@@ -25,6 +26,7 @@ from optimizer.backends.tensorrt.metadata import (
     BACKEND,
     METADATA_FILE,
     EngineMetadata,
+    GpuIdentity,
     check_compatible,
 )
 from optimizer.errors import EngineBuildError, InferenceError, InternalError
@@ -36,7 +38,7 @@ if TYPE_CHECKING:
 
     from optimizer.backends.tensorrt.cuda_runtime import CudaStream, DeviceBuffer
 
-__all__ = ["TensorRTRunner", "numpy_dtype_name", "require_tensorrt"]
+__all__ = ["TensorRTRunner", "numpy_dtype_name", "require_tensorrt", "runner_for_trt_engine"]
 
 # TensorRT DataType member name -> numpy dtype name (ml_dtypes supplies the extended floats).
 _NUMPY_DTYPES = {
@@ -334,6 +336,36 @@ class TensorRTRunner(ClosesOnExit):
                 buffer.free()
             buffer = self._buffers[name] = DeviceBuffer(nbytes)
         return buffer
+
+
+def runner_for_trt_engine(engine_dir_or_metadata: Path, *,
+                          gpu: GpuIdentity | None = None) -> TensorRTRunner:
+    """Load a built engine after checking its metadata against this GPU and TensorRT.
+
+    Accepts the engine's folder or its metadata.json; `gpu` is this worker's GPU (None: asked
+    from CUDA).
+
+    Raises:
+        InternalError: the metadata is missing or malformed (our artifact).
+        EngineBuildError: the engine was built for another TensorRT release or compute
+            capability, or does not load.
+    """
+    path = Path(engine_dir_or_metadata)
+    metadata_path = path / METADATA_FILE if path.is_dir() else path
+    try:
+        metadata = EngineMetadata.from_json(metadata_path.read_text())
+    except OSError as err:
+        raise InternalError(
+            f"TensorRT engine metadata {str(metadata_path)!r} cannot be read: {err}") from err
+    require_tensorrt()
+    import tensorrt as trt
+
+    if gpu is None:
+        from optimizer.backends.tensorrt.cuda_runtime import gpu_info
+
+        gpu = gpu_info()
+    check_compatible(metadata, gpu, str(trt.__version__))
+    return TensorRTRunner(metadata_path.parent / metadata.engine_file, verify_metadata=False)
 
 
 def _verify_metadata(engine_path: Path, tensorrt_version: str) -> tuple[str, ...]:

@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from optimizer.plugins.base import Attribute, Parameter, Plugin
-from optimizer.plugins.bias_gelu.lowering import lower
+from optimizer.plugins.bias_gelu.decompose import decompose
 from optimizer.plugins.bias_gelu.reference import bias_gelu
 from optimizer.plugins.bias_gelu.schema import infer_shapes
 
@@ -29,7 +29,7 @@ PLUGIN = Plugin(
         "computed in float32 whatever the input type",
     ),
     reference=bias_gelu,
-    lower=lower,
+    decompose=decompose,
     infer_shapes=infer_shapes,
     readme=Path(__file__).with_name("README.md"),
     trt_registration="optimizer.plugins.bias_gelu.trt_registration",

@@ -6,7 +6,7 @@ The op TensorRT's ONNX parser lacks: see README.md for why this one.
 from pathlib import Path
 
 from optimizer.plugins.base import Attribute, Parameter, Plugin
-from optimizer.plugins.multi_head_attention.lowering import lower
+from optimizer.plugins.multi_head_attention.decompose import decompose
 from optimizer.plugins.multi_head_attention.reference import multi_head_attention
 from optimizer.plugins.multi_head_attention.schema import infer_shapes
 
@@ -48,7 +48,7 @@ PLUGIN = Plugin(
         "tensors of fewer than 2**31 elements (int32 indexing within a batch)",
     ),
     reference=multi_head_attention,
-    lower=lower,
+    decompose=decompose,
     infer_shapes=infer_shapes,
     readme=Path(__file__).with_name("README.md"),
     trt_registration="optimizer.plugins.multi_head_attention.trt_registration",

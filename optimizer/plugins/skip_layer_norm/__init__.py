@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from optimizer.plugins.base import Attribute, Parameter, Plugin
-from optimizer.plugins.skip_layer_norm.lowering import lower
+from optimizer.plugins.skip_layer_norm.decompose import decompose
 from optimizer.plugins.skip_layer_norm.reference import skip_layer_norm
 from optimizer.plugins.skip_layer_norm.schema import infer_shapes
 
@@ -39,7 +39,7 @@ PLUGIN = Plugin(
         "TensorRT always writes the sum output, even when the node omits it (one extra write)",
     ),
     reference=skip_layer_norm,
-    lower=lower,
+    decompose=decompose,
     infer_shapes=infer_shapes,
     readme=Path(__file__).with_name("README.md"),
     trt_registration="optimizer.plugins.skip_layer_norm.trt_registration",

@@ -98,6 +98,18 @@ def test_compressed_npz_with_several_inputs_and_no_labels_is_accepted(client: Te
     ]
 
 
+def test_labels_may_hold_one_class_id_per_prediction_of_a_sample(client: TestClient) -> None:
+    """A sample of batch 2 makes 2 predictions, so it carries 2 labels: labels [samples, 2]."""
+    images = np.random.default_rng(0).standard_normal((3, 2, 3, 32, 32)).astype(np.float32)
+    labels = np.random.default_rng(1).integers(0, 10, size=(3, 2))
+    response = client.post("/v1/datasets", files={"file": ("batch2.npz", npz_bytes(
+        input=images, labels=labels))})
+    assert response.status_code == 201, response.text
+    body = response.json()
+    assert (body["samples"], body["has_labels"]) == (3, True)
+    assert body["arrays"] == [{"name": "input", "dtype": "float32", "shape": [2, 3, 32, 32]}]
+
+
 def test_same_bytes_again_returns_200_with_existing_dataset(
     client: TestClient, settings: Settings
 ) -> None:
@@ -128,15 +140,14 @@ def test_same_bytes_again_returns_200_with_existing_dataset(
         (npz_bytes(a=np.zeros((3, 2), np.float32), b=np.zeros((4, 2), np.float32)),
          "'a' has 3, 'b' has 4"),
         (npz_bytes(input=_images(3), labels=np.arange(4)), "'input' has 3, 'labels' has 4"),
-        (npz_bytes(input=_images(3), labels=np.zeros((3, 1), np.int64)), "labels are 1-D"),
         (npz_bytes(input=_images(3), labels=np.zeros(3, np.float32)), "integer class indices"),
         (npz_bytes(input=_images(3), labels=np.array([0, -1, 2])), "negative"),
         (npz_bytes(labels=np.arange(3)), "holds only 'labels'"),
     ],
     ids=["empty", "random-bytes", "npy-not-npz", "truncated-zip", "truncated-member",
          "no-arrays", "object-array", "strings", "big-endian", "scalar", "no-samples",
-         "empty-sample", "sample-counts-differ", "label-count-differs", "labels-2d",
-         "labels-float", "labels-negative", "only-labels"],
+         "empty-sample", "sample-counts-differ", "label-count-differs", "labels-float",
+         "labels-negative", "only-labels"],
 )
 def test_invalid_dataset_is_422_and_nothing_is_stored(
     client: TestClient, db_session: Session, settings: Settings, payload: bytes, expected: str

@@ -15,8 +15,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from core.db.models import Job
+from optimizer.testing.models import IR_VERSION, model_bytes, small_cnn
 from tests.api.routes.test_datasets import npz_bytes
-from tests.models import IR_VERSION, model_bytes, small_cnn
 
 # small_cnn: "input" [N, 3, 32, 32]
 CNN_PROFILE = {"min": [1, 3, 32, 32], "opt": [4, 3, 32, 32], "max": [16, 3, 32, 32]}

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from core.db import job_state
 from core.db.types import utc_now
 from optimizer.capabilities import GpuInfo, HostCapabilities
-from tests.models import model_bytes, small_cnn
+from optimizer.testing.models import model_bytes, small_cnn
 from core.db.worker_registry import record_heartbeat, record_stopped
 
 A100 = HostCapabilities(gpus=(GpuInfo(0, "NVIDIA A100-SXM4-80GB", "8.0", 81920),), tensorrt_version="10.16.1")

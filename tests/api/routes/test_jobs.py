@@ -16,8 +16,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from core.db.models import Job
+from optimizer.testing.models import model_bytes, small_cnn
 from tests.api.routes.test_datasets import npz_bytes
-from tests.models import model_bytes, small_cnn
 
 
 @pytest.fixture

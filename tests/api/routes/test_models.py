@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from core.db.models import Model
 from core.settings import Settings
-from tests.models import model_bytes, small_cnn
+from optimizer.testing.models import model_bytes, small_cnn
 
 
 def _model_with_unknown_op() -> onnx.ModelProto:

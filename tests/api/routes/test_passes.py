@@ -3,7 +3,7 @@
 from fastapi.testclient import TestClient
 
 from optimizer.passes import DEFAULT_PASSES
-from tests.models import model_bytes, small_cnn
+from optimizer.testing.models import model_bytes, small_cnn
 
 
 def test_passes_are_listed_in_run_order_with_summaries(client: TestClient) -> None:

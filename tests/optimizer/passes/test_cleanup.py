@@ -12,8 +12,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from optimizer.passes.cleanup import CLEANUP, cleanup_graph
 from optimizer.passes.engine import run_passes
-from optimizer.passes.fuse_conv_bn import FOLD_BATCH_NORM
-from tests.optimizer.passes.support import apply_pass, assert_outputs_close, op_types, run_model
+from optimizer.passes.fold_batch_norm import FOLD_BATCH_NORM
+from optimizer.testing.passes import apply_pass, assert_outputs_close, op_types, run_model
 
 NP_TO_ONNX = {np.float32: TensorProto.FLOAT, np.float16: TensorProto.FLOAT16}
 F = TensorProto.FLOAT

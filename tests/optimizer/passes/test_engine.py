@@ -5,16 +5,14 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import onnx_ir as ir
-import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-import optimizer.optimize as optimize_module
 from optimizer.optimize import OptimizeOptions, optimize_model, select_passes
 from optimizer.passes.base import FusionPass
 from optimizer.passes.engine import run_passes
-from optimizer.passes.fuse_conv_bn import FOLD_BATCH_NORM, FoldBatchNormIntoConv
-from tests.models import small_cnn
-from tests.optimizer.passes.test_fuse_conv_bn import conv_bn
+from optimizer.passes.fold_batch_norm import FOLD_BATCH_NORM, FoldBatchNormIntoConv
+from optimizer.testing.models import small_cnn
+from tests.optimizer.passes.test_fold_batch_norm import conv_bn
 
 
 def test_run_passes_counts_each_rule_and_reaches_a_fixed_point() -> None:
@@ -45,16 +43,14 @@ def test_refusals_are_recorded_with_the_node_and_reason() -> None:
     assert "'w' is also used by node 'other_conv'" in stats.refusals[0].reason
 
 
-def test_off_by_default_pass_runs_only_when_named(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_off_by_default_pass_runs_only_when_named() -> None:
     slow = FusionPass(name="slow", summary="test", stage="other",
                       rules={"onnxruntime": [FoldBatchNormIntoConv.rule()]},
                       off_by_default={"onnxruntime": "measured 0.8x"})
-    monkeypatch.setattr(optimize_module, "DEFAULT_PASSES", (slow,))
-    monkeypatch.setattr(optimize_module, "PASSES_BY_NAME", {"slow": slow})
-    chosen, skipped = select_passes("all", "onnxruntime")
+    chosen, skipped = select_passes(OptimizeOptions(passes="all", catalog=(slow,)))
     assert chosen == [] and "measured 0.8x" in skipped["slow"]
-    assert select_passes(["slow"], "onnxruntime")[0] == [slow]
-    assert select_passes("all", "tensorrt")[0] == [slow]
+    assert select_passes(OptimizeOptions(passes=["slow"], catalog=(slow,)))[0] == [slow]
+    assert select_passes(OptimizeOptions(backend="tensorrt", catalog=(slow,)))[0] == [slow]
 
 
 def test_optimize_model_leaves_foreign_domains_alone_and_says_so() -> None:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 from optimizer.passes.fuse_attention import FUSE_ATTENTION
-from tests.optimizer.passes.support import (
+from optimizer.testing.passes import (
     apply_pass,
     assert_outputs_close,
     op_types,

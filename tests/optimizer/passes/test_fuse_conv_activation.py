@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 from optimizer.passes.engine import run_passes
+from optimizer.passes.fold_batch_norm import FOLD_BATCH_NORM
 from optimizer.passes.fuse_conv_activation import FUSE_CONV_ACTIVATION
-from optimizer.passes.fuse_conv_bn import FOLD_BATCH_NORM
-from tests.optimizer.passes.support import apply_pass, assert_outputs_close, op_types
+from optimizer.testing.passes import apply_pass, assert_outputs_close, op_types
 
 NP_TO_ONNX = {np.float32: TensorProto.FLOAT, np.float16: TensorProto.FLOAT16}
 FUSED = ["com.microsoft.FusedConv"]

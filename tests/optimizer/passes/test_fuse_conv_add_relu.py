@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 from optimizer.passes.fuse_conv_add_relu import FUSE_CONV_ADD_RELU
-from tests.optimizer.passes.support import apply_pass, assert_outputs_close, op_types
+from optimizer.testing.passes import apply_pass, assert_outputs_close, op_types
 
 NP_TO_ONNX = {np.float32: TensorProto.FLOAT, np.float16: TensorProto.FLOAT16}
 UNFUSED = ["Conv", "Neg", "Add", "Relu"]  # the default model: its residual is Neg(z_in)

@@ -13,7 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from optimizer.passes.base import FusionPass
 from optimizer.passes.fuse_gelu import FUSE_GELU
-from tests.optimizer.passes.support import apply_pass, assert_outputs_close, op_types
+from optimizer.testing.passes import apply_pass, assert_outputs_close, op_types
 
 NP_TO_ONNX = {np.float32: TensorProto.FLOAT, np.float16: TensorProto.FLOAT16}
 PRODUCTS = ["x*(half*s)", "(x*half)*s", "(half*x)*s", "s*(x*half)", "half*(x*s)", "(s*x)*half"]

@@ -11,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from optimizer.passes.base import FusionPass
 from optimizer.passes.fuse_layer_norm import FUSE_LAYER_NORM, FuseLayerNorm
-from tests.optimizer.passes.support import apply_pass, assert_outputs_close, op_types
+from optimizer.testing.passes import apply_pass, assert_outputs_close, op_types
 
 NP_TO_ONNX = {np.float32: TensorProto.FLOAT, np.float16: TensorProto.FLOAT16}
 

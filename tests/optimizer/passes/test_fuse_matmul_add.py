@@ -14,7 +14,7 @@ from optimizer.fusion_report import FusionReport
 from optimizer.passes.cleanup import CLEANUP
 from optimizer.passes.engine import run_passes
 from optimizer.passes.fuse_matmul_add import FUSE_MATMUL_ADD, RESHAPED_GEMM_MAX_K
-from tests.optimizer.passes.support import apply_pass, assert_outputs_close, op_types
+from optimizer.testing.passes import apply_pass, assert_outputs_close, op_types
 
 NP_TO_ONNX = {np.float32: TensorProto.FLOAT, np.float16: TensorProto.FLOAT16,
               np.int32: TensorProto.INT32}

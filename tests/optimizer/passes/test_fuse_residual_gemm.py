@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 from optimizer.passes.fuse_residual_gemm import FUSE_RESIDUAL_GEMM
-from tests.optimizer.passes.support import apply_pass, assert_outputs_close, op_types
+from optimizer.testing.passes import apply_pass, assert_outputs_close, op_types
 
 NP_TO_ONNX = {np.float32: TensorProto.FLOAT, np.float16: TensorProto.FLOAT16}
 

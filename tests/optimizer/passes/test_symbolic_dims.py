@@ -15,8 +15,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from optimizer.passes.fuse_skip_layer_norm import FUSE_SKIP_LAYER_NORM
 from optimizer.passes.symbolic_dims import DimTracer, ShapeProofError, reshape_dims
-from tests.models import IR_VERSION
-from tests.optimizer.passes.support import apply_pass, run_model
+from optimizer.testing.models import IR_VERSION
+from optimizer.testing.passes import apply_pass, run_model
 
 HIDDEN = 8
 

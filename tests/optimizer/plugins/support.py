@@ -9,10 +9,10 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from optimizer.plugins import DOMAIN, OPSET_VERSION, Plugin, lower_for_onnxruntime
-from tests.optimizer.passes.support import run_model
+from optimizer.plugins import DOMAIN, OPSET_VERSION, Plugin, decompose_for_onnxruntime
+from optimizer.testing.passes import run_model
 
-__all__ = ["ONNX_TYPES", "kernel_parameters", "plugin_model", "run_lowered"]
+__all__ = ["ONNX_TYPES", "kernel_parameters", "plugin_model", "run_decomposed"]
 
 ONNX_TYPES = {np.dtype(np.float32): onnx.TensorProto.FLOAT,
               np.dtype(np.float16): onnx.TensorProto.FLOAT16}
@@ -45,11 +45,11 @@ def plugin_model(plugin: Plugin, inputs: Mapping[str, np.ndarray],
     return onnx.shape_inference.infer_shapes(model, strict_mode=True) if infer_shapes else model
 
 
-def run_lowered(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
-    """Lower the plugin nodes, check the result, and run it in ONNX Runtime."""
-    lowered = lower_for_onnxruntime(model)
-    onnx.checker.check_model(lowered, full_check=True)
-    return run_model(lowered, feeds)
+def run_decomposed(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+    """Decompose the plugin nodes, check the result, and run it in ONNX Runtime."""
+    decomposed = decompose_for_onnxruntime(model)
+    onnx.checker.check_model(decomposed, full_check=True)
+    return run_model(decomposed, feeds)
 
 
 def kernel_parameters(kernel_source: str, name: str) -> tuple[list[str], list[str]]:

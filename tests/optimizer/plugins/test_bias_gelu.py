@@ -1,4 +1,5 @@
-"""BiasGelu plugin: reference vs the subgraphs it replaces, lowering, schema, kernel contract."""
+"""BiasGelu plugin: reference vs the subgraphs it replaces, decomposition, schema, kernel
+contract."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ from optimizer.plugins.bias_gelu.trt_registration import (
     kernel_constexprs,
     kernel_signature,
 )
-from tests.optimizer.passes.support import random_inputs, run_model
+from optimizer.testing.passes import random_inputs, run_model
 from tests.optimizer.passes.test_fuse_gelu import gelu
-from tests.optimizer.plugins.support import kernel_parameters, plugin_model, run_lowered
+from tests.optimizer.plugins.support import kernel_parameters, plugin_model, run_decomposed
 
 PLUGIN = PLUGINS["bias_gelu"]
 TOLERANCES = [(np.float32, 1e-5), (np.float16, 4e-3)]
@@ -47,12 +48,12 @@ def test_reference_matches_onnxruntime_on_the_replaced_subgraph(
 
 @pytest.mark.parametrize(("dtype", "atol"), TOLERANCES)
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
-def test_lowered_node_matches_the_reference(dtype: type, atol: float, approximate: str) -> None:
+def test_decomposed_node_matches_the_reference(dtype: type, atol: float, approximate: str) -> None:
     rng = np.random.default_rng(1)
     values = {"input": (3 * rng.standard_normal((4, 3, 32))).astype(dtype),
               "bias": rng.standard_normal(32).astype(dtype)}
     model = plugin_model(PLUGIN, values, {"approximate": approximate}, constants=["bias"])
-    [actual] = run_lowered(model, {"input": values["input"]})
+    [actual] = run_decomposed(model, {"input": values["input"]})
     [expected] = PLUGIN.reference(*values.values(), approximate=approximate)
     assert actual.dtype == expected.dtype
     np.testing.assert_allclose(actual.astype(np.float32), expected.astype(np.float32), atol=atol,

@@ -1,5 +1,5 @@
 """MultiHeadAttention plugin: reference vs the replaced subgraph, the kernel's blockwise numpy
-transcription, lowering, schema, kernel contract."""
+transcription, decomposition, schema, kernel contract."""
 
 from __future__ import annotations
 
@@ -21,12 +21,12 @@ from optimizer.plugins.multi_head_attention.trt_registration import (
     kernel_signature,
     tiles,
 )
-from tests.optimizer.passes.support import run_model
+from optimizer.testing.passes import run_model
 from tests.optimizer.plugins.support import (
     ONNX_TYPES,
     kernel_parameters,
     plugin_model,
-    run_lowered,
+    run_decomposed,
 )
 
 PLUGIN = PLUGINS["multi_head_attention"]
@@ -160,11 +160,11 @@ def test_kernel_blocks_compute_the_reference_on_random_shapes(
 
 @pytest.mark.parametrize(("dtype", "atol"), TOLERANCES)
 @pytest.mark.parametrize("bias_shape", [(1, 1, 1, 1), (2, 1, 1, 8), (2, 4, 8, 8)])
-def test_lowered_node_matches_the_reference(dtype: type, atol: float,
+def test_decomposed_node_matches_the_reference(dtype: type, atol: float,
                                             bias_shape: tuple[int, ...]) -> None:
     values = arrays(bias_shape=bias_shape, dtype=dtype, head_v=6)
     attributes = {"num_heads": 4, "scale": 0.25}
-    [actual] = run_lowered(plugin_model(PLUGIN, values, attributes), values)
+    [actual] = run_decomposed(plugin_model(PLUGIN, values, attributes), values)
     [expected] = PLUGIN.reference(*values.values(), **attributes)
     assert actual.dtype == expected.dtype and actual.shape == (2, 8, 24)
     np.testing.assert_allclose(actual.astype(np.float32), expected.astype(np.float32),

@@ -1,4 +1,4 @@
-"""The plugin registry: every plugin is complete (schema, reference, lowering, README, TensorRT
+"""The plugin registry: every plugin is complete (schema, reference, decomposition, README, TensorRT
 registration, kernel) and describes itself for GET /v1/plugins."""
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def test_kernel_parses_and_is_imported_by_nothing_that_runs_without_triton(
 
 
 def test_importing_the_plugins_and_the_pass_loads_no_kernel_tensorrt_or_triton() -> None:
-    code = ("import sys, optimizer.plugins, optimizer.passes.lower_to_plugins\n"
+    code = ("import sys, optimizer.plugins, optimizer.passes.fuse_to_plugins\n"
             "print(sorted(m for m in sys.modules if m.startswith(('triton', 'tensorrt'))"
             " or m.endswith('.kernel')))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -1,4 +1,5 @@
-"""SkipLayerNorm plugin: reference vs the subgraph it replaces, lowering, schema, kernel contract."""
+"""SkipLayerNorm plugin: reference vs the subgraph it replaces, decomposition, schema, kernel
+contract."""
 
 from __future__ import annotations
 
@@ -16,12 +17,12 @@ from optimizer.plugins.skip_layer_norm.trt_registration import (
     kernel_signature,
     row_warps,
 )
-from tests.optimizer.passes.support import run_model
+from optimizer.testing.passes import run_model
 from tests.optimizer.plugins.support import (
     ONNX_TYPES,
     kernel_parameters,
     plugin_model,
-    run_lowered,
+    run_decomposed,
 )
 
 PLUGIN = PLUGINS["skip_layer_norm"]
@@ -78,12 +79,12 @@ def test_reference_matches_onnxruntime_on_the_replaced_subgraph(
 @pytest.mark.parametrize(("dtype", "atol"), TOLERANCES)
 @pytest.mark.parametrize("opset", [17, 13])
 @pytest.mark.parametrize("outputs", [1, 2])
-def test_lowered_node_matches_the_reference(dtype: type, atol: float, opset: int,
+def test_decomposed_node_matches_the_reference(dtype: type, atol: float, opset: int,
                                             outputs: int) -> None:
     values = arrays((2, 5, 24), dtype)
     model = plugin_model(PLUGIN, values, {"epsilon": 1e-3}, outputs=outputs,
                          constants=["gamma", "beta", "bias"], opset=opset)
-    actual = run_lowered(model, {"input": values["input"], "skip": values["skip"]})
+    actual = run_decomposed(model, {"input": values["input"], "skip": values["skip"]})
     expected = PLUGIN.reference(*values.values(), epsilon=1e-3)[:outputs]
     for got, want in zip(actual, expected, strict=True):
         assert got.dtype == want.dtype
@@ -91,14 +92,15 @@ def test_lowered_node_matches_the_reference(dtype: type, atol: float, opset: int
                                    rtol=1e-3)
 
 
-def test_lowering_below_opset_17_writes_the_normalization_out_in_float32() -> None:
+def test_decomposing_below_opset_17_writes_the_normalization_out_in_float32() -> None:
     values = arrays((2, 4, 8), np.float16)
-    from optimizer.plugins import lower_for_onnxruntime
+    from optimizer.plugins import decompose_for_onnxruntime
 
-    lowered = lower_for_onnxruntime(plugin_model(PLUGIN, values, {"epsilon": 1e-5}, opset=13))
-    ops = [n.op_type for n in lowered.graph.node]
+    decomposed = decompose_for_onnxruntime(
+        plugin_model(PLUGIN, values, {"epsilon": 1e-5}, opset=13))
+    ops = [n.op_type for n in decomposed.graph.node]
     assert "LayerNormalization" not in ops and ops.count("ReduceMean") == 2
-    casts = [n for n in lowered.graph.node if n.op_type == "Cast"]
+    casts = [n for n in decomposed.graph.node if n.op_type == "Cast"]
     assert {a.i for n in casts for a in n.attribute} == {onnx.TensorProto.FLOAT,
                                                         onnx.TensorProto.FLOAT16}
 

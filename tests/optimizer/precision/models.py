@@ -9,7 +9,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from tests.models import IR_VERSION
+from optimizer.testing.models import IR_VERSION
 
 __all__ = ["finish", "loud_layer_norm", "tensor"]
 

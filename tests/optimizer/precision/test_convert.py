@@ -11,7 +11,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from optimizer.precision import DEFAULT_KEEP, NO_KEEP, KeepPolicy, convert_precision
-from tests import models, real_models
+from optimizer.testing import models, real_models
 from tests.optimizer.precision.models import finish, loud_layer_norm, tensor
 
 LOW = {"fp16": TensorProto.FLOAT16, "bf16": TensorProto.BFLOAT16}

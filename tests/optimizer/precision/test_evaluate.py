@@ -22,8 +22,9 @@ from optimizer.precision import (
     run_outputs,
 )
 from optimizer.tensor_specs import summarize_model
-from optimizer.validation.compare import compare_outputs, default_tolerances
-from tests import models, real_models
+from optimizer.testing import models, real_models
+from optimizer.validation.compare import compare_outputs
+from optimizer.validation.tolerances import default_tolerances
 from tests.optimizer.precision.models import loud_layer_norm
 
 SMALL_MODELS: dict[str, Callable[[int], onnx.ModelProto]] = {

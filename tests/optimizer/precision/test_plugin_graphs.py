@@ -2,7 +2,7 @@
 
 fuseforge plugin nodes convert as their schemas (float, float16, bfloat16) and TensorRT
 registrations allow; their kernels compute in float32 inside and store their outputs in the
-node's type, which is what the emulation reproduces before the plugins are lowered to standard
+node's type, which is what the emulation reproduces before the plugins are decomposed into standard
 ops for ONNX Runtime.
 """
 
@@ -191,7 +191,7 @@ def test_an_unknown_fuseforge_op_stays_float32_with_the_reason() -> None:
     assert kept.op_type == f"{DOMAIN}.QuickGelu" and "QuickGelu" in kept.reason
 
 
-# Precision search measures sensitivities tensor by tensor, through the lowered plugins.
+# Precision search measures sensitivities tensor by tensor, through the decomposed plugins.
 
 def test_search_on_a_plugin_graph_meets_a_budget_the_default_conversion_misses() -> None:
     model, fused = fused_bert(seed=6)

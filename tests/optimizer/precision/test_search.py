@@ -18,7 +18,7 @@ from optimizer.precision import (
     evaluate_precision,
     search_precision,
 )
-from tests import models
+from optimizer.testing import models
 from tests.optimizer.precision.models import finish, loud_layer_norm, tensor
 
 # The statistic of a written-out RMS norm whose squares (~1.6e5) overflow float16 and which the

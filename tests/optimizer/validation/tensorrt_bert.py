@@ -10,7 +10,7 @@ import onnx
 from optimizer.fusion_report import FusionReport
 from optimizer.optimize import OptimizeOptions, optimize_model
 from optimizer.plugins import DOMAIN
-from tests.real_models import BertForm, bert_encoder
+from optimizer.testing.real_models import BertForm, bert_encoder
 
 __all__ = ["SEQ", "VOCAB", "bert_feeds", "plugin_counts", "small_bert", "tensorrt_fused"]
 

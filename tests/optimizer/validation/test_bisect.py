@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import onnx_ir as ir
-import pytest
 from onnxscript.rewriter.pattern import RewriteRuleClassBase
 
-import optimizer.optimize as optimize_module
 from optimizer.optimize import OptimizeOptions, optimize_model
 from optimizer.passes import DEFAULT_PASSES
 from optimizer.passes.base import FusionPass
 from optimizer.shapes import fix_input_shapes
+from optimizer.testing.models import small_cnn
 from optimizer.validation.bisect import bisect_rules, equivalence_check
-from optimizer.validation.compare import default_tolerances
-from tests.models import small_cnn
+from optimizer.validation.tolerances import default_tolerances
 
 
 class ReluToLeakyRelu(RewriteRuleClassBase):
@@ -35,11 +34,8 @@ PLANTED = FusionPass(
 )
 
 
-@pytest.fixture
-def passes_with_a_wrong_rule(monkeypatch: pytest.MonkeyPatch) -> None:
-    passes = (PLANTED, *DEFAULT_PASSES)  # first, so the Relus are still there to rewrite
-    monkeypatch.setattr(optimize_module, "DEFAULT_PASSES", passes)
-    monkeypatch.setattr(optimize_module, "PASSES_BY_NAME", {p.name: p for p in passes})
+# First, so the Relus are still there to rewrite.
+WITH_A_WRONG_RULE = OptimizeOptions(catalog=(PLANTED, *DEFAULT_PASSES))
 
 
 def _model_and_check() -> tuple[Any, Any]:
@@ -49,19 +45,19 @@ def _model_and_check() -> tuple[Any, Any]:
     return model, equivalence_check(model, feeds, default_tolerances("fp32"))
 
 
-@pytest.mark.usefixtures("passes_with_a_wrong_rule")
 def test_bisection_names_the_planted_wrong_rule() -> None:
     model, is_equivalent = _model_and_check()
-    fused, report = optimize_model(model, OptimizeOptions())
+    fused, report = optimize_model(model, WITH_A_WRONG_RULE)
     assert "ReluToLeakyRelu" in report.applied_rules() and len(report.applied_rules()) >= 3
     assert not is_equivalent(fused)
 
-    result = bisect_rules(model, OptimizeOptions(), is_equivalent)
+    result = bisect_rules(model, WITH_A_WRONG_RULE, is_equivalent)
 
     assert result.culprits == (("ReluToLeakyRelu",),)
     assert result.contexts == ((),)  # it fails on its own
     assert result.passes_with_culprits_excluded
-    fixed, _ = optimize_model(model, OptimizeOptions(excluded_rules=result.culprit_rules))
+    fixed, _ = optimize_model(model, replace(WITH_A_WRONG_RULE,
+                                             excluded_rules=result.culprit_rules))
     assert is_equivalent(fixed)
 
 
@@ -75,20 +71,15 @@ def shift_classifier_bias(model: ir.Model) -> int:
     return 1
 
 
-@pytest.fixture
-def passes_with_a_wrong_clean_up(monkeypatch: pytest.MonkeyPatch) -> None:
-    wrong = FusionPass(name="planted_wrong_cleanup", summary="test only", stage="cleanup",
-                       graph_function=shift_classifier_bias)
-    passes = (wrong, *DEFAULT_PASSES)
-    monkeypatch.setattr(optimize_module, "DEFAULT_PASSES", passes)
-    monkeypatch.setattr(optimize_module, "PASSES_BY_NAME", {p.name: p for p in passes})
+WRONG_CLEAN_UP = FusionPass(name="planted_wrong_cleanup", summary="test only", stage="cleanup",
+                            graph_function=shift_classifier_bias)
 
 
-@pytest.mark.usefixtures("passes_with_a_wrong_clean_up")
 def test_a_wrong_clean_up_is_judged_on_its_own_and_blamed() -> None:
     model, is_equivalent = _model_and_check()
 
-    result = bisect_rules(model, OptimizeOptions(), is_equivalent)
+    result = bisect_rules(model, OptimizeOptions(catalog=(WRONG_CLEAN_UP, *DEFAULT_PASSES)),
+                          is_equivalent)
 
     assert result.culprits == (("planted_wrong_cleanup",),)
     assert result.passes_with_culprits_excluded
@@ -98,13 +89,12 @@ def test_a_wrong_clean_up_is_judged_on_its_own_and_blamed() -> None:
     assert not result.steps[1].passed
 
 
-@pytest.mark.usefixtures("passes_with_a_wrong_rule")
 def test_clean_ups_stay_on_while_the_rules_are_halved() -> None:
     """Rules check shapes the clean-up infers (on the BERT encoder almost none fires without
     it, even where it changes nothing), so every candidate keeps it on."""
     model, is_equivalent = _model_and_check()
 
-    result = bisect_rules(model, OptimizeOptions(), is_equivalent)
+    result = bisect_rules(model, WITH_A_WRONG_RULE, is_equivalent)
 
     assert result.culprits == (("ReluToLeakyRelu",),)
     assert len(result.steps) > 2

@@ -1,4 +1,5 @@
-"""load_dataset: an .npz becomes one feed per sample, and every misfit is refused clearly."""
+"""inspect_dataset and load_dataset: one .npz contract, checked from the headers or loaded
+against a model, every misfit refused clearly."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from optimizer.errors import OptimizerError
+from optimizer.errors import DatasetError, OptimizerError
 from optimizer.tensor_specs import TensorSpec
-from optimizer.validation.datasets import DatasetError, load_dataset
+from optimizer.validation.datasets import DatasetContents, inspect_dataset, load_dataset
 
 IMAGE = TensorSpec("image", "float32", ("N", 3, 4, 4))
 IDS = TensorSpec("ids", "int64", (1, 6))
@@ -128,3 +129,38 @@ def test_a_truncated_npz_is_refused_as_unreadable(tmp_path):
     with pytest.raises(DatasetError) as caught:
         load_dataset(path, [IMAGE])
     assert isinstance(caught.value, OptimizerError)
+
+
+def test_inspect_dataset_describes_one_sample_of_each_array_without_a_model(tmp_path):
+    path = _npz(tmp_path, image=_images(samples=5, batch=2), labels=np.arange(10).reshape(5, 2))
+
+    assert inspect_dataset(path) == DatasetContents(
+        samples=5, arrays=(TensorSpec("image", "float32", (2, 3, 4, 4)),), has_labels=True)
+
+
+@pytest.mark.parametrize(
+    ("arrays", "message"),
+    [
+        ({"image": _images(), "labels": np.array([0, 1, -1, 2, 3])}, "holds negative values"),
+        ({"image": _images(), "labels": np.zeros(5)}, "integer class ids"),
+        ({"image": _images(), "labels": np.arange(4)}, "'image': 5, 'labels': 4"),
+        ({"image": _images().astype(">f4")}, "big-endian"),
+        ({"labels": np.arange(5)}, "holds only 'labels'"),
+    ],
+    ids=["negative-labels", "float-labels", "label-count", "big-endian", "only-labels"],
+)
+def test_inspection_and_loading_refuse_a_file_by_the_same_rule(tmp_path, arrays, message):
+    path = _npz(tmp_path, **arrays)
+
+    with pytest.raises(DatasetError, match=message):
+        inspect_dataset(path)
+    with pytest.raises(DatasetError, match=message):
+        load_dataset(path, [IMAGE])
+
+
+def test_messages_call_the_file_by_the_name_given(tmp_path):
+    path = tmp_path / "upload-1234.part"
+    path.write_bytes(b"")
+
+    with pytest.raises(DatasetError, match="Dataset 'cifar.npz' is empty"):
+        inspect_dataset(path, name="cifar.npz")

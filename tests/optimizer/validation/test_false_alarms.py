@@ -14,9 +14,9 @@ from optimizer.inputs import random_feeds
 from optimizer.optimize import OptimizeOptions, optimize_model
 from optimizer.shapes import fix_input_shapes, resolve_input_shapes
 from optimizer.tensor_specs import summarize_model
+from optimizer.testing.models import small_cnn
+from optimizer.testing.real_models import bert_encoder
 from optimizer.validation import default_tolerances, validate
-from tests.models import small_cnn
-from tests.real_models import bert_encoder
 
 SEEDS = range(20)
 MODELS: dict[str, Callable[[int], onnx.ModelProto]] = {

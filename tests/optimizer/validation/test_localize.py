@@ -18,15 +18,15 @@ from onnxscript.rewriter import RULE_NAME_TAG
 from optimizer.errors import InternalError, UnsupportedModelError
 from optimizer.optimize import OptimizeOptions, optimize_model
 from optimizer.precision import convert_precision
-from optimizer.validation.compare import default_tolerances
+from optimizer.testing.models import IR_VERSION, OPSET, mlp, small_cnn
+from optimizer.testing.real_models import BertForm, bert_encoder
 from optimizer.validation.intermediates import (
     IntermediateReader,
     intermediate_values,
     topological_nodes,
 )
 from optimizer.validation.localize import Divergence, localize_divergence, shared_tensors
-from tests.models import IR_VERSION, OPSET, mlp, small_cnn
-from tests.real_models import BertForm, bert_encoder
+from optimizer.validation.tolerances import default_tolerances
 
 FP32 = default_tolerances("fp32")
 Feeds = list[dict[str, np.ndarray]]

@@ -1,12 +1,13 @@
 """Bisection and divergence localisation on graphs fused for TensorRT.
 
 The "tensorrt" passes write fuseforge plugin nodes, which ONNX Runtime runs only once they are
-lowered to the standard ops they stand for. Both tools must judge such graphs on the CPU and
-name the plugin node (and the plugin rule) at fault, not a lowered op.
+decomposed into the standard ops they stand for. Both tools must judge such graphs on the CPU and
+name the plugin node (and the plugin rule) at fault, not a decomposed op.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -15,22 +16,21 @@ import onnx_ir as ir
 import pytest
 from onnx import helper
 
-import optimizer.optimize as optimize_module
 from optimizer.optimize import OptimizeOptions, optimize_model
 from optimizer.passes import DEFAULT_PASSES
 from optimizer.passes.base import FusionPass
-from optimizer.passes.lower_to_plugins import PluginSkipLayerNorm
+from optimizer.passes.fuse_to_plugins import PluginSkipLayerNorm
 from optimizer.plugins import DOMAIN
+from optimizer.testing.real_models import BertForm
 from optimizer.validation.bisect import bisect_rules, equivalence_check
-from optimizer.validation.compare import default_tolerances
 from optimizer.validation.localize import localize_divergence
+from optimizer.validation.tolerances import default_tolerances
 from tests.optimizer.validation.tensorrt_bert import (
     bert_feeds,
     plugin_counts,
     small_bert,
     tensorrt_fused,
 )
-from tests.real_models import BertForm
 
 FP32 = default_tolerances("fp32")
 EVERY_PLUGIN = {"SkipLayerNorm": 5, "BiasGelu": 2, "MultiHeadAttention": 2}
@@ -121,19 +121,14 @@ PLANTED = FusionPass(
 )
 
 
-@pytest.fixture
-def plugin_passes_with_a_wrong_rule(monkeypatch: pytest.MonkeyPatch) -> None:
-    at = [p.name for p in DEFAULT_PASSES].index("fuse_to_plugins")
-    # Just before the real plugin pass, so the Add + LayerNorm pairs are still there to take.
-    passes = (*DEFAULT_PASSES[:at], PLANTED, *DEFAULT_PASSES[at:])
-    monkeypatch.setattr(optimize_module, "DEFAULT_PASSES", passes)
-    monkeypatch.setattr(optimize_module, "PASSES_BY_NAME", {p.name: p for p in passes})
+_AT = [p.name for p in DEFAULT_PASSES].index("fuse_to_plugins")
+# Just before the real plugin pass, so the Add + LayerNorm pairs are still there to take.
+WITH_A_WRONG_PLUGIN_RULE = (*DEFAULT_PASSES[:_AT], PLANTED, *DEFAULT_PASSES[_AT:])
 
 
-@pytest.mark.usefixtures("plugin_passes_with_a_wrong_rule")
 def test_bisection_on_plugin_graphs_names_the_planted_wrong_plugin_rule() -> None:
     model = small_bert(seed=4)
-    options = OptimizeOptions(backend="tensorrt")
+    options = OptimizeOptions(backend="tensorrt", catalog=WITH_A_WRONG_PLUGIN_RULE)
     is_equivalent = equivalence_check(model, bert_feeds(seed=4, count=2), FP32)
     fused, report = optimize_model(model, options)
     assert "PlantedWrongSkipLayerNorm" in report.applied_rules()
@@ -146,8 +141,7 @@ def test_bisection_on_plugin_graphs_names_the_planted_wrong_plugin_rule() -> Non
     # It fires only on the LayerNormalization FuseLayerNorm writes (correct on its own).
     assert "FuseLayerNorm" in result.contexts[0]
     assert result.passes_with_culprits_excluded
-    fixed, _ = optimize_model(model, OptimizeOptions(backend="tensorrt",
-                                                     excluded_rules=result.culprit_rules))
+    fixed, _ = optimize_model(model, replace(options, excluded_rules=result.culprit_rules))
     # The real plugin rule takes the pairs the planted one no longer does.
     assert plugin_counts(fixed) == EVERY_PLUGIN
     assert is_equivalent(fixed)

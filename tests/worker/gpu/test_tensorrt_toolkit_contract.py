@@ -21,8 +21,8 @@ from optimizer.precision import convert_precision
 from optimizer.runner import DeviceTimedRunner, Runner
 from optimizer.shapes import fix_input_shapes
 from optimizer.tensor_specs import numpy_dtype, summarize_model
-from tests.models import small_cnn
-from tests.real_models import bert_encoder
+from optimizer.testing.models import small_cnn
+from optimizer.testing.real_models import bert_encoder
 from tests.support.fake_tensorrt import FAKE_TENSORRT
 from worker.gpu.tensorrt_toolkit import TENSORRT, TensorRTToolkit
 

@@ -13,8 +13,8 @@ import pytest
 from onnx import TensorProto, helper
 
 from optimizer.errors import InputShapeError
-from tests.models import IR_VERSION, declared_dims, small_cnn, token_embedding
-from tests.optimizer.passes.support import run_model
+from optimizer.testing.models import IR_VERSION, declared_dims, small_cnn, token_embedding
+from optimizer.testing.passes import run_model
 from core.job_config import JobConfig
 from core.settings import Settings
 from core.storage import LocalArtifactStore

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
 from core.db import job_state
-from tests.models import model_bytes, small_cnn
+from optimizer.testing.models import model_bytes, small_cnn
 from worker.pipeline.lost_jobs import ERROR_CODE, fail_if_its_process_died
 
 

@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from optimizer.capabilities import HostCapabilities
-from tests.models import model_bytes, small_cnn
+from optimizer.testing.models import model_bytes, small_cnn
 from tests.worker.pipeline.conftest import EmbeddedWorker
 from worker.runtime import use_runtime
 

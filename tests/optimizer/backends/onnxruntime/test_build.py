@@ -19,8 +19,8 @@ from optimizer.errors import EngineBuildError, InputShapeError, InternalError
 from optimizer.graphs import iter_nodes, op_histogram
 from optimizer.inputs import random_feeds
 from optimizer.tensor_specs import TensorSpec
+from optimizer.testing import models
 from optimizer.validation import default_tolerances, validate
-from tests import models
 
 SHAPES = {"input": [2, 3, 32, 32]}
 

@@ -10,7 +10,7 @@ from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
 from optimizer.errors import EngineBuildError, InferenceError, InternalError
 from optimizer.runner import Runner, RunnerSpec
 from optimizer.tensor_specs import TensorSpec
-from tests import models
+from optimizer.testing import models
 
 
 def _mlp_in_numpy(x: np.ndarray) -> np.ndarray:

@@ -17,23 +17,23 @@ from optimizer.backends.tensorrt.build import (
     ENGINE_FILE,
     METADATA_FILE,
     REPORT_FILE,
-    TrtBuildOptions,
     build_trt_engine,
     plugin_ops,
-    runner_for_trt_engine,
 )
+from optimizer.backends.tensorrt.builder_config import TrtBuildOptions
 from optimizer.backends.tensorrt.metadata import EngineMetadata
 from optimizer.backends.tensorrt.network import (
     ParserIssue,
     describe_parser_issues,
     network_creation_flags,
 )
+from optimizer.backends.tensorrt.runner import runner_for_trt_engine
 from optimizer.errors import EngineBuildError, InferenceError, InputShapeError, InternalError
 from optimizer.inputs import random_feeds
 from optimizer.precision.convert import convert_precision
 from optimizer.tensor_specs import TensorSpec
+from optimizer.testing import models
 from optimizer.validation import default_tolerances, validate
-from tests import models
 
 # NetworkDefinitionCreationFlag.__members__ as introspected from the real wheels
 # (../shared/tensorrt-stubs/API-NOTES.md §1): the values moved between 10.x and 11.x.

@@ -1,10 +1,10 @@
-"""What the kernel checks share: the launch layer (loaded by path), references, tolerances.
+"""Judge a Triton kernel's output against its plugin's numpy reference, within stated tolerances.
 
-The launch layer, optimizer/plugins/triton_launch.py, is loaded from its file rather than
-imported: importing it through optimizer.plugins would run that package's __init__, which needs
-onnx and onnx_ir, and the GPU machines that run these tests may have only numpy, torch and
-triton. Nothing here imports torch, triton or pytest at module level: bench/plugins_gpu.py uses
-it too, and the suite collects without torch.
+For the kernel tests (tests/gpu/) and bench/plugins_gpu.py. Like the launch layer
+(triton_launch.py), this module imports no optimizer module outside optimizer.testing (the
+plugins package needs onnx and onnx_ir, and the GPU machines that run these checks may have only
+numpy, torch and triton) and reads each reference.py by path; nothing here imports torch, triton
+or pytest at module level, so the suite collects without torch.
 
 Tolerances, per output dtype, for a kernel output against the numpy reference computed in
 float32 (float64 for GELU) from the same dtype-rounded inputs:
@@ -25,28 +25,23 @@ A kernel bug (a wrong index, a missed mask, an unnormalized row) moves outputs b
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 
+from optimizer.testing import triton_launch
+
 __all__ = [
     "DTYPES",
-    "LAUNCH_MODULE",
     "TOLERANCES",
     "assert_matches",
     "attention_atol",
     "mismatch",
     "reference",
     "tolerance",
-    "triton_launch",
 ]
 
-REPO = Path(__file__).resolve().parents[2]
-LAUNCH_MODULE = "fuseforge_triton_launch"
 DTYPES = ("float32", "float16", "bfloat16")
 
 # (rtol, atol) per output dtype, argued above.
@@ -57,23 +52,9 @@ TOLERANCES: dict[str, tuple[float, float]] = {
 }
 
 
-def triton_launch() -> ModuleType:
-    """optimizer/plugins/triton_launch.py, loaded once from its file."""
-    loaded = sys.modules.get(LAUNCH_MODULE)
-    if loaded is None:
-        path = REPO / "optimizer" / "plugins" / "triton_launch.py"
-        spec = importlib.util.spec_from_file_location(LAUNCH_MODULE, path)
-        assert spec is not None and spec.loader is not None, path
-        loaded = importlib.util.module_from_spec(spec)
-        sys.modules[LAUNCH_MODULE] = loaded  # before running it: its dataclasses look it up
-        spec.loader.exec_module(loaded)
-    return loaded
-
-
 def reference(plugin: str) -> ModuleType:
     """optimizer/plugins/<plugin>/reference.py, the numpy ground truth, loaded by path."""
-    module: ModuleType = triton_launch().load_plugin_file(plugin, "reference")
-    return module
+    return triton_launch.load_plugin_file(plugin, "reference")
 
 
 def tolerance(dtype: str, device: str) -> tuple[float, float]:

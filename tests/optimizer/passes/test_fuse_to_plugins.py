@@ -1,8 +1,11 @@
-"""lower_to_plugins: fusable subgraphs and com.microsoft ops → fuseforge plugin nodes (TensorRT).
+"""fuse_to_plugins: fusable subgraphs and com.microsoft ops → fuseforge plugin nodes (TensorRT).
+
+The pass holds fuse_to_plugins.py's rules and then retarget_contrib_ops.py's, so both are tested
+here, through the pass.
 
 Equivalence is checked the way a TensorRT job is validated on the CPU: the fused model's plugin
-nodes are lowered back to standard ops (optimizer.plugins.lower_for_onnxruntime) and run in ONNX
-Runtime against the original.
+nodes are decomposed back into standard ops (optimizer.plugins.decompose_for_onnxruntime) and
+run in ONNX Runtime against the original.
 """
 
 from __future__ import annotations
@@ -25,20 +28,20 @@ from optimizer.passes.fuse_attention import FUSE_ATTENTION
 from optimizer.passes.fuse_gelu import FUSE_GELU
 from optimizer.passes.fuse_layer_norm import FUSE_LAYER_NORM
 from optimizer.passes.fuse_skip_layer_norm import FUSE_SKIP_LAYER_NORM
-from optimizer.passes.lower_to_plugins import FUSE_TO_PLUGINS
-from optimizer.plugins import lower_for_onnxruntime
+from optimizer.passes.fuse_to_plugins import FUSE_TO_PLUGINS
+from optimizer.plugins import decompose_for_onnxruntime
 from optimizer.plugins.skip_layer_norm import MAX_HIDDEN
-from tests.optimizer.passes.support import (
+from optimizer.testing.passes import (
     apply_pass,
     assert_outputs_close,
     op_types,
     random_inputs,
     run_model,
 )
+from optimizer.testing.real_models import bert_encoder
 from tests.optimizer.passes.test_fuse_attention import attention
 from tests.optimizer.passes.test_fuse_gelu import PRODUCTS, gelu
 from tests.optimizer.passes.test_fuse_skip_layer_norm import skip_layer_norm
-from tests.real_models import bert_encoder
 
 SKIP_LN, BIAS_GELU, MHA = ("fuseforge.SkipLayerNorm", "fuseforge.BiasGelu",
                            "fuseforge.MultiHeadAttention")
@@ -50,11 +53,11 @@ def to_plugins(model: onnx.ModelProto, expect_count: int | None = None,
     return apply_pass(model, FUSE_TO_PLUGINS, backend="tensorrt", expect_count=expect_count)
 
 
-def assert_lowered_close(original: onnx.ModelProto, fused: onnx.ModelProto, *, atol: float,
-                         rtol: float, seed: int = 0) -> None:
-    lowered = lower_for_onnxruntime(fused)
-    onnx.checker.check_model(lowered, full_check=True)
-    assert_outputs_close(original, lowered, atol=atol, rtol=rtol, seed=seed)
+def assert_decomposed_close(original: onnx.ModelProto, fused: onnx.ModelProto, *, atol: float,
+                            rtol: float, seed: int = 0) -> None:
+    decomposed = decompose_for_onnxruntime(fused)
+    onnx.checker.check_model(decomposed, full_check=True)
+    assert_outputs_close(original, decomposed, atol=atol, rtol=rtol, seed=seed)
 
 
 def attributes(node: onnx.NodeProto) -> dict[str, Any]:
@@ -96,7 +99,7 @@ def test_skip_layer_norm_becomes_the_plugin(dtype: type, atol: float, bias: str 
     assert len(node.input) == 5 and len(node.output) == 1
     assert attributes(node) == {"epsilon": pytest.approx(1e-3), "plugin_namespace": b"fuseforge",
                                 "aot": 1}
-    assert_lowered_close(model, fused, atol=atol, rtol=1e-3)
+    assert_decomposed_close(model, fused, atol=atol, rtol=1e-3)
 
 
 @pytest.mark.parametrize("reader", ["next_residual", "graph_output"])
@@ -106,7 +109,7 @@ def test_skip_layer_norm_serves_the_sum_from_its_second_output(reader: str) -> N
     fused, report = to_plugins(model, expect_count=1)
     assert report.applied("PluginSkipLayerNormBiasKeepSum") == 1
     assert op_types(fused)[0] == SKIP_LN and len(fused.graph.node[0].output) == 2
-    assert_lowered_close(model, fused, atol=1e-5, rtol=1e-4)
+    assert_decomposed_close(model, fused, atol=1e-5, rtol=1e-4)
 
 
 def test_missing_beta_and_bias_become_one_shared_zero_constant() -> None:
@@ -117,7 +120,7 @@ def test_missing_beta_and_bias_become_one_shared_zero_constant() -> None:
     [zeros] = [numpy_helper.to_array(t) for t in fused.graph.initializer
                if t.name == node.input[3]]
     assert zeros.shape == (32,) and not zeros.any()
-    assert_lowered_close(model, fused, atol=1e-5, rtol=1e-4)
+    assert_decomposed_close(model, fused, atol=1e-5, rtol=1e-4)
 
 
 @pytest.mark.parametrize(
@@ -159,7 +162,7 @@ def test_bias_gelu_becomes_the_plugin(dtype: type, atol: float, form: str, spell
     assert list(node.input) == ["input", "bias"]
     assert attributes(node) == {"approximate": approximate, "plugin_namespace": b"fuseforge",
                                 "aot": 1}
-    assert_lowered_close(model, fused, atol=atol, rtol=1e-3)
+    assert_decomposed_close(model, fused, atol=atol, rtol=1e-3)
 
 
 @settings(max_examples=25, deadline=None)
@@ -174,7 +177,7 @@ def test_bias_gelu_is_equivalent_on_random_spellings(
                  bias="add", shape=(3, hidden), seed=seed)
     fused, _ = to_plugins(model, expect_count=1)
     assert op_types(fused) == [BIAS_GELU]
-    assert_lowered_close(model, fused, atol=1e-5, rtol=1e-4, seed=seed)
+    assert_decomposed_close(model, fused, atol=1e-5, rtol=1e-4, seed=seed)
 
 
 def test_a_gelu_without_bias_is_left_for_fuse_gelu() -> None:
@@ -222,7 +225,7 @@ def test_attention_becomes_the_plugin(dtype: type, atol: float, rtol: float, mas
     assert attributes(node)["num_heads"] == 4
     assert attributes(node)["scale"] == pytest.approx(1 / np.sqrt(8), rel=1e-3)
     assert len(node.input) == 4
-    assert_lowered_close(model, fused, atol=atol, rtol=rtol)
+    assert_decomposed_close(model, fused, atol=atol, rtol=rtol)
 
 
 def test_attention_without_mask_gets_a_zero_bias_and_a_mask_keeps_its_values() -> None:
@@ -232,13 +235,13 @@ def test_attention_without_mask_gets_a_zero_bias_and_a_mask_keeps_its_values() -
     model = attention(mask="input", mask_shape=(8, 8))  # [S, T]: reshaped to [1, 1, S, T]
     fused, _ = to_plugins(model, expect_count=1)
     assert "Reshape" in op_types(fused)
-    assert_lowered_close(model, fused, atol=1e-5, rtol=1e-4)
+    assert_decomposed_close(model, fused, atol=1e-5, rtol=1e-4)
 
 
 def test_cross_attention_with_wider_values_becomes_the_plugin() -> None:
     model = attention(kv_seq=5, v_head_dim=12, mask="input", mask_shape=(2, 1, 1, 5))
     fused, _ = to_plugins(model, expect_count=1)
-    assert_lowered_close(model, fused, atol=1e-5, rtol=1e-4)
+    assert_decomposed_close(model, fused, atol=1e-5, rtol=1e-4)
 
 
 @pytest.mark.parametrize(
@@ -290,8 +293,8 @@ def test_contrib_ops_tensorrt_cannot_parse_become_plugins(
     assert plugin in op_types(fused)
     assert not any(op.startswith("com.microsoft.") for op in op_types(fused))
     feeds = random_inputs(original)
-    lowered = lower_for_onnxruntime(fused)
-    for want, got in zip(run_model(original, feeds), run_model(lowered, feeds), strict=True):
+    decomposed = decompose_for_onnxruntime(fused)
+    for want, got in zip(run_model(original, feeds), run_model(decomposed, feeds), strict=True):
         np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-4)
 
 
@@ -358,6 +361,6 @@ def test_bert_encoder_fuses_into_plugins_and_stays_equivalent(form: str) -> None
     feeds = random_inputs(model)
     feeds["input_ids"] = np.random.default_rng(0).integers(0, 1000, (1, 16))
     [want] = run_model(model, feeds)
-    [got] = run_model(lower_for_onnxruntime(fused), feeds)
+    [got] = run_model(decompose_for_onnxruntime(fused), feeds)
     np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4)
 

@@ -9,8 +9,7 @@ import pytest
 
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
 from optimizer.errors import InternalError
-from optimizer.runner import RunnerSpec
-from optimizer.runners import runner_from_spec
+from optimizer.runner import RunnerSpec, runner_from_spec
 
 
 def test_runner_from_spec_recreates_an_equivalent_runner_from_json(mlp_path):

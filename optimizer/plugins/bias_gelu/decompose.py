@@ -17,16 +17,16 @@ import onnx_ir as ir
 from optimizer.errors import PassError
 from optimizer.plugins.base import SubgraphBuilder
 
-__all__ = ["lower"]
+__all__ = ["decompose"]
 
 
-def lower(b: SubgraphBuilder, node: ir.Node) -> Sequence[ir.Value | None]:
+def decompose(b: SubgraphBuilder, node: ir.Node) -> Sequence[ir.Value | None]:
     input_, bias = node.inputs
     approximate = node.attributes["approximate"].as_string()
     dtype = input_.dtype if input_ is not None else None
     if dtype is None:
-        raise PassError(f"cannot lower BiasGelu '{node.name}': the type of its input is unknown "
-                        "(run shape inference first)")
+        raise PassError(f"cannot decompose BiasGelu '{node.name}': the type of its input is "
+                        "unknown (run shape inference first)")
     numpy_type = dtype.numpy()
 
     def constant(number: float) -> ir.Value:

@@ -21,7 +21,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from tests.models import IR_VERSION
+from optimizer.testing.models import IR_VERSION
 
 __all__ = ["BERT_FORMS", "BertForm", "bert_encoder", "resnet50"]
 

@@ -1,4 +1,4 @@
-"""lower_for_onnxruntime: plugin nodes become standard ops; names, imports and errors."""
+"""decompose_for_onnxruntime: plugin nodes become standard ops; names, imports and errors."""
 
 from __future__ import annotations
 
@@ -13,23 +13,23 @@ from optimizer.plugins import (
     DOMAIN,
     PLUGINS,
     has_plugin_nodes,
-    lower_for_onnxruntime,
+    decompose_for_onnxruntime,
     plugins_used,
 )
-from tests.optimizer.passes.support import run_model
+from optimizer.testing.passes import run_model
 
 GELU = PLUGINS["bias_gelu"]
 SKIP_LN = PLUGINS["skip_layer_norm"]
 
 
 def chain() -> onnx.ModelProto:
-    """x → BiasGelu → SkipLayerNorm(·, x) → y, plus a value named like lowering's own names."""
+    """x → BiasGelu → SkipLayerNorm(·, x) → y, plus a value named like decomposition's own names."""
     rng = np.random.default_rng(0)
     inits = [numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), n)
              for n in ("b", "gamma", "beta", "bias")]
     nodes = [
-        helper.make_node("Relu", ["x"], ["plugin/lowered/Add_0_out0"]),  # a clashing name
-        helper.make_node("BiasGelu", ["plugin/lowered/Add_0_out0", "b"], ["h"], name="plugin",
+        helper.make_node("Relu", ["x"], ["plugin/decomposed/Add_0_out0"]),  # a clashing name
+        helper.make_node("BiasGelu", ["plugin/decomposed/Add_0_out0", "b"], ["h"], name="plugin",
                          domain=DOMAIN, **GELU.node_attributes(approximate="none")),
         helper.make_node("SkipLayerNorm", ["h", "x", "gamma", "beta", "bias"], ["y"],
                          name="plugin_2", domain=DOMAIN,
@@ -51,38 +51,38 @@ def expected(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
                              epsilon=1e-5)[0]
 
 
-def test_lowering_a_proto_returns_a_new_standard_model_with_the_same_outputs() -> None:
+def test_decomposing_a_proto_returns_a_new_standard_model_with_the_same_outputs() -> None:
     model = chain()
     before = model.SerializeToString()
-    lowered = lower_for_onnxruntime(model)
+    decomposed = decompose_for_onnxruntime(model)
     assert model.SerializeToString() == before
-    assert {n.domain for n in lowered.graph.node} == {""}
-    assert DOMAIN not in {o.domain for o in lowered.opset_import}
-    assert [o.name for o in lowered.graph.output] == ["y"]
-    onnx.checker.check_model(lowered, full_check=True)
-    names = [v for n in lowered.graph.node for v in n.output]
+    assert {n.domain for n in decomposed.graph.node} == {""}
+    assert DOMAIN not in {o.domain for o in decomposed.opset_import}
+    assert [o.name for o in decomposed.graph.output] == ["y"]
+    onnx.checker.check_model(decomposed, full_check=True)
+    names = [v for n in decomposed.graph.node for v in n.output]
     assert len(names) == len(set(names))
     x = np.random.default_rng(1).standard_normal((2, 8)).astype(np.float32)
-    [y] = run_model(lowered, {"x": x})
+    [y] = run_model(decomposed, {"x": x})
     np.testing.assert_allclose(y, expected(model, x), atol=1e-5)
 
 
-def test_lowering_an_ir_model_rewrites_it_in_place() -> None:
+def test_decomposing_an_ir_model_rewrites_it_in_place() -> None:
     model = ir.from_proto(chain())
     assert has_plugin_nodes(model) and plugins_used(model) == ("bias_gelu", "skip_layer_norm")
-    assert lower_for_onnxruntime(model) is model
+    assert decompose_for_onnxruntime(model) is model
     assert not has_plugin_nodes(model) and plugins_used(model) == ()
 
 
-def test_lowering_an_unknown_fuseforge_op_names_the_known_ones() -> None:
+def test_decomposing_an_unknown_fuseforge_op_names_the_known_ones() -> None:
     model = chain()
     model.graph.node[1].op_type = "QuickGelu"
     with pytest.raises(PluginNotFoundError, match="no plugin implements op 'fuseforge.QuickGelu'"):
-        lower_for_onnxruntime(model)
+        decompose_for_onnxruntime(model)
 
 
 def test_an_omitted_optional_output_is_not_replaced() -> None:
-    """SkipLayerNorm declared with outputs ["y", ""]: the lowered sum keeps its own name."""
+    """SkipLayerNorm declared with outputs ["y", ""]: the decomposed sum keeps its own name."""
     rng = np.random.default_rng(0)
     values = {"x": rng.standard_normal((2, 8)).astype(np.float32),
               "skip": rng.standard_normal((2, 8)).astype(np.float32)}
@@ -96,9 +96,9 @@ def test_an_omitted_optional_output_is_not_replaced() -> None:
         [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 8])], initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
                                                     helper.make_opsetid(DOMAIN, 1)])
-    lowered = lower_for_onnxruntime(model)
-    onnx.checker.check_model(lowered, full_check=True)
-    [y] = run_model(lowered, values)
+    decomposed = decompose_for_onnxruntime(model)
+    onnx.checker.check_model(decomposed, full_check=True)
+    [y] = run_model(decomposed, values)
     params = [numpy_helper.to_array(t) for t in inits]
     np.testing.assert_allclose(y, SKIP_LN.reference(*values.values(), *params, epsilon=1e-5)[0],
                                atol=1e-5)

@@ -1,7 +1,7 @@
 """Launch the plugins' Triton kernels on torch tensors, with TensorRT's grid, constexprs and warps.
 
 For the GPU checks (tests/gpu/, bench/plugins_gpu.py), which compare the kernels with their
-numpy references and time them. Each launch function checks its tensors, allocates the outputs
+numpy references and time them; a test harness, so it lives in optimizer.testing. Each launch function checks its tensors, allocates the outputs
 and launches the kernel as the plugin's trt_registration.py has TensorRT launch it: same
 constexprs, grid, warps and int32 arguments (tests/gpu/test_launch_matches_registration.py
 holds the two equal). CUDA tensors run the compiled kernel; CPU tensors run it through Triton's
@@ -16,9 +16,10 @@ trt_aot.compile_kernel passes no attributes, so Triton knows neither that the po
 on them. The default (True) is Triton's JIT specialization, what a torch caller gets.
 
 Loads without the optimizer.plugins package, whose __init__ needs onnx and onnx_ir (absent on a
-GPU machine that only has numpy, torch and triton): this module imports no optimizer module,
-reads a plugin's kernel.py or reference.py by path (load_plugin_file), and can itself be loaded
-by path. torch and triton are imported when first needed.
+GPU machine that only has numpy, torch and triton): this module imports no optimizer module
+(optimizer/__init__.py and optimizer/testing/__init__.py import nothing, so importing it as
+`optimizer.testing.triton_launch` is safe there) and reads a plugin's kernel.py or reference.py
+by path (load_plugin_file). torch and triton are imported when first needed.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ _BIAS_GELU_WARPS = 4
 MAX_HEAD_SIZE = 256  # multi_head_attention/__init__.py
 _ATTENTION_WARPS = 4
 
-_PLUGINS_DIR = Path(__file__).resolve().parent
+_PLUGINS_DIR = Path(__file__).resolve().parents[1] / "plugins"
 _INTERPRET = "TRITON_INTERPRET"
 
 # Each kernel's runtime int32 arguments and pointers: what TensorRT's AOT build specializes on

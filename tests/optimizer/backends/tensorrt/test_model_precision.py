@@ -7,10 +7,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from optimizer.backends.tensorrt.precision import check_model_precision, model_precision
+from optimizer.backends.tensorrt.model_precision import check_model_precision, model_precision
 from optimizer.errors import EngineBuildError
 from optimizer.precision.convert import convert_precision
-from tests import models
+from optimizer.testing import models
 
 
 def qdq_model(zero_point_type: int | None, *, output_dtype: int | None = None) -> onnx.ModelProto:

@@ -1,9 +1,9 @@
 """Replace every fuseforge node by its standard-op subgraph, so ONNX Runtime runs the model.
 
 A model fused for TensorRT holds plugin nodes ONNX Runtime cannot run; validating it on the
-CPU runs this lowering first. Each node is replaced by what its plugin's `lower` writes (in the
-model's default-domain opset), its outputs keep their names, and the fuseforge opset import is
-dropped once no node uses it.
+CPU runs this decomposition first. Each node is replaced by what its plugin's `decompose` writes
+(in the model's default-domain opset), its outputs keep their names, and the fuseforge opset
+import is dropped once no node uses it.
 
 Every CPU tool (bisection, localisation, precision evaluation and search, the default ablation
 runner) reaches ONNX Runtime through `runnable_in_onnxruntime`, called just before a session is
@@ -28,7 +28,7 @@ from optimizer.plugins.registry import plugin_for_op
 __all__ = [
     "has_plugin_nodes",
     "imports_plugin_opset",
-    "lower_for_onnxruntime",
+    "decompose_for_onnxruntime",
     "runnable_in_onnxruntime",
 ]
 
@@ -36,7 +36,7 @@ _ONNX_DOMAINS = ("", "ai.onnx")
 
 
 class _Builder:
-    """Records the standard-op nodes a lowering writes (a SubgraphBuilder)."""
+    """Records the standard-op nodes a decomposition writes (a SubgraphBuilder)."""
 
     def __init__(self, opset: int) -> None:
         self._opset = opset
@@ -70,50 +70,50 @@ def imports_plugin_opset(model: onnx.ModelProto) -> bool:
 
 
 def runnable_in_onnxruntime(model: onnx.ModelProto) -> onnx.ModelProto:
-    """`model` itself when it imports no fuseforge opset, else a lowered copy.
+    """`model` itself when it imports no fuseforge opset, else a decomposed copy.
 
     Raises:
         PluginNotFoundError: a fuseforge node has an op no plugin implements.
-        PassError: a node cannot be lowered (e.g. its input type is unknown).
+        PassError: a node cannot be decomposed (e.g. its input type is unknown).
     """
     if not imports_plugin_opset(model):
         return model
-    lowered: onnx.ModelProto = ir.to_proto(lower_for_onnxruntime(ir.from_proto(model)))
-    return lowered
+    decomposed: onnx.ModelProto = ir.to_proto(decompose_for_onnxruntime(ir.from_proto(model)))
+    return decomposed
 
 
 @overload
-def lower_for_onnxruntime(model: ir.Model) -> ir.Model: ...
+def decompose_for_onnxruntime(model: ir.Model) -> ir.Model: ...
 
 
 @overload
-def lower_for_onnxruntime(model: onnx.ModelProto) -> onnx.ModelProto: ...
+def decompose_for_onnxruntime(model: onnx.ModelProto) -> onnx.ModelProto: ...
 
 
-def lower_for_onnxruntime(model: ir.Model | onnx.ModelProto) -> ir.Model | onnx.ModelProto:
+def decompose_for_onnxruntime(model: ir.Model | onnx.ModelProto) -> ir.Model | onnx.ModelProto:
     """`model` with every fuseforge node replaced by standard ONNX ops.
 
     An `ir.Model` is rewritten in place and returned; a `ModelProto` is left as it is and a
-    new, lowered one returned.
+    new, decomposed one returned.
 
     Raises:
         PluginNotFoundError: a fuseforge node has an op no plugin implements.
-        PassError: a node cannot be lowered (e.g. its input type is unknown).
+        PassError: a node cannot be decomposed (e.g. its input type is unknown).
     """
     if isinstance(model, onnx.ModelProto):
-        return ir.to_proto(lower_for_onnxruntime(ir.from_proto(model)))
+        return ir.to_proto(decompose_for_onnxruntime(ir.from_proto(model)))
     opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx"))
     if opset is None:
-        raise InternalError("the model imports no default ONNX opset to lower plugins into")
+        raise InternalError("the model imports no default ONNX opset to decompose plugins into")
     nodes = [n for n in ir.traversal.RecursiveGraphIterator(model.graph) if n.domain == DOMAIN]
     taken = _names(model)
     for node in nodes:
         plugin = plugin_for_op(node.domain, node.op_type)
         builder = _Builder(opset)
-        # A lowering gives every output the op has; the node may declare fewer.
-        replacements = list(plugin.lower(builder, node))[:len(node.outputs)]
+        # A decomposition gives every output the op has; the node may declare fewer.
+        replacements = list(plugin.decompose(builder, node))[:len(node.outputs)]
         if len(replacements) != len(node.outputs):
-            raise InternalError(f"{plugin.name} lowering gave {len(replacements)} values for "
+            raise InternalError(f"{plugin.name} decomposition gave {len(replacements)} values for "
                                 f"{len(node.outputs)} outputs of '{node.name}'")
         _name_new(builder.nodes, node.name or plugin.op_type, taken)
         # An output the node omits (empty name, e.g. SkipLayerNorm's sum) is not replaced:
@@ -141,7 +141,7 @@ def _names(model: ir.Model) -> set[str]:
 
 
 def _name_new(nodes: Sequence[ir.Node], base: str, taken: set[str]) -> None:
-    """Name the lowering's nodes and values after the node they replace, avoiding `taken`."""
+    """Name the decomposition's nodes and values after the node they replace, avoiding `taken`."""
 
     def fresh(stem: str) -> str:
         name, n = stem, 1
@@ -152,6 +152,6 @@ def _name_new(nodes: Sequence[ir.Node], base: str, taken: set[str]) -> None:
         return name
 
     for i, node in enumerate(nodes):
-        node.name = fresh(f"{base}/lowered/{node.op_type}_{i}")
+        node.name = fresh(f"{base}/decomposed/{node.op_type}_{i}")
         for j, value in enumerate(node.outputs):
-            value.name = fresh(f"{base}/lowered/{node.op_type}_{i}_out{j}")
+            value.name = fresh(f"{base}/decomposed/{node.op_type}_{i}_out{j}")

@@ -1,4 +1,4 @@
-"""Tiny ONNX models built in code, with random weights, for tests that need a real model."""
+"""Tiny ONNX models built in code with random weights, for tests and benchmarks."""
 
 from __future__ import annotations
 
@@ -91,7 +91,8 @@ def mlp(seed: int = 0) -> onnx.ModelProto:
 
 def model_bytes(model: onnx.ModelProto) -> bytes:
     """The serialized protobuf, as an upload would carry it."""
-    return model.SerializeToString()
+    data: bytes = model.SerializeToString()
+    return data
 
 
 def token_embedding(ids_dims: list[int | str | None], mask_dims: list[int | str | None],

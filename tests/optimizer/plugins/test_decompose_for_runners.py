@@ -1,6 +1,6 @@
-"""The one place ONNX Runtime meets plugin nodes: models are lowered just before a session.
+"""The one place ONNX Runtime meets plugin nodes: models are decomposed just before a session.
 
-`runnable_in_onnxruntime` lowers a model only when it imports the fuseforge domain;
+`runnable_in_onnxruntime` decomposes a model only when it imports the fuseforge domain;
 `runner_for_model` (the in-memory ORT runner every CPU tool uses) and `IntermediateReader` run
 plugin graphs through it.
 """
@@ -14,10 +14,10 @@ import onnx
 
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner, runner_for_model
 from optimizer.plugins import DOMAIN
-from optimizer.plugins.lowering import runnable_in_onnxruntime
+from optimizer.plugins.decompose import runnable_in_onnxruntime
+from optimizer.testing.models import mlp
 from optimizer.validation.intermediates import intermediate_values
-from tests.models import mlp
-from tests.optimizer.plugins.test_lowering import chain, expected
+from tests.optimizer.plugins.test_decompose import chain, expected
 
 
 def test_a_model_without_plugins_is_returned_as_it_is() -> None:
@@ -25,15 +25,15 @@ def test_a_model_without_plugins_is_returned_as_it_is() -> None:
     assert runnable_in_onnxruntime(model) is model
 
 
-def test_a_plugin_model_is_lowered_into_a_new_model() -> None:
+def test_a_plugin_model_is_decomposed_into_a_new_model() -> None:
     model = chain()
     before = model.SerializeToString()
 
-    lowered = runnable_in_onnxruntime(model)
+    decomposed = runnable_in_onnxruntime(model)
 
     assert model.SerializeToString() == before
-    assert {n.domain for n in lowered.graph.node} == {""}
-    assert DOMAIN not in {o.domain for o in lowered.opset_import}
+    assert {n.domain for n in decomposed.graph.node} == {""}
+    assert DOMAIN not in {o.domain for o in decomposed.opset_import}
 
 
 def test_runner_for_model_runs_plugin_nodes_and_removes_its_file() -> None:

@@ -18,19 +18,19 @@ import onnx_ir as ir
 from optimizer.errors import PassError
 from optimizer.plugins.base import SubgraphBuilder
 
-__all__ = ["lower"]
+__all__ = ["decompose"]
 
 _SPLIT = [0, 2, 1, 3]
 
 
-def lower(b: SubgraphBuilder, node: ir.Node) -> Sequence[ir.Value | None]:
+def decompose(b: SubgraphBuilder, node: ir.Node) -> Sequence[ir.Value | None]:
     query, key, value, attention_bias = node.inputs
     num_heads = node.attributes["num_heads"].as_int()
     scale = node.attributes["scale"].as_float()
     dtype = query.dtype if query is not None else None
     if dtype is None:
-        raise PassError(f"cannot lower MultiHeadAttention '{node.name}': the type of its query "
-                        "is unknown (run shape inference first)")
+        raise PassError(f"cannot decompose MultiHeadAttention '{node.name}': the type of its "
+                        "query is unknown (run shape inference first)")
     split_shape = b.constant(np.array([0, 0, num_heads, -1], dtype=np.int64))
 
     def heads(x: ir.Value | None, perm: list[int]) -> ir.Value:

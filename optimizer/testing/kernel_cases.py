@@ -1,9 +1,9 @@
-"""Random inputs for each kernel, and the numpy reference's answer for them.
+"""Random inputs for each kernel with the numpy reference's answer for them.
 
 Shared by the kernel tests (tests/gpu/test_*_kernel.py) and bench/plugins_gpu.py, so both check
 the same thing; nothing here needs pytest. Inputs are drawn on the target device in float32 and
 rounded to the dtype under test; the reference then runs in float32 on exactly those rounded
-values, so the only differences left are the kernel's own (see support.py's tolerances). No
+values, so the only differences left are the kernel's own (see kernel_checks.py's tolerances). No
 parameter is an identity: gamma, beta, biases and masks are random.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from tests.gpu.support import reference
+from optimizer.testing.kernel_checks import reference
 
 __all__ = [
     "ATTENTION_BIAS_KINDS",

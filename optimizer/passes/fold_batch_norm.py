@@ -1,16 +1,26 @@
-"""The rule every BatchNormalization fold shares: BN after a layer folded into its weights and bias.
+"""Fold inference-mode BatchNormalization into the Conv, ConvTranspose, Gemm or MatMul feeding it.
 
 BN computes y = (z - mean) * s + beta with s = gamma / sqrt(var + epsilon), per channel of
 axis 1. When the layer computes z[c] = (W applied to x)[c] + b[c] for output channel c, scaling
-W's part for channel c by s[c] and taking b' = (b - mean) * s + beta (b = 0 if absent) gives y.
+W's part for channel c by s[c] and taking b' = (b - mean) * s + beta (b = 0 if absent) gives y:
+- Conv: output channel c is sum(W[c] * x) + b[c], so W'[c] = W[c] * s[c].
+- ConvTranspose stores W as (C_in, C_out / group, k...): output channel g * (C_out / group) + j
+  is scaled in W[g-th block of C_in, j].
+- Gemm, on a 2-D [M, N] input where axis 1 is the column: z = alpha * A' @ B' + gamma_c * C
+  (B' = B or B^T by transB; gamma_c is Gemm's beta), so B' columns are scaled by s (B's rows
+  when transB = 1), alpha and transA kept, and C' = (gamma_c * C - mean) * s + beta with Gemm's
+  beta reset to 1 (C = 0 if absent; C' takes the broadcast shape of C and [N], still valid).
+- MatMul: z = A @ B with B [K, N], so B' = B * s and the bias b' = beta - mean * s appear:
+  Gemm(A, B', b') when A is known to be 2-D, else MatMul(A, B') + b'.
 Folding is computed in float64, then cast back to W's type.
 
 Safe only when: BatchNormalization is in inference mode (training_mode = 0, one output: training
 mode normalizes with the batch's own statistics); W, b and every BN parameter are constants (not
 graph inputs); W and b feed no other node; the layer output feeds only the BN and is not a graph
-output; W is floating point; and the BN parameters are 1-D with one value per output channel.
-Subclasses (fuse_conv_bn.py, fold_batch_norm_gemm.py) say where a layer keeps its output
-channels and add the conditions particular to the layer.
+output; W is floating point (2-D for Gemm and MatMul); a MatMul output is known to be 2-D (for
+rank 3+ BN's channel axis is not MatMul's column); and the BN parameters are 1-D with one value
+per output channel (Gemm's C need only broadcast to [M, N]). Both backends parse Conv,
+ConvTranspose, Gemm and MatMul natively, so both get the fold.
 """
 
 from __future__ import annotations
@@ -21,6 +31,7 @@ import numpy as np
 import onnx_ir as ir
 from onnxscript.rewriter.pattern import MatchResult, RewriteRuleClassBase
 
+from optimizer.passes.base import BACKENDS, FusionPass
 from optimizer.passes.checks import (
     attr_float,
     attr_int,
@@ -32,17 +43,23 @@ from optimizer.passes.checks import (
     unique_initializer_name,
 )
 
-__all__ = ["FoldBatchNormRule", "layer_bias"]
+__all__ = [
+    "FOLD_BATCH_NORM",
+    "FoldBatchNormIntoConv",
+    "FoldBatchNormIntoConvTranspose",
+    "FoldBatchNormIntoGemm",
+    "FoldBatchNormIntoMatMul",
+]
 
 _DEFAULT_EPSILON = 1e-5  # BatchNormalization's spec default
 
 
-def layer_bias(layer: ir.Node) -> ir.Value | None:
+def _layer_bias(layer: ir.Node) -> ir.Value | None:
     """The layer's optional third input: Conv's B, Gemm's C."""
     return layer.inputs[2] if len(layer.inputs) > 2 else None
 
 
-class FoldBatchNormRule(RewriteRuleClassBase):
+class _FoldBatchNorm(RewriteRuleClassBase):
     """BatchNormalization(Layer(x, W[, b])) → the layer with W', b'; subclasses name the layer."""
 
     layer_op: ClassVar[str]  # the ONNX op before the BN
@@ -80,7 +97,7 @@ class FoldBatchNormRule(RewriteRuleClassBase):
               ) -> MatchResult:
         layer, bn = layer_out.producer(), bn_out.producer()
         assert layer is not None and bn is not None
-        bias = layer_bias(layer)
+        bias = _layer_bias(layer)
         if attr_int(bn, "training_mode", 0) != 0 or len(bn.outputs) != 1:
             return MatchResult().fail("BatchNormalization is in training mode (batch statistics)")
         refusal = first_refusal(
@@ -125,7 +142,7 @@ class FoldBatchNormRule(RewriteRuleClassBase):
         f64 = {name: const_array(v).astype(np.float64)
                for name, v in (("gamma", gamma), ("beta", beta), ("mean", mean), ("var", var))}
         scale = f64["gamma"] / np.sqrt(f64["var"] + epsilon)
-        bias = layer_bias(layer)
+        bias = _layer_bias(layer)
         old_bias = 0.0 if bias is None else self.bias_term(
             layer, const_array(bias).astype(np.float64))
         weights = const_array(w)
@@ -138,3 +155,109 @@ class FoldBatchNormRule(RewriteRuleClassBase):
             new_bias.astype(weights.dtype),
             name=unique_initializer_name(graph, f"{w.name}_bnfold_bias")))
         return self.emit(op, layer, x, new_w, new_b)
+
+
+class FoldBatchNormIntoConv(_FoldBatchNorm):
+    """BatchNormalization(Conv(x, W, b)) → Conv(x, W', b')."""
+
+    layer_op = "Conv"
+
+    def output_channels(self, layer: ir.Node, weights: np.ndarray) -> int:
+        return int(weights.shape[0])  # (C_out, C_in / group, k...) whatever the group
+
+    def scale_weights(self, layer: ir.Node, weights: np.ndarray, scale: np.ndarray) -> np.ndarray:
+        return weights * scale.reshape((-1,) + (1,) * (weights.ndim - 1))
+
+
+class FoldBatchNormIntoConvTranspose(_FoldBatchNorm):
+    """BatchNormalization(ConvTranspose(x, W, b)) → ConvTranspose(x, W', b')."""
+
+    layer_op = "ConvTranspose"
+
+    def output_channels(self, layer: ir.Node, weights: np.ndarray) -> int:
+        return int(weights.shape[1]) * attr_int(layer, "group", 1)
+
+    def scale_weights(self, layer: ir.Node, weights: np.ndarray, scale: np.ndarray) -> np.ndarray:
+        group = attr_int(layer, "group", 1)
+        c_in, per_group = weights.shape[0], weights.shape[1]
+        blocks = weights.reshape((group, c_in // group, per_group) + weights.shape[2:])
+        factors = scale.reshape((group, 1, per_group) + (1,) * (weights.ndim - 2))
+        return (blocks * factors).reshape(weights.shape)
+
+
+class _FoldBatchNormIntoLinear(_FoldBatchNorm):
+    """B is [K, N] (or [N, K] for Gemm's transB = 1): output column j is B's column (row) j."""
+
+    weights_rank = 2
+    bias_per_channel = False  # Gemm's C broadcasts to [M, N]: check_layer checks it
+
+    def scale_weights(self, layer: ir.Node, weights: np.ndarray, scale: np.ndarray) -> np.ndarray:
+        trans_b = attr_int(layer, "transB", 0)  # 0 for MatMul, which has no such attribute
+        return weights * (scale[:, None] if trans_b else scale[None, :])
+
+
+class FoldBatchNormIntoGemm(_FoldBatchNormIntoLinear):
+    """BatchNormalization(Gemm(A, B, C)) → Gemm(A, B', C')."""
+
+    layer_op = "Gemm"
+
+    def output_channels(self, layer: ir.Node, weights: np.ndarray) -> int:
+        return int(weights.shape[0 if attr_int(layer, "transB", 0) else 1])
+
+    def check_layer(self, layer: ir.Node, x: ir.Value, w: ir.Value) -> MatchResult | None:
+        c = _layer_bias(layer)
+        if c is None:
+            return None
+        shape, n = const_array(c).shape, self.output_channels(layer, const_array(w))
+        if len(shape) > 2 or (shape and shape[-1] not in (1, n)):
+            return MatchResult().fail(
+                f"Gemm's C '{c.name}' has shape {shape}, which does not broadcast to [M, {n}]")
+        return None
+
+    def bias_term(self, layer: ir.Node, bias: np.ndarray) -> np.ndarray:
+        return attr_float(layer, "beta", 1.0) * bias  # Gemm adds beta * C
+
+    def emit(self, op: Any, layer: ir.Node, x: ir.Value, new_w: ir.Value, new_b: ir.Value
+             ) -> ir.Value:
+        attributes = {k: v for k, v in layer.attributes.items() if k != "beta"}  # folded in C'
+        return op.Gemm(x, new_w, new_b, **attributes)
+
+
+class FoldBatchNormIntoMatMul(_FoldBatchNormIntoLinear):
+    """BatchNormalization(MatMul(A, B)) → Gemm(A, B', b'), or MatMul(A, B') + b'."""
+
+    layer_op = "MatMul"
+
+    def output_channels(self, layer: ir.Node, weights: np.ndarray) -> int:
+        return int(weights.shape[1])
+
+    def check_layer(self, layer: ir.Node, x: ir.Value, w: ir.Value) -> MatchResult | None:
+        ranks = {len(v.shape) for v in (x, layer.outputs[0]) if v.shape is not None}
+        if ranks != {2}:
+            return MatchResult().fail(
+                f"MatMul output '{layer.outputs[0].name}' is not known to be 2-D (ranks seen: "
+                f"{sorted(ranks)}); only then is BatchNormalization's axis 1 its column")
+        return None
+
+    def emit(self, op: Any, layer: ir.Node, x: ir.Value, new_w: ir.Value, new_b: ir.Value
+             ) -> ir.Value:
+        if x.shape is not None and len(x.shape) == 2:
+            return op.Gemm(x, new_w, new_b)
+        return op.Add(op.MatMul(x, new_w), new_b)
+
+
+FOLD_BATCH_NORM = FusionPass(
+    name="fold_batch_norm",
+    summary="Fold inference-mode BatchNormalization into the preceding Conv, ConvTranspose, "
+    "Gemm or 2-D MatMul",
+    stage="conv_bn_act",
+    rules={
+        backend: [
+            FoldBatchNormIntoConv.rule(),
+            FoldBatchNormIntoConvTranspose.rule(),
+            FoldBatchNormIntoGemm.rule(),
+            FoldBatchNormIntoMatMul.rule(),
+        ]
+        for backend in BACKENDS
+    },
+)

@@ -1,4 +1,4 @@
-"""Helpers for pass tests: apply one pass, list ops, and compare outputs in onnxruntime."""
+"""Check a fusion pass as its tests do: apply it alone, list the ops, compare outputs in onnxruntime."""
 
 from __future__ import annotations
 
@@ -60,7 +60,8 @@ def run_model(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> list[n
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     session = ort.InferenceSession(model.SerializeToString(), options,
                                    providers=["CPUExecutionProvider"])
-    return session.run(None, dict(feeds))
+    outputs: list[np.ndarray] = session.run(None, dict(feeds))
+    return outputs
 
 
 def assert_outputs_close(original: onnx.ModelProto, fused: onnx.ModelProto, *, atol: float,

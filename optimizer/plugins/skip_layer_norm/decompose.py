@@ -17,12 +17,12 @@ import onnx_ir as ir
 from optimizer.errors import PassError
 from optimizer.plugins.base import SubgraphBuilder
 
-__all__ = ["lower"]
+__all__ = ["decompose"]
 
 LAYER_NORM_OPSET = 17
 
 
-def lower(b: SubgraphBuilder, node: ir.Node) -> Sequence[ir.Value | None]:
+def decompose(b: SubgraphBuilder, node: ir.Node) -> Sequence[ir.Value | None]:
     input_, skip, gamma, beta, bias = node.inputs
     epsilon = node.attributes["epsilon"].as_float()
     total = b.op("Add", [b.op("Add", [input_, skip]), bias])
@@ -33,8 +33,8 @@ def lower(b: SubgraphBuilder, node: ir.Node) -> Sequence[ir.Value | None]:
     dtype = input_.dtype if input_ is not None else None
     if dtype is None:
         raise PassError(
-            f"cannot lower SkipLayerNorm '{node.name}' below opset {LAYER_NORM_OPSET}: the type "
-            f"of its input is unknown (run shape inference first)")
+            f"cannot decompose SkipLayerNorm '{node.name}' below opset {LAYER_NORM_OPSET}: the "
+            f"type of its input is unknown (run shape inference first)")
     as_float = {"to": ir.DataType.FLOAT.value}
     values = b.op("Cast", [total], as_float)
     mean = b.op("ReduceMean", [values], {"axes": [-1], "keepdims": 1})

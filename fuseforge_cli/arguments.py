@@ -1,0 +1,31 @@
+"""Parse the argument values the CLI's commands share (`optimize`, `validate`)."""
+
+from __future__ import annotations
+
+import argparse
+
+from optimizer.optimize import PassSelection
+
+__all__ = ["input_shape", "pass_selection"]
+
+
+def input_shape(text: str) -> tuple[str, list[int]]:
+    """`--input-shape NAME=D1,D2,...` as (name, dims).
+
+    Raises:
+        argparse.ArgumentTypeError: `text` is not NAME=D1,D2,... with integer dims.
+    """
+    name, sep, dims = text.partition("=")
+    try:
+        if not sep or not name:
+            raise ValueError
+        return name, [int(d) for d in dims.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--input-shape {text!r}: expected NAME=D1,D2,... e.g. input=1,3,224,224"
+        ) from None
+
+
+def pass_selection(text: str) -> PassSelection:
+    """`--passes all | none | NAME,NAME,...`; unknown names are refused by `select_passes`."""
+    return text if text in ("all", "none") else [p for p in text.split(",") if p]
