@@ -110,8 +110,10 @@ def conv_model(tail: Tail, channels: int, size: int, batch: int) -> onnx.ModelPr
              helper.make_node("Conv", ["skip", "w", "b"], ["c"], pads=[1, 1, 1, 1])]
     tail(nodes, inits)
     shape = [batch, c, size, size]
-    graph = helper.make_graph(nodes, "bench", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)], initializer=inits)
+    graph = helper.make_graph(nodes, "bench",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+                              initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 10
     return onnx.shape_inference.infer_shapes(model)
@@ -127,7 +129,8 @@ def bench_case(name: str, channels: int, size: int, batch: int, level: Optimizat
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     add_timing_arguments(parser, iterations=60, levels=["disabled"])
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     args = parser.parse_args(argv)

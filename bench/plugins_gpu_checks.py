@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import traceback
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from bench.plugins_gpu_report import Check, Report
@@ -88,17 +89,17 @@ def check_correctness(report: Report, device: str, quick: bool) -> None:
             few = 2 if quick or not hints else None  # as TensorRT compiles: a subset (time)
             for shape in SKIP_LAYER_NORM_SHAPES[:few]:
                 run_check(report, "skip_layer_norm", dtype, shape, variant,
-                           lambda: check_skip_layer_norm(shape, dtype, device, hints))
+                           partial(check_skip_layer_norm, shape, dtype, device, hints))
             for shape in BIAS_GELU_SHAPES[:few]:
                 for approximate in ("none", "tanh"):
                     run_check(report, "bias_gelu", dtype, (*shape, approximate), variant,
-                               lambda: check_bias_gelu(shape, approximate, dtype, device,
+                               partial(check_bias_gelu, shape, approximate, dtype, device,
                                                        hints))
             if device == "cpu" and dtype == "bfloat16":
                 continue  # the interpreter's tl.dot multiplies bfloat16 bit patterns
             for case in ATTENTION_CASES[:few]:
                 run_check(report, "multi_head_attention", dtype, case[0], variant,
-                           lambda: check_attention(case, dtype, device, hints))
+                           partial(check_attention, case, dtype, device, hints))
     passed = sum(c.ok for c in report.checks)
     print(f"correctness: {passed}/{len(report.checks)} checks pass ({device}, variants "
           f"{[v for v, _ in variants]})", flush=True)

@@ -115,7 +115,6 @@ def _memory_row(report: Report, kernel: str, shape: Any, dtype: str, variant: st
 
 
 def time_skip_layer_norm(report: Report, dtype: str, *, warmup: int, reps: int) -> None:
-    import torch
     import torch.nn.functional as F
 
     launch = triton_launch
@@ -142,13 +141,10 @@ def time_skip_layer_norm(report: Report, dtype: str, *, warmup: int, reps: int) 
             moved = ((2 + 1 + store_sum) * rows + 3) * hidden * element
             _memory_row(report, "skip_layer_norm", SKIP_LAYER_NORM_SIZE, dtype, name, moved,
                         run, eager_ms, warmup=warmup, reps=reps)
-    del t, reference
-    torch.cuda.empty_cache()
 
 
 def time_bias_gelu(report: Report, dtype: str, size: tuple[int, int], approximate: str, *,
                    warmup: int, reps: int) -> None:
-    import torch
     import torch.nn.functional as F
 
     launch = triton_launch
@@ -167,8 +163,6 @@ def time_bias_gelu(report: Report, dtype: str, size: tuple[int, int], approximat
                    lambda: _gpu_mismatch("output", run(), reference, dtype))
         _memory_row(report, "bias_gelu", (*size, approximate), dtype, variant, moved, run,
                     eager_ms, warmup=warmup, reps=reps)
-    del t, reference
-    torch.cuda.empty_cache()
 
 
 def time_attention(report: Report, dtype: str, size: tuple[int, int, int, int], *,
@@ -219,8 +213,6 @@ def time_attention(report: Report, dtype: str, size: tuple[int, int, int, int], 
             row.verdict, row.detail = "ERROR", f"{type(err).__name__}: {err}"
         report.timings.append(row)
         print_row(row)
-    del t, reference
-    torch.cuda.empty_cache()
 
 
 def measure_speed(report: Report, *, quick: bool, reps: int, warmup: int,
@@ -229,15 +221,25 @@ def measure_speed(report: Report, *, quick: bool, reps: int, warmup: int,
     print(f"\nspeed (median of {reps}, L2 flushed; targets: >= {TARGET_COPY_FRACTION:.0%} of "
           f"copy bandwidth and >= {TARGET_EAGER_SPEEDUP}x eager)", flush=True)
     print_header()
+    # Each timing's tensors die when it returns; the cache is emptied before the next one.
     for dtype in dtypes:
         time_skip_layer_norm(report, dtype, warmup=warmup, reps=reps)
+        _release_gpu_memory()
         report.write(json_path)
     for dtype in dtypes:
         for size in BIAS_GELU_SIZES:
             for approximate in ("none",) if quick or dtype != "float16" else ("none", "tanh"):
                 time_bias_gelu(report, dtype, size, approximate, warmup=warmup, reps=reps)
+                _release_gpu_memory()
         report.write(json_path)
     for dtype in ["float16"] if quick else ["float16", "bfloat16"]:
         for size in ATTENTION_SIZES:
             time_attention(report, dtype, size, warmup=warmup, reps=reps)
+            _release_gpu_memory()
         report.write(json_path)
+
+
+def _release_gpu_memory() -> None:
+    import torch
+
+    torch.cuda.empty_cache()

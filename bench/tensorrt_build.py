@@ -21,12 +21,12 @@ from pathlib import Path
 import onnx
 
 from optimizer.backends.tensorrt import TrtBuildOptions, TrtEngine
+from optimizer.backends.tensorrt.toolkit import TensorRTToolkit, load_toolkit
 from optimizer.optimize import OptimizeOptions, optimize_model
 from optimizer.precision import convert_precision
 from optimizer.shapes import fix_input_shapes, resolve_input_shapes
 from optimizer.tensor_specs import summarize_model
 from optimizer.testing.real_models import bert_encoder, resnet50
-from worker.gpu.tensorrt_toolkit import TensorRTToolkit, load_toolkit
 
 MODELS: dict[str, Callable[[int], onnx.ModelProto]] = {
     "resnet50": lambda seed: resnet50(batch=8, seed=seed),

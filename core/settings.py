@@ -36,7 +36,7 @@ class Settings(BaseSettings):
     port: int = Field(default=8000, ge=1, le=65535)  # FUSEFORGE_PORT
     max_upload_bytes: int = Field(default=2 * 1024**3, gt=0)  # FUSEFORGE_MAX_UPLOAD_BYTES
     jobs: JobSettings = JobSettings()  # FUSEFORGE_JOBS__MAX_RUNTIME_S=28800
-    # "module:attribute" of the TensorRT toolkit GPU workers use (worker/gpu/tensorrt_toolkit.py);
+    # "module:attribute" of the TensorRT toolkit GPU workers use (optimizer/backends/tensorrt/toolkit.py);
     # unset means TensorRT itself. The test suite names its FakeTensorRT here.
     tensorrt_toolkit: str | None = None
 

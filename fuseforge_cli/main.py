@@ -118,7 +118,8 @@ def _parser(catalog: tuple[FusionPass, ...]) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("migrate", help="apply database migrations").set_defaults(func=migrate)
     sub.add_parser("serve", help="run the REST API").set_defaults(func=serve)
-    sub.add_parser("run", help="migrate, then run API + worker (what `make run` calls)").set_defaults(func=run)
+    sub.add_parser("run", help="migrate, then run API + worker (what `make run` calls)"
+                   ).set_defaults(func=run)
     # Listed for --help; main() hands its arguments to the worker's own parser.
     sub.add_parser("worker", help="run a Celery worker (`fuseforge worker --help` for options)")
     add_optimize_parser(sub, catalog=catalog)

@@ -16,8 +16,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from core.db.session import get_sessionmaker
 from core.settings import Settings, get_settings
 from core.storage import ArtifactStore, artifact_store
+from optimizer.backends.tensorrt.toolkit import TensorRTToolkit, load_toolkit
 from optimizer.capabilities import HostCapabilities
-from worker.gpu.tensorrt_toolkit import TensorRTToolkit, load_toolkit
+from optimizer.errors import InternalError
 
 __all__ = ["WorkerRuntime", "current_runtime", "use_runtime"]
 
@@ -34,7 +35,10 @@ class WorkerRuntime:
     def from_settings(cls, settings: Settings,
                       sessions: sessionmaker[Session] | None = None) -> "WorkerRuntime":
         """Everything `settings` configure; `sessions` defaults to the configured database's."""
-        toolkit = load_toolkit(settings.tensorrt_toolkit)
+        try:
+            toolkit = load_toolkit(settings.tensorrt_toolkit)
+        except InternalError as err:
+            raise InternalError(f"FUSEFORGE_TENSORRT_TOOLKIT: {err}") from err
         return cls(
             settings=settings,
             sessions=sessions or get_sessionmaker(),

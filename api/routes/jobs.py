@@ -6,12 +6,12 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from fastapi.responses import FileResponse
 
-from core.db.models import JobStatus
 from api.deps import DispatcherDep, SessionDep, StoreDep
 from api.schemas.common import PageParams
 from api.schemas.jobs import JobCreate, JobList, JobRead
 from api.services import jobs
 from api.services.job_views import job_read, job_summary
+from core.db.models import JobStatus
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 

@@ -3,7 +3,7 @@ the job they read back."""
 
 import uuid
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 

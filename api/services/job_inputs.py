@@ -18,8 +18,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from core.db.models import Dataset
 from api.services.errors import InvalidJobConfig
+from core.db.models import Dataset
 from optimizer.backends.tensorrt.profiles import OptimizationProfileSpec, resolve_profiles
 from optimizer.errors import InputShapeError
 from optimizer.shapes import resolve_input_shapes

@@ -1,7 +1,5 @@
 """Turn Job rows into the response schemas (artifact URLs, error object, validation verdict)."""
 
-from core.db.models import Job
-from core.job_config import JobConfig
 from api.schemas.jobs import (
     ArtifactRead,
     BenchmarkRead,
@@ -12,6 +10,8 @@ from api.schemas.jobs import (
     OutputValidationRead,
     ValidationRead,
 )
+from core.db.models import Job
+from core.job_config import JobConfig
 
 __all__ = ["job_read", "job_summary"]
 

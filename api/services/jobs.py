@@ -2,28 +2,28 @@
 
 import logging
 import uuid
+
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
-from core.db import job_state
-from core.db.models import Artifact, Job, JobStatus
 from api.dispatch import JobDispatcher
 from api.schemas.jobs import JobCreate
 from api.services.datasets import get_dataset
 from api.services.errors import (
     ArtifactNotFound,
     BrokerUnavailable,
-    InvalidJobConfig,
     JobNotCancellable,
     JobNotFound,
 )
 from api.services.job_inputs import check_input_ranges, job_input_shapes, job_profiles
 from api.services.models import get_model
-from optimizer.backends.tensorrt.profiles import profiles_to_dict
-from optimizer.capabilities import normalize_compute_capability
+from core.db import job_state
+from core.db.models import Artifact, Job, JobStatus
 from core.db.worker_registry import online_workers
 from core.job_config import JobConfig
 from core.queues import job_queue
+from optimizer.backends.tensorrt.profiles import profiles_to_dict
+from optimizer.capabilities import normalize_compute_capability
 from optimizer.tensor_specs import TensorSpec
 
 __all__ = ["cancel_job", "create_job", "get_artifact", "get_job", "list_jobs"]
@@ -160,7 +160,8 @@ def cancel_job(*, session: Session, job_id: uuid.UUID) -> Job:
         job = session.get(Job, job_id)
         if job is None:
             raise JobNotFound(f"job {job_id} does not exist; GET /v1/jobs lists jobs")
-        raise JobNotCancellable(f"job {job_id} is already {job.status}; only queued or running jobs can be cancelled")
+        raise JobNotCancellable(f"job {job_id} is already {job.status}; only queued or running "
+                                "jobs can be cancelled")
     session.commit()
     return get_job(session=session, job_id=job_id)
 

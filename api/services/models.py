@@ -6,10 +6,10 @@ from pathlib import Path
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from core.db.models import Model
 from api.services.errors import InvalidModelFile, ModelNotFound
 from api.services.stored_uploads import display_name, store_upload
 from api.services.uploads import ReceivedFile
+from core.db.models import Model
 from core.storage import ArtifactStore
 from optimizer.errors import InvalidModelError, UnsupportedModelError
 from optimizer.model_check import check_model_file

@@ -8,8 +8,8 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from core.db.models import Dataset, Model
 from api.services.uploads import ReceivedFile
+from core.db.models import Dataset, Model
 from core.storage import ArtifactStore
 
 __all__ = ["display_name", "store_upload"]

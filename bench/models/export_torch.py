@@ -72,7 +72,7 @@ class ResNet50(nn.Module):
         self.maxpool = nn.MaxPool2d(3, 2, 1)
         blocks: list[nn.Module] = []
         in_ch = 64
-        for stage, (planes, count) in enumerate(zip((64, 128, 256, 512), (3, 4, 6, 3))):
+        for stage, (planes, count) in enumerate(zip((64, 128, 256, 512), (3, 4, 6, 3), strict=True)):
             for index in range(count):
                 blocks.append(Bottleneck(in_ch, planes, 2 if stage and not index else 1))
                 in_ch = planes * 4

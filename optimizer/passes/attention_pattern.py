@@ -169,7 +169,7 @@ def _peel_scales(value: ir.Value, nodes: list[ir.Node]) -> tuple[ir.Value, float
     factor = 1.0
     while (node := value.producer()) is not None and node.op_type in ("Mul", "Div"):
         operands = [(0, 1), (1, 0)] if node.op_type == "Mul" else [(0, 1)]
-        for keep, scale in operands:
+        for keep, scale in operands:  # noqa: B007  (`keep` is read after the break)
             scale_value = node.inputs[scale]
             if scale_value is not None and scale_value.const_value is not None:
                 break

@@ -8,8 +8,9 @@ round a float16 result differently from the runtime in the last bit):
   folds shape arithmetic (Shape → Gather → Unsqueeze → Concat → Reshape) down to a constant.
 - y = Identity(x), inference Dropout, Cast to x's own type, Reshape to x's own static shape and
   Transpose with the identity permutation are all y = x. Reshape(Reshape(x, s1), s2) is
-  Reshape(x, s2) when s2 copies no dims from the middle tensor (no 0 entries, or allowzero = 1). Transpose(Transpose(x, p1), p2) is
-  Transpose(x, p1[p2]), and x itself when p1[p2] is the identity.
+  Reshape(x, s2) when s2 copies no dims from the middle tensor (no 0 entries, or
+  allowzero = 1). Transpose(Transpose(x, p1), p2) is Transpose(x, p1[p2]), and x itself when
+  p1[p2] is the identity.
 - Nodes whose outputs nobody reads, and initializers nobody reads, are removed.
 
 Safety: all of it runs on the main graph and inside If/Loop/Scan bodies; a subgraph's outputs

@@ -45,8 +45,8 @@ from optimizer.passes.checks import (
     attr_int,
     const_array,
     first_refusal,
-    refuse_if_intermediates_escape,
     producer,
+    refuse_if_intermediates_escape,
     refuse_if_not_constant,
     unique_initializer_name,
 )

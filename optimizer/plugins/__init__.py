@@ -9,8 +9,8 @@ schemas with onnx.defs.
 
 from optimizer.plugins.base import AOT, DOMAIN, OPSET_VERSION, TRT_NAMESPACE, Plugin
 from optimizer.plugins.decompose import (
-    has_plugin_nodes,
     decompose_for_onnxruntime,
+    has_plugin_nodes,
     runnable_in_onnxruntime,
 )
 from optimizer.plugins.registry import PLUGINS, plugin_for_op, register_onnx_schemas

@@ -73,8 +73,10 @@ def evaluate_precision(
 
     `candidate`, when given, is a runner already holding `converted` on a real backend (then
     `converted` may be None: it is not read); feeds are cast to its input types and its outputs
-    to the reference's. Without one the CPU emulation of `converted` runs. `reference` takes the original's outputs on `feeds` when the caller already
-    has them (a precision search evaluates many variants against one reference).
+    to the reference's. Without one the CPU emulation of `converted` runs. `reference` takes
+    the original's outputs on `feeds` when the caller already has them (a precision search
+    evaluates many variants against one reference). `precision` picks the default tolerances
+    when `tolerances` is None ("fp32" for an engine judged at full precision).
 
     Raises:
         EngineBuildError, InferenceError: onnxruntime cannot load or run a model.

@@ -1,8 +1,9 @@
 """Launch the plugins' Triton kernels on torch tensors, with TensorRT's grid, constexprs and warps.
 
 For the GPU checks (tests/gpu/, bench/plugins_gpu.py), which compare the kernels with their
-numpy references and time them; a test harness, so it lives in optimizer.testing. Each launch function checks its tensors, allocates the outputs
-and launches the kernel as the plugin's trt_registration.py has TensorRT launch it: same
+numpy references and time them; a test harness, so it lives in optimizer.testing. Each
+launch function checks its tensors, allocates the outputs and launches the kernel as the
+plugin's trt_registration.py has TensorRT launch it: same
 constexprs, grid, warps and int32 arguments (tests/gpu/test_launch_matches_registration.py
 holds the two equal). CUDA tensors run the compiled kernel; CPU tensors run it through Triton's
 interpreter (enable_interpreter), so the kernels execute, slowly, on machines without a GPU.

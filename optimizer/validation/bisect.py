@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -122,8 +123,8 @@ def bisect_rules(
         if changed and fails_with(changed, known_bad):
             group, context = _narrow(changed, lambda enabled: fails_with(enabled, known_bad))
         else:
-            group, context = _narrow(suspects, lambda enabled: fails_with(
-                [*prerequisites, *enabled], known_bad))
+            group, context = _narrow(suspects, partial(_fails_after, fails_with, prerequisites,
+                                                       known_bad))
         culprits.append(group)
         contexts.append(context)
         known_bad.extend(group)
@@ -148,3 +149,9 @@ def _narrow(suspects: list[str],
         else:
             context, suspects = [*context, *first], second
     return tuple(suspects), tuple(context)
+
+
+def _fails_after(fails_with: Callable[[Sequence[str], Sequence[str]], bool], prerequisites: list[str],
+                 known_bad: list[str], enabled: list[str]) -> bool:
+    """Whether the candidate fails with `enabled` on top of the `prerequisites`."""
+    return fails_with([*prerequisites, *enabled], known_bad)

@@ -19,8 +19,9 @@ copy of each model's weights is needed while localising.
 What produced the region: onnxscript's rewriter tags every replacement node with the rule's
 name (metadata_props[RULE_NAME_TAG], merged with a comma when a rule rewrites an already
 rewritten node), and the tag survives `ir.to_proto`; the fusion report (or the pass catalog,
-DEFAULT_PASSES unless given) names the pass that holds the rule. A Cast to float16/bfloat16 in the region, a low-precision
-weight, or a low-precision tensor at the region's edge is a precision change. A weight the
+DEFAULT_PASSES unless given) names the pass that holds the rule. A Cast to float16/bfloat16 in
+the region, a low-precision weight, or a low-precision tensor at the region's edge is a
+precision change. A weight the
 region reads that differs from the original's weight of the same name is a changed weight (our
 rules store the weights they compute under new names).
 

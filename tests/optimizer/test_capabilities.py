@@ -76,7 +76,9 @@ def test_detection_reads_nvidia_smi_and_applies_cuda_visible_devices(tmp_path: P
 def test_driver_without_compute_cap_is_asked_again_without_it(tmp_path: Path) -> None:
     smi = _fake_nvidia_smi(
         tmp_path,
-        'case "$1" in *compute_cap*) echo \'Field "compute_cap" is not a valid field to query.\'; exit 2;; esac\n'
+        'case "$1" in *compute_cap*)\n'
+        '  echo \'Field "compute_cap" is not a valid field to query.\'; exit 2;;\n'
+        'esac\n'
         'echo "0, Tesla T4, 15360, GPU-1234, 470.82.01"\n',
     )
     [gpu] = detect_capabilities(nvidia_smi=smi, environ={}).gpus
@@ -84,7 +86,8 @@ def test_driver_without_compute_cap_is_asked_again_without_it(tmp_path: Path) ->
 
 
 def test_failing_nvidia_smi_becomes_a_note(tmp_path: Path) -> None:
-    smi = _fake_nvidia_smi(tmp_path, 'echo "NVIDIA-SMI has failed because it could not communicate with the NVIDIA driver."; exit 9\n')
+    smi = _fake_nvidia_smi(tmp_path, 'echo "NVIDIA-SMI has failed because it could not '
+                                     'communicate with the NVIDIA driver."; exit 9\n')
     caps = detect_capabilities(nvidia_smi=smi, environ={})
     assert caps.gpus == ()
     assert "exited with code 9: NVIDIA-SMI has failed" in caps.describe()

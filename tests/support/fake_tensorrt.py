@@ -3,8 +3,8 @@
 TensorRT cannot be installed where this suite runs, yet the GPU worker's pipeline around it
 (routing, isolated builds, timing caches, progress and log relay, engine reports, validation and
 benchmarking of the engine, fallback) must be tested for real. This fake implements the
-project's own `worker.gpu.tensorrt_toolkit.TensorRTToolkit` interface and passes the same contract
-tests as TensorRT (tests/worker/gpu/test_tensorrt_toolkit_contract.py). Select it with
+project's own `optimizer.backends.tensorrt.toolkit.TensorRTToolkit` interface and passes the same contract
+tests as TensorRT (tests/optimizer/backends/tensorrt/test_toolkit_contract.py). Select it with
 FUSEFORGE_TENSORRT_TOOLKIT=tests.support.fake_tensorrt:FAKE_TENSORRT.
 
 What it does instead of TensorRT:
@@ -56,13 +56,13 @@ from optimizer.backends.tensorrt import (
     resolve_profiles,
     save_engine,
 )
+from optimizer.backends.tensorrt.toolkit import TensorRTToolkit
 from optimizer.capabilities import GpuInfo, HostCapabilities
 from optimizer.errors import EngineBuildError
 from optimizer.plugins import decompose_for_onnxruntime
 from optimizer.precision import emulate_precision
 from optimizer.runner import RunnerSpec
 from optimizer.tensor_specs import summarize_model
-from worker.gpu.tensorrt_toolkit import TensorRTToolkit
 
 __all__ = ["FAKE_GPU", "FAKE_TENSORRT", "FAKE_TENSORRT_VERSION", "FakeTensorRTRunner"]
 

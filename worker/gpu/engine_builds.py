@@ -25,11 +25,11 @@ import onnx
 from core.settings import Settings
 from core.storage import ArtifactStore
 from optimizer.backends.tensorrt import TimingCacheKey, TrtBuildOptions, TrtEngine
+from optimizer.backends.tensorrt.toolkit import load_toolkit
 from optimizer.capabilities import GpuInfo
 from optimizer.precision import Precision, convert_precision
 from worker.gpu.build_events import BuildEventRelay, BuildEventWriter, JobChannel
 from worker.gpu.isolation import ChildLimits, one_at_a_time, run_isolated
-from worker.gpu.tensorrt_toolkit import load_toolkit
 from worker.gpu.timing_caches import load_stored_cache, save_cache
 
 __all__ = ["EngineBuilds", "build_in_child", "build_log_path"]

@@ -6,8 +6,12 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import NoReturn
 
 from optimizer.ablation import RunnerFor, onnxruntime_stage_runner
-from optimizer.backends.onnxruntime.build import OrtBuildOptions, OrtEngine, build_ort_engine
-from optimizer.backends.onnxruntime.build import runner_for_engine
+from optimizer.backends.onnxruntime.build import (
+    OrtBuildOptions,
+    OrtEngine,
+    build_ort_engine,
+    runner_for_engine,
+)
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
 from optimizer.errors import InternalError
 from optimizer.runner import Runner

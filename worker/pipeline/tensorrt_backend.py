@@ -11,11 +11,11 @@ from typing import NoReturn
 
 from optimizer.ablation import RunnerFor
 from optimizer.backends.tensorrt import ENGINE_FILE, METADATA_FILE, REPORT_FILE, TrtEngine
+from optimizer.backends.tensorrt.toolkit import TensorRTToolkit
 from optimizer.capabilities import HostCapabilities
 from optimizer.errors import EngineBuildError, InternalError
 from optimizer.runner import Runner
 from worker.gpu.engine_builds import EngineBuilds, build_log_path
-from worker.gpu.tensorrt_toolkit import TensorRTToolkit
 from worker.pipeline.attempts import tensorrt_fallbacks
 from worker.pipeline.backend import BenchmarkReference
 from worker.pipeline.recorder import JobRecorder

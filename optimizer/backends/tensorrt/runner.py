@@ -1,9 +1,10 @@
 """Run a TensorRT engine on the GPU behind the `Runner` interface (the ONNX Runtime runner's).
 
 `runner_for_trt_engine` opens one on an engine FuseForge built (build.py), once its metadata
-matches this GPU and TensorRT. Needs at run time: the `tensorrt` package (10.x or 11.x), NVIDIA's `cuda-python` (device
-buffers, the stream, copies and CUDA events; see cuda_runtime.py) and a GPU. Both packages
-are imported when a runner is created, so this module imports anywhere.
+matches this GPU and TensorRT. Needs at run time: the `tensorrt` package (10.x or 11.x),
+NVIDIA's `cuda-python` (device buffers, the stream, copies and CUDA events; see
+cuda_runtime.py) and a GPU. Both packages are imported when a runner is created, so this module
+imports anywhere.
 
 `infer` copies the feeds to device buffers (grown as shapes grow, reused otherwise), sets the
 input shapes (which must lie in the engine's optimization profile), runs `execute_async_v3`

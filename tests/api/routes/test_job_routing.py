@@ -15,9 +15,9 @@ from sqlalchemy.orm import Session
 
 from core.db import job_state
 from core.db.types import utc_now
+from core.db.worker_registry import record_heartbeat, record_stopped
 from optimizer.capabilities import GpuInfo, HostCapabilities
 from optimizer.testing.models import model_bytes, small_cnn
-from core.db.worker_registry import record_heartbeat, record_stopped
 
 A100 = HostCapabilities(gpus=(GpuInfo(0, "NVIDIA A100-SXM4-80GB", "8.0", 81920),), tensorrt_version="10.16.1")
 H200 = HostCapabilities(gpus=(GpuInfo(0, "NVIDIA H200", "9.0", 143771),), tensorrt_version="11.4.0")

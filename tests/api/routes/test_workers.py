@@ -6,8 +6,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
 from core.db.types import utc_now
-from optimizer.capabilities import GpuInfo, HostCapabilities
 from core.db.worker_registry import record_heartbeat, record_stopped
+from optimizer.capabilities import GpuInfo, HostCapabilities
 
 H200 = HostCapabilities(gpus=(GpuInfo(0, "NVIDIA H200", "9.0", 143771),), tensorrt_version="11.4.0")
 CPU_ONLY = HostCapabilities(notes=("nvidia-smi not found",))

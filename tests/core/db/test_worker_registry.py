@@ -26,7 +26,8 @@ def test_heartbeat_records_the_workers_capabilities(db_session: Session) -> None
     worker = db_session.scalars(select(Worker)).one()
     assert (worker.name, worker.hostname, worker.pid) == ("celery@gpu-1", "gpu-1", 42)
     assert worker.queues == ["gpu", "gpu.sm90", "gpu.h200"]
-    assert (worker.gpu_name, worker.compute_capability, worker.gpu_memory_mib) == ("NVIDIA H200", "9.0", 143771)
+    assert (worker.gpu_name, worker.compute_capability, worker.gpu_memory_mib) == (
+        "NVIDIA H200", "9.0", 143771)
     assert worker.tensorrt_version == "11.4.0"
     assert worker.capabilities["gpus"][0]["uuid"] == "GPU-6f3d"
     assert worker.heartbeat_at == now and worker.started_at == now

@@ -12,8 +12,8 @@ from optimizer.errors import PluginNotFoundError
 from optimizer.plugins import (
     DOMAIN,
     PLUGINS,
-    has_plugin_nodes,
     decompose_for_onnxruntime,
+    has_plugin_nodes,
     plugins_used,
 )
 from optimizer.testing.passes import run_model

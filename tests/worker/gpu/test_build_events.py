@@ -3,8 +3,8 @@ tested end to end in tests/e2e/test_tensorrt_worker.py; here a recording reporte
 
 from __future__ import annotations
 
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 

@@ -82,13 +82,15 @@ def test_child_growing_past_the_resident_memory_limit_is_stopped() -> None:
 
 def test_allocation_past_the_address_space_limit_fails_naming_the_limit() -> None:
     limits = ChildLimits(timeout_s=60, max_address_space_bytes=2 * 2**30)
-    with pytest.raises(EngineBuildError, match="ran out of memory under its address-space limit of 2048 MiB") as caught:
+    message = "ran out of memory under its address-space limit of 2048 MiB"
+    with pytest.raises(EngineBuildError, match=message) as caught:
         run_isolated(isolated_calls.allocate_at_once, (8,), limits=limits, what=WHAT)
     assert isinstance(caught.value.__cause__, MemoryError)
 
 
 def test_child_that_aborts_fails_naming_the_signal_and_the_caller_carries_on() -> None:
-    with pytest.raises(EngineBuildError, match="the test build crashed: its child process was killed by signal SIGABRT"):
+    message = "the test build crashed: its child process was killed by signal SIGABRT"
+    with pytest.raises(EngineBuildError, match=message):
         run_isolated(isolated_calls.abort, limits=LIMITS, what=WHAT)
     assert run_isolated(isolated_calls.add, (1, 1), limits=LIMITS, what=WHAT)["sum"] == 2
 

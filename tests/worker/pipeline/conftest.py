@@ -30,8 +30,8 @@ from tests.conftest import TEST_REDIS_URL
 from tests.support.databases import create_postgres_database, drop_postgres_database, migrated_engine
 from tests.support.fake_tensorrt import FAKE_TENSORRT
 from worker.celery_app import celery_app
-from worker.tasks import run_job as _registers_the_tasks  # noqa: F401
 from worker.runtime import WorkerRuntime, use_runtime
+from worker.tasks import run_job as _registers_the_tasks  # noqa: F401
 
 __all__ = ["EmbeddedWorker"]
 

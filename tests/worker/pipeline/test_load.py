@@ -12,12 +12,12 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from optimizer.errors import InputShapeError
-from optimizer.testing.models import IR_VERSION, declared_dims, small_cnn, token_embedding
-from optimizer.testing.passes import run_model
 from core.job_config import JobConfig
 from core.settings import Settings
 from core.storage import LocalArtifactStore
+from optimizer.errors import InputShapeError
+from optimizer.testing.models import IR_VERSION, declared_dims, small_cnn, token_embedding
+from optimizer.testing.passes import run_model
 from worker.pipeline.load import load_model
 from worker.pipeline.results import JobRun
 

@@ -1,14 +1,14 @@
-"""What a GPU worker asks of TensorRT, behind one small interface this project owns.
+"""What a GPU worker (or a benchmark) asks of TensorRT, behind one small interface we own.
 
 A `TensorRTToolkit` detects the host's GPU and TensorRT, builds an engine from an ONNX file and
-opens a runner on a built engine. `TENSORRT` does that with TensorRT itself
-(optimizer/backends/tensorrt/). The setting FUSEFORGE_TENSORRT_TOOLKIT="module:attribute" names
-another implementation: the test suite's `FakeTensorRT` (tests/support/fake_tensorrt.py), which
-stands in for TensorRT and a GPU on machines that can have neither and passes the same contract
-tests (tests/worker/gpu/test_tensorrt_toolkit_contract.py).
+opens a runner on a built engine. `TENSORRT` does that with TensorRT itself (this package).
+`load_toolkit("module:attribute")` names another implementation: the test suite's
+`FakeTensorRT` (tests/support/fake_tensorrt.py), which stands in for TensorRT and a GPU on
+machines that can have neither and passes the same contract tests
+(tests/optimizer/backends/tensorrt/test_toolkit_contract.py).
 
-A toolkit is a frozen record of module-level functions, so it pickles by reference and an
-isolated build child (worker/gpu/isolation.py) can be handed the same one by name.
+A toolkit is a frozen record of module-level functions, so it pickles by reference and a child
+process (the worker's isolated builds) can be handed the same one by name.
 """
 
 from __future__ import annotations
@@ -19,14 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from optimizer.backends.tensorrt import (
-    GpuIdentity,
-    LogLine,
-    TrtBuildOptions,
-    TrtEngine,
-    build_trt_engine,
-    runner_for_trt_engine,
-)
+from optimizer.backends.tensorrt.build import TrtEngine, build_trt_engine
+from optimizer.backends.tensorrt.builder_config import TrtBuildOptions
+from optimizer.backends.tensorrt.logger import LogLine
+from optimizer.backends.tensorrt.metadata import GpuIdentity
+from optimizer.backends.tensorrt.runner import runner_for_trt_engine
 from optimizer.capabilities import HostCapabilities, detect_capabilities
 from optimizer.errors import InternalError
 from optimizer.runner import Runner
@@ -81,21 +78,20 @@ def load_toolkit(spec: str | None) -> TensorRTToolkit:
 
     Raises:
         InternalError: `spec` is malformed or names nothing importable of the right type (a
-            deployment error, reported at worker start).
+            deployment error: the caller says which setting gave it).
     """
     if not spec:
         return TENSORRT
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
         raise InternalError(
-            f"FUSEFORGE_TENSORRT_TOOLKIT={spec!r} is not 'module:attribute'; unset it to use "
-            "TensorRT itself")
+            f"TensorRT toolkit {spec!r} is not 'module:attribute'; name none to use TensorRT "
+            "itself")
     try:
         toolkit = getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as err:
-        raise InternalError(f"FUSEFORGE_TENSORRT_TOOLKIT={spec!r} cannot be loaded: {err}") from err
+        raise InternalError(f"TensorRT toolkit {spec!r} cannot be loaded: {err}") from err
     if not isinstance(toolkit, TensorRTToolkit):
         raise InternalError(
-            f"FUSEFORGE_TENSORRT_TOOLKIT={spec!r} is a {type(toolkit).__name__}, not a "
-            "TensorRTToolkit")
+            f"TensorRT toolkit {spec!r} is a {type(toolkit).__name__}, not a TensorRTToolkit")
     return toolkit

@@ -13,6 +13,7 @@ import pytest
 
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
 from optimizer.backends.tensorrt import EngineMetadata, LogLine, TrtBuildOptions, TrtEngine
+from optimizer.backends.tensorrt.toolkit import TENSORRT, TensorRTToolkit
 from optimizer.capabilities import GpuInfo
 from optimizer.errors import EngineBuildError
 from optimizer.inputs import random_feeds
@@ -24,7 +25,6 @@ from optimizer.tensor_specs import numpy_dtype, summarize_model
 from optimizer.testing.models import small_cnn
 from optimizer.testing.real_models import bert_encoder
 from tests.support.fake_tensorrt import FAKE_TENSORRT
-from worker.gpu.tensorrt_toolkit import TENSORRT, TensorRTToolkit
 
 
 def _real_toolkit_or_skip() -> TensorRTToolkit:
