@@ -1,6 +1,10 @@
 """Create, migrate and drop real test databases."""
 
 import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
@@ -14,6 +18,7 @@ __all__ = [
     "alembic_config",
     "create_postgres_database",
     "drop_postgres_database",
+    "fresh_database",
     "migrated_engine",
     "run_alembic",
 ]
@@ -63,3 +68,22 @@ def migrated_engine(url: str) -> Engine:
     engine = make_engine(url)
     run_alembic(engine, "upgrade", "head")
     return engine
+
+
+@contextmanager
+def fresh_database(dialect: str, directory: Path, *, name: str,
+                   migrated: bool = True) -> Iterator[Engine]:
+    """An engine on a new, empty database of its own ("sqlite": a file in `directory`;
+    "postgresql": a database called `name` plus a random suffix), at the schema's head when
+    `migrated`; disposed (and the PostgreSQL database dropped) afterwards."""
+    if dialect == "sqlite":
+        url = f"sqlite:///{directory / f'{name}.sqlite'}"
+    else:
+        url = create_postgres_database(f"{name}_{uuid.uuid4().hex[:8]}")
+    engine = migrated_engine(url) if migrated else make_engine(url)
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+        if dialect != "sqlite":
+            drop_postgres_database(url)

@@ -1,6 +1,5 @@
 """The migrations build exactly the ORM's schema, and go down and up again cleanly."""
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,8 +10,7 @@ from sqlalchemy import Engine, inspect
 from sqlalchemy.orm import Session
 
 from core.db.models import Base, Job, Model
-from core.db.session import make_engine
-from tests.support.databases import create_postgres_database, drop_postgres_database, run_alembic
+from tests.support.databases import fresh_database, run_alembic
 
 TABLES = {
     "models", "jobs", "artifacts", "validation_results", "benchmark_records", "job_events", "datasets",
@@ -22,16 +20,9 @@ TABLES = {
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def empty_engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
-    if request.param == "sqlite":
-        engine = make_engine(f"sqlite:///{tmp_path / 'empty.sqlite'}")
+    with fresh_database(request.param, tmp_path, name="fuseforge_migrations",
+                        migrated=False) as engine:
         yield engine
-        engine.dispose()
-        return
-    url = create_postgres_database(f"fuseforge_migrations_{uuid.uuid4().hex[:8]}")
-    engine = make_engine(url)
-    yield engine
-    engine.dispose()
-    drop_postgres_database(url)
 
 
 def _schema_diff(engine: Engine) -> list[object]:

@@ -8,7 +8,6 @@ code paths (stages, fallback, outcome, cancel) where a failure points at a line.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,13 +20,13 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from api.deps import get_session, get_settings
+from api.deps import get_session
 from api.main import create_app
-from core.settings import Settings
+from core.settings import Settings, get_settings
 from core.storage import LocalArtifactStore
 from optimizer.capabilities import HostCapabilities
 from tests.conftest import TEST_REDIS_URL
-from tests.support.databases import create_postgres_database, drop_postgres_database, migrated_engine
+from tests.support.databases import fresh_database
 from tests.support.fake_tensorrt import FAKE_TENSORRT
 from worker.celery_app import celery_app
 from worker.runtime import WorkerRuntime, use_runtime
@@ -44,16 +43,9 @@ def worker_database(request: pytest.FixtureRequest,
                     tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
     """A database of its own: these jobs commit for real, which the rolled-back sessions of
     the other tests must not see."""
-    if request.param == "sqlite":
-        engine = migrated_engine(f"sqlite:///{tmp_path_factory.mktemp('worker') / 'w.sqlite'}")
+    with fresh_database(request.param, tmp_path_factory.mktemp("worker"),
+                        name="fuseforge_worker") as engine:
         yield engine
-        engine.dispose()
-        return
-    url = create_postgres_database(f"fuseforge_worker_{uuid.uuid4().hex[:8]}")
-    engine = migrated_engine(url)
-    yield engine
-    engine.dispose()
-    drop_postgres_database(url)
 
 
 @dataclass
