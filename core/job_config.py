@@ -15,6 +15,7 @@ from optimizer.capabilities import normalize_compute_capability
 from optimizer.passes import PASSES_BY_NAME
 
 __all__ = [
+    "DEFAULT_ORT_LEVEL",
     "JOB_CONFIG_ERROR",
     "AccuracyBudget",
     "Backend",
@@ -215,11 +216,6 @@ class JobConfig(BaseModel):
         if not self.profiles:
             return None
         return {name: profile.model_dump() for name, profile in self.profiles.items()}
-
-    @property
-    def ort_level(self) -> OrtLevel:
-        """ONNX Runtime's optimization level for the engine (the default where unset)."""
-        return self.ort_optimization_level or DEFAULT_ORT_LEVEL
 
 
 def _cross_field_problem(config: JobConfig) -> str | None:

@@ -5,6 +5,7 @@ import shutil
 from contextlib import AbstractContextManager, nullcontext
 from typing import NoReturn
 
+from core.job_config import DEFAULT_ORT_LEVEL
 from optimizer.ablation import RunnerFor, onnxruntime_stage_runner
 from optimizer.backends.onnxruntime.build import (
     OrtBuildOptions,
@@ -44,7 +45,7 @@ class OnnxRuntimeBackend:
         engine_dir = self._run.scratch_dir / "engine"
         shutil.rmtree(engine_dir, ignore_errors=True)  # a fallback rebuild replaces the engine
         engine_dir.mkdir()
-        options = OrtBuildOptions(optimization_level=attempt.ort_level or "all")
+        options = OrtBuildOptions(optimization_level=attempt.ort_level or DEFAULT_ORT_LEVEL)
         engine = build_ort_engine(optimized.engine_source, engine_dir, options=options,
                                   input_shapes=loaded.input_shapes)
         return BuiltEngine(engine, artifacts=(
