@@ -7,9 +7,9 @@ from typing import Annotated
 from fastapi import Depends, Query, Request
 from sqlalchemy.orm import Session
 
-from api.dispatch import JobDispatcher, dispatcher_for
 from api.services.uploads import ReceivedFile, receive_upload
 from core.db.session import get_sessionmaker
+from core.dispatch import JobDispatcher, dispatcher_for
 from core.settings import Settings, get_settings
 from core.storage import ArtifactStore, artifact_store
 
@@ -47,7 +47,7 @@ async def get_received_upload(
         chunks=request.stream(),
         content_type=request.headers.get("content-type", ""),
         content_length=int(length) if length and length.isdigit() else None,
-        temp_dir=settings.data_dir / "uploads",
+        temp_dir=settings.uploads_dir,
         max_bytes=settings.max_upload_bytes,
         raw_name=name,
     )

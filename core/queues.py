@@ -23,7 +23,6 @@ __all__ = [
     "GPU_QUEUE",
     "JOB_QUEUE_BY_BACKEND",
     "RUN_JOB_TASK",
-    "SWEEP_TASK",
     "gpu_queue_for_target",
     "gpu_queues",
     "is_gpu_queue",
@@ -32,7 +31,6 @@ __all__ = [
 ]
 
 RUN_JOB_TASK = "jobs.run"
-SWEEP_TASK = "jobs.sweep_stale"
 CPU_QUEUE = "cpu"
 GPU_QUEUE = "gpu"
 # CPU backends run on CPU workers; TensorRT jobs on GPU workers.

@@ -9,20 +9,80 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["JobSettings", "Settings", "get_settings"]
+__all__ = [
+    "JanitorSettings", "JobSettings", "Settings", "StageLimit", "StageLimits", "get_settings",
+]
+
+
+# Each stage's wall-clock limit unless FUSEFORGE_JOBS__STAGE_LIMITS__<STAGE>__WALL_S says.
+DEFAULT_STAGE_WALL_S = {"load": 600, "optimize": 1800, "build_engine": 3600, "validate": 1800,
+                        "benchmark": 1800, "ablation": 3600, "store": 900}
+
+
+class StageLimit(BaseModel):
+    """What one stage of a job may use before its process is killed and the job fails, naming
+    the stage and the limit (worker/pipeline/supervisor.py). Unset: the defaults."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    wall_s: float | None = Field(default=None, gt=0)  # None: DEFAULT_STAGE_WALL_S
+    cpu_s: float | None = Field(default=None, gt=0)  # None: wall_s on every CPU the host has
+    max_rss_gib: float | None = Field(default=None, gt=0)  # None: jobs.max_rss_gib
+
+
+class StageLimits(BaseModel):
+    """Per stage, e.g. FUSEFORGE_JOBS__STAGE_LIMITS__VALIDATE__WALL_S=600. A stage that runs
+    again (a fallback round) starts its budget again. A TensorRT build also stops at
+    jobs.trt_build_timeout_s; time spent waiting for the GPU does not count."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    load: StageLimit = StageLimit()
+    optimize: StageLimit = StageLimit()
+    build_engine: StageLimit = StageLimit()
+    # `validate` would shadow BaseModel.validate: the field is validate_, named "validate" outside.
+    validate_: StageLimit = Field(default=StageLimit(), alias="validate")
+    benchmark: StageLimit = StageLimit()
+    ablation: StageLimit = StageLimit()
+    store: StageLimit = StageLimit()
+
+    def of(self, stage: str) -> StageLimit:
+        """The limits of `stage` (a name from worker/pipeline/stages.py), wall_s filled in."""
+        limit = getattr(self, "validate_" if stage == "validate" else stage, None)
+        if not isinstance(limit, StageLimit):
+            raise KeyError(f"no limits for stage {stage!r}")
+        return limit.model_copy(update={"wall_s": limit.wall_s or DEFAULT_STAGE_WALL_S[stage]})
 
 
 class JobSettings(BaseModel):
     max_runtime_s: int = Field(default=4 * 3600, gt=0)  # also the broker's visibility timeout
     heartbeat_interval_s: int = Field(default=30, gt=0)
-    stale_after_s: int = Field(default=15 * 60, gt=0)  # a running job silent this long is failed
-    # A TensorRT build runs in a child process under these limits (worker/gpu/isolation.py).
+    # A running job's supervisor touches its heartbeat every second; one silent this long (its
+    # worker died) is failed by the janitor.
+    stale_after_s: int = Field(default=5 * 60, gt=0)
+    # A TensorRT build runs in a child process under these limits (worker/isolation.py).
     trt_build_timeout_s: int = Field(default=3600, gt=0)
     trt_build_max_rss_gib: float = Field(default=64.0, gt=0)
     trt_workspace_gib: float = Field(default=8.0, gt=0)  # scratch memory the builder's tactics may use
+    # Each job runs in a process of its own, killed when a stage breaks its limits or the job is
+    # cancelled; the worker takes its next job at once.
+    stage_limits: StageLimits = StageLimits()
+    max_rss_gib: float = Field(default=32.0, gt=0)  # a job's process, in any stage
+    # A running job's database writes retry this long through an outage before the job fails.
+    database_retry_s: float = Field(default=120.0, ge=0)
+
+
+class JanitorSettings(BaseModel):
+    """The janitor (worker/janitor.py): a process of its own that keeps jobs and files honest."""
+
+    interval_s: float = Field(default=10.0, gt=0)
+    # A job queued this long whose message the broker no longer holds is sent again.
+    requeue_after_s: float = Field(default=60.0, gt=0)
+    # An upload's temporary file untouched this long belonged to a dead request.
+    upload_stale_s: float = Field(default=3600.0, gt=0)
 
 
 class Settings(BaseSettings):
@@ -36,6 +96,7 @@ class Settings(BaseSettings):
     port: int = Field(default=8000, ge=1, le=65535)  # FUSEFORGE_PORT
     max_upload_bytes: int = Field(default=2 * 1024**3, gt=0)  # FUSEFORGE_MAX_UPLOAD_BYTES
     jobs: JobSettings = JobSettings()  # FUSEFORGE_JOBS__MAX_RUNTIME_S=28800
+    janitor: JanitorSettings = JanitorSettings()  # FUSEFORGE_JANITOR__INTERVAL_S=10
     # "module:attribute" of the TensorRT toolkit GPU workers use (optimizer/backends/tensorrt/toolkit.py);
     # unset means TensorRT itself. The test suite names its FakeTensorRT here.
     tensorrt_toolkit: str | None = None
@@ -70,6 +131,11 @@ class Settings(BaseSettings):
     @property
     def artifacts_dir(self) -> Path:
         return self.data_dir / "artifacts"
+
+    @property
+    def uploads_dir(self) -> Path:
+        """Where uploads stream to before they are checked and stored."""
+        return self.data_dir / "uploads"
 
     @property
     def scratch_dir(self) -> Path:

@@ -52,6 +52,10 @@ class ArtifactStore(Protocol):
         """Remove `uri`; a missing object is not an error (deletes are retried after failures)."""
         ...
 
+    def delete_prefix(self, prefix: str) -> None:
+        """Remove every object whose key starts with `prefix` (a folder: "jobs/<id>/")."""
+        ...
+
 
 class LocalArtifactStore:
     """Files under `root`; writes go to a temporary name first, then an atomic rename."""
@@ -116,6 +120,11 @@ class LocalArtifactStore:
 
     def delete(self, uri: str) -> None:
         self._path_for_uri(uri).unlink(missing_ok=True)
+
+    def delete_prefix(self, prefix: str) -> None:
+        if not prefix.endswith("/"):
+            raise ValueError(f"artifact prefix {prefix!r} must name a folder (end with '/')")
+        shutil.rmtree(self._path_for_key(prefix.rstrip("/")), ignore_errors=True)
 
 
 def artifact_store(settings: Settings) -> ArtifactStore:

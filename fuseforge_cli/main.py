@@ -1,24 +1,20 @@
-"""`fuseforge serve | worker | migrate | run | optimize`: what the Makefile and containers call."""
+"""`fuseforge serve | worker | janitor | migrate | run | optimize | validate`: what the Makefile
+and containers call."""
 
 import argparse
 import logging
 import os
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
-from types import FrameType
 from typing import NoReturn
 
 from core.settings import get_settings
 from fuseforge_cli.optimize_command import add_optimize_parser
+from fuseforge_cli.run_command import run_service
 from fuseforge_cli.validate_command import add_validate_parser
 from optimizer.passes import DEFAULT_PASSES, FusionPass
 
 __all__ = ["main"]
-
-_STOP_TIMEOUT_S = 20
 
 
 def _alembic_ini() -> Path:
@@ -64,53 +60,14 @@ def worker(worker_args: list[str]) -> NoReturn:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Migrate, then run the API and a worker (with the stale-job sweep) until Ctrl-C/SIGTERM."""
+    """Migrate, then keep the API, a worker and the janitor running until Ctrl-C/SIGTERM."""
     migrate()
-    settings = get_settings()
-    me = [sys.executable, "-m", "fuseforge_cli.main"]
-    children = {
-        "api": subprocess.Popen([*me, "serve"]),
-        # gpu too: a worker that cannot build TensorRT engines drops it, saying why
-        "worker": subprocess.Popen([*me, "worker", "--beat", "--queues", "cpu,gpu"]),
-    }
-    stopping = False
-
-    def _request_stop(signum: int, _frame: FrameType | None) -> None:
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGINT, _request_stop)
-    signal.signal(signal.SIGTERM, _request_stop)
-    print(
-        f"FuseForge is up: http://{settings.host}:{settings.port} "
-        f"(data in {settings.data_dir.resolve()}). Ctrl-C stops it.",
-        flush=True,
-    )
-    exit_code = 0
-    while not stopping:
-        for name, child in children.items():
-            if child.poll() is not None:
-                print(f"fuseforge: the {name} exited with code {child.returncode}; stopping", flush=True)
-                exit_code = child.returncode or 1
-                stopping = True
-        time.sleep(0.2)
-    _stop_children(children)
-    print("FuseForge stopped.", flush=True)
-    return exit_code
+    return run_service()
 
 
-def _stop_children(children: dict[str, subprocess.Popen[bytes]]) -> None:
-    for child in children.values():
-        if child.poll() is None:
-            child.send_signal(signal.SIGTERM)  # uvicorn and celery both shut down warmly on TERM
-    deadline = time.monotonic() + _STOP_TIMEOUT_S
-    for name, child in children.items():
-        try:
-            child.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            print(f"fuseforge: the {name} did not stop in {_STOP_TIMEOUT_S} s; killing it", flush=True)
-            child.kill()
-            child.wait()
+def janitor(janitor_args: list[str]) -> NoReturn:
+    """Hand over to `python -m worker.janitor`: stale jobs, lost messages, leftover files."""
+    os.execv(sys.executable, [sys.executable, "-m", "worker.janitor", *janitor_args])
 
 
 def _parser(catalog: tuple[FusionPass, ...]) -> argparse.ArgumentParser:
@@ -118,10 +75,11 @@ def _parser(catalog: tuple[FusionPass, ...]) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("migrate", help="apply database migrations").set_defaults(func=migrate)
     sub.add_parser("serve", help="run the REST API").set_defaults(func=serve)
-    sub.add_parser("run", help="migrate, then run API + worker (what `make run` calls)"
+    sub.add_parser("run", help="migrate, then run API + worker + janitor (what `make run` calls)"
                    ).set_defaults(func=run)
     # Listed for --help; main() hands its arguments to the worker's own parser.
     sub.add_parser("worker", help="run a Celery worker (`fuseforge worker --help` for options)")
+    sub.add_parser("janitor", help="fail stale jobs, re-send lost ones, remove leftover files")
     add_optimize_parser(sub, catalog=catalog)
     add_validate_parser(sub, catalog=catalog)
     return parser
@@ -137,6 +95,8 @@ def main(argv: list[str] | None = None, *,
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["worker"]:
         worker(argv[1:])
+    if argv[:1] == ["janitor"]:
+        janitor(argv[1:])
     args = _parser(catalog).parse_args(argv)
     return int(args.func(args) or 0)
 

@@ -1,4 +1,4 @@
-"""`python -m worker [--queues cpu,gpu] [--beat] ...`: run a Celery worker on this machine.
+"""`python -m worker [--queues cpu,gpu] ...`: run a Celery worker on this machine.
 
 `fuseforge worker` hands over to this (the CLI never imports the worker). A worker asked for
 the "gpu" queues that can build TensorRT engines runs each job in a fresh pool process.
@@ -20,8 +20,6 @@ def worker_parser() -> argparse.ArgumentParser:
                         help="jobs at once (each uses all cores)")
     parser.add_argument("--pool", default="prefork", choices=["prefork", "solo", "threads"])
     parser.add_argument("--loglevel", default="info")
-    parser.add_argument("--beat", action="store_true",
-                        help="also run the periodic stale-job sweep")
     return parser
 
 
@@ -43,8 +41,6 @@ def main(argv: list[str] | None = None) -> int:
         # Each job in a fresh pool process: a CUDA error is sticky for the process that hit it,
         # and the GPU memory a job's engines held comes back whole.
         celery_argv.append("--max-tasks-per-child=1")
-    if args.beat:
-        celery_argv.append("--beat")
     celery_app.worker_main(celery_argv)
     return 0
 

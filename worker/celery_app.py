@@ -1,18 +1,18 @@
-"""The worker's Celery application: task routing, the stale-job sweep, and the worker's start-up
-and shutdown (choosing its GPU queues, registering it in the `workers` table).
+"""The worker's Celery application: task routing, and the worker's start-up and shutdown
+(choosing its GPU queues, registering it in the `workers` table). The stale-job sweep is the
+janitor's (worker/janitor.py), a process of its own.
 
-Only workers load it; the API sends tasks by name through its own producer (api/dispatch.py).
+Only workers load it; the API sends tasks by name through its own producer (core/dispatch.py).
 Queue and task names are core/queues.py's.
 """
 
 import logging
-from datetime import timedelta
 from typing import Any
 
 from celery import Celery
 from celery.signals import celeryd_after_setup, worker_ready, worker_shutdown
 
-from core.queues import CPU_QUEUE, SWEEP_TASK, worker_queues
+from core.queues import CPU_QUEUE, worker_queues
 from core.settings import Settings, get_settings
 from worker.registration import WorkerHeartbeat
 from worker.runtime import current_runtime
@@ -33,14 +33,6 @@ def make_celery_app(settings: Settings) -> Celery:
         task_default_queue=CPU_QUEUE,
         broker_connection_retry_on_startup=True,
         worker_hijack_root_logger=False,
-        beat_schedule_filename=str(settings.data_dir / "celerybeat-schedule"),
-        beat_schedule={
-            "sweep-stale-jobs": {
-                "task": SWEEP_TASK,
-                "schedule": timedelta(seconds=settings.jobs.heartbeat_interval_s * 2),
-                "options": {"queue": CPU_QUEUE},
-            }
-        },
     )
     if app.conf.broker_url.startswith(("redis://", "rediss://")):
         # Redis re-sends an unacked message after this; a job may legitimately run this long.

@@ -13,7 +13,7 @@ from functools import lru_cache
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from core.db.session import get_sessionmaker
+from core.db.session import make_engine
 from core.settings import Settings, get_settings
 from core.storage import ArtifactStore, artifact_store
 from optimizer.backends.tensorrt.toolkit import TensorRTToolkit, load_toolkit
@@ -33,18 +33,20 @@ class WorkerRuntime:
 
     @classmethod
     def from_settings(cls, settings: Settings,
-                      sessions: sessionmaker[Session] | None = None) -> "WorkerRuntime":
-        """Everything `settings` configure; `sessions` defaults to the configured database's."""
+                      capabilities: HostCapabilities | None = None) -> "WorkerRuntime":
+        """Everything `settings` configure; `capabilities` are detected unless given (a job's
+        process is handed its worker's)."""
         try:
             toolkit = load_toolkit(settings.tensorrt_toolkit)
         except InternalError as err:
             raise InternalError(f"FUSEFORGE_TENSORRT_TOOLKIT: {err}") from err
+        engine = make_engine(settings.resolved_database_url)
         return cls(
             settings=settings,
-            sessions=sessions or get_sessionmaker(),
+            sessions=sessionmaker(bind=engine, expire_on_commit=False),
             store=artifact_store(settings),
             toolkit=toolkit,
-            capabilities=toolkit.detect_capabilities(),
+            capabilities=capabilities or toolkit.detect_capabilities(),
         )
 
 

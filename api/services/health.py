@@ -3,7 +3,7 @@
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from api.dispatch import JobDispatcher
+from core.dispatch import JobDispatcher
 
 __all__ = ["check_broker", "check_database"]
 

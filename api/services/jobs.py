@@ -6,7 +6,6 @@ import uuid
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
-from api.dispatch import JobDispatcher
 from api.schemas.jobs import JobCreate
 from api.services.datasets import get_dataset
 from api.services.errors import (
@@ -20,6 +19,7 @@ from api.services.models import get_model
 from core.db import job_state
 from core.db.models import Artifact, Job, JobStatus
 from core.db.worker_registry import online_workers
+from core.dispatch import JobDispatcher
 from core.job_config import JobConfig
 from core.queues import job_queue
 from optimizer.backends.tensorrt.profiles import profiles_to_dict

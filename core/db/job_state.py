@@ -23,6 +23,7 @@ __all__ = [
     "record_event",
     "report_progress",
     "start_stage",
+    "status_of",
     "succeed",
     "sweep_stale",
 ]
@@ -89,6 +90,12 @@ def report_progress(session: Session, job_id: uuid.UUID, progress: float) -> boo
     no longer running (cancelled)."""
     return _move(session, job_id, [JobStatus.RUNNING], progress=progress,
                  heartbeat_at=utc_now()) is not None
+
+
+def status_of(session: Session, job_id: uuid.UUID) -> JobStatus | None:
+    """The job's status now (None for an unknown job); a read, not a move."""
+    status = session.scalar(select(Job.status).where(Job.id == job_id))
+    return JobStatus(status) if status is not None else None
 
 
 def heartbeat(session: Session, job_id: uuid.UUID) -> bool:

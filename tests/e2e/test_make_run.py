@@ -1,8 +1,11 @@
-"""`make run` on embedded defaults (SQLite, local artifacts, SQLite broker): the whole flow works
-and Ctrl-C/SIGTERM stops the API and the worker cleanly."""
+"""`make run` on embedded defaults (SQLite, local artifacts, SQLite broker): the whole flow works,
+a worker that dies is started again, and Ctrl-C/SIGTERM stops the API, the worker and the
+janitor cleanly."""
 
+import os
 import shutil
 import signal
+import time
 from pathlib import Path
 
 import httpx
@@ -27,6 +30,15 @@ def test_make_run_serves_the_whole_flow_without_external_services(tmp_path: Path
         assert_optimize_flow_succeeds(base_url)
         assert (data_dir / "fuseforge.sqlite").is_file()
         assert (data_dir / "broker.sqlite").is_file()
+        assert service.group_pids("-m worker.janitor"), "no janitor runs"
+
+        [worker] = service.group_pids("-m worker --queues")
+        os.kill(worker, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while "the worker exited with code -9" not in service.output():
+            assert time.monotonic() < deadline, service.output()[-3000:]
+            time.sleep(0.2)
+        assert_optimize_flow_succeeds(base_url)  # on the worker started again
     finally:
         service.stop(signal.SIGTERM, timeout=60)
 

@@ -58,6 +58,20 @@ class Service:
         finally:
             self._log.close()
 
+    def group_pids(self, command_part: str) -> list[int]:
+        """Processes of this service's group whose command line contains `command_part`."""
+        pids = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+                if os.getpgid(int(entry.name)) == self.process.pid and command_part in command:
+                    pids.append(int(entry.name))
+            except (OSError, ProcessLookupError):
+                continue  # gone meanwhile
+        return pids
+
     def group_is_gone(self) -> bool:
         try:
             os.killpg(self.process.pid, 0)

@@ -14,8 +14,8 @@ says so; the worker process is untouched. A cancelled job stops its build within
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,12 +29,16 @@ from optimizer.backends.tensorrt.toolkit import load_toolkit
 from optimizer.capabilities import GpuInfo
 from optimizer.precision import Precision, convert_precision
 from worker.gpu.build_events import BuildEventRelay, BuildEventWriter, JobChannel
-from worker.gpu.isolation import ChildLimits, one_at_a_time, run_isolated
 from worker.gpu.timing_caches import load_stored_cache, save_cache
+from worker.isolation import ChildLimits, one_at_a_time, run_isolated
 
 __all__ = ["EngineBuilds", "build_in_child", "build_log_path"]
 
 _GIB = 2**30
+
+
+def _ignore(_: bool) -> None:
+    return None
 
 
 def build_log_path(out_dir: Path) -> Path:
@@ -54,6 +58,7 @@ class EngineBuilds:
     tensorrt_version: str
     precision: Precision | None  # None: fp32
     profiles: Mapping[str, Any] | None
+    on_gpu_wait: Callable[[bool], None] = _ignore  # the job waits for the GPU (True), or has it
 
     def build(self, model_path: Path, out_dir: Path, *, input_shapes: Mapping[str, Sequence[int]],
               label: str, stage: str, progress_span: tuple[float, float]) -> TrtEngine:
@@ -93,18 +98,27 @@ class EngineBuilds:
             save_cache(self.store, cache_key, engine.timing_cache)
         return engine
 
-    def gpu_lock(self, stage: str) -> AbstractContextManager[None]:
+    @contextmanager
+    def gpu_lock(self, stage: str) -> Iterator[None]:
         """Hold this worker's GPU exclusively (blocking until free): for a build, or for timing
         an engine, which another job's build on the same GPU would slow down. Not re-entrant:
-        take it once. While it waits, the job's events (in `stage`) say so."""
+        take it once. While it waits, the job's events (in `stage`) say so, and `on_gpu_wait`
+        hears True, then False once the GPU is ours."""
+        waited = False
 
         def tell_the_job() -> None:
+            nonlocal waited
+            waited = True
+            self.on_gpu_wait(True)
             self.channel.event(f"waiting for GPU {self.gpu.name}: another job's TensorRT build "
                                "or timing is using it", stage)
 
         # The UUID names the physical GPU whatever CUDA_VISIBLE_DEVICES renumbers it to.
         name = self.gpu.uuid or str(self.gpu.index)
-        return one_at_a_time(self.settings.locks_dir / f"gpu-{name}.lock", on_wait=tell_the_job)
+        with one_at_a_time(self.settings.locks_dir / f"gpu-{name}.lock", on_wait=tell_the_job):
+            if waited:
+                self.on_gpu_wait(False)
+            yield
 
     def at_job_precision(self, model_path: Path) -> Path:
         """`model_path` itself for an fp32 job; else its conversion to the job's precision,

@@ -11,7 +11,9 @@ from core.storage import ArtifactStore, StoredObject
 from optimizer.jsonable import json_safe
 from worker.pipeline.results import JobOutcome
 
-__all__ = ["benchmark_rows", "report_columns", "store_artifacts_then", "validation_rows"]
+__all__ = [
+    "StoredArtifacts", "benchmark_rows", "report_columns", "store_artifacts_then", "validation_rows",
+]
 
 logger = logging.getLogger(__name__)
 

@@ -1,21 +1,49 @@
-"""Move a running job from stage to stage, and stop the run once the job no longer runs."""
+"""Move a running job from stage to stage, and tell the supervisor which stage runs.
 
-from worker.pipeline.heartbeat import JobHeartbeat
+The job's process records each stage in the database (the job's `stage` and progress) and in a
+small file the supervisor (worker/pipeline/supervisor.py) reads to hold the stage to its limits
+without asking the database: `StageMark` says which stage runs, since when (the monotonic clock,
+shared by every process on the host), and whether it is waiting for the GPU (time the supervisor
+does not count against the stage).
+"""
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
 from worker.pipeline.recorder import JobRecorder
 from worker.pipeline.stages import ProgressSpan, span_of
 
-__all__ = ["JobStopped", "StageProgress"]
+__all__ = ["JobStopped", "StageMark", "StageProgress", "read_stage_mark"]
 
 
 class JobStopped(Exception):
     """The job was cancelled or swept while it ran: the run stops and records nothing more."""
 
 
+@dataclass(frozen=True)
+class StageMark:
+    stage: str
+    since: float  # time.monotonic() when the stage started, or last stopped waiting
+    waiting: bool = False  # waiting for the GPU: not counted against the stage's limits
+
+
+def read_stage_mark(path: Path) -> StageMark | None:
+    """The stage the job's process last marked; None before its first stage (or if unreadable)."""
+    try:
+        return StageMark(**json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
 class StageProgress:
-    def __init__(self, recorder: JobRecorder, heartbeat: JobHeartbeat) -> None:
+    def __init__(self, recorder: JobRecorder, stage_file: Path | None = None) -> None:
         self._recorder = recorder
-        self._heartbeat = heartbeat
+        self._stage_file = stage_file
         self._reached = 0.0
+        self._stage: str | None = None
 
     def enter(self, stage: str, note: str | None = None) -> ProgressSpan:
         """Record that the job entered `stage`; the span of progress it may fill.
@@ -26,11 +54,23 @@ class StageProgress:
         Raises:
             JobStopped: the job was cancelled (or swept) meanwhile.
         """
-        if not self._heartbeat.still_running:
-            raise JobStopped
         span = span_of(stage)
         progress = max(span.start, self._reached)
         if not self._recorder.start_stage(stage, progress, note):
             raise JobStopped
         self._reached = progress
+        self._stage = stage
+        self._mark(waiting=False)
         return ProgressSpan(progress, max(span.end, progress))
+
+    def waiting(self, waiting: bool) -> None:
+        """The stage waits for (True) or got (False) the GPU; its clock restarts once it has it."""
+        self._mark(waiting=waiting)
+
+    def _mark(self, *, waiting: bool) -> None:
+        if self._stage_file is None or self._stage is None:
+            return
+        mark = StageMark(stage=self._stage, since=time.monotonic(), waiting=waiting)
+        partial = self._stage_file.with_name(self._stage_file.name + ".partial")
+        partial.write_text(json.dumps(asdict(mark)))
+        os.replace(partial, self._stage_file)  # the reader sees the old mark or the new one

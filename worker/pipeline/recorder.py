@@ -6,17 +6,19 @@ no transaction stays open across model work and the job's state moves only throu
 """
 
 import logging
+import time
 import uuid
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from sqlalchemy import update
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from core.db import job_state
-from core.db.models import Artifact, Job
+from core.db.models import Artifact, Job, JobStatus
 from core.job_config import JobConfig
 from core.storage import StoredObject
 from worker.gpu.build_events import Reporter
@@ -27,6 +29,10 @@ from worker.pipeline.results import JobOutcome
 __all__ = ["ClaimedJob", "JobRecorder"]
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+_FIRST_PAUSE_S = 0.5
+_LONGEST_PAUSE_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -39,18 +45,35 @@ class ClaimedJob:
 
 
 class JobRecorder:
-    def __init__(self, job_id: uuid.UUID, sessions: sessionmaker[Session]) -> None:
+    """`retry_s`: how long a write retries through a database outage (connection errors) before
+    its error reaches the caller; each retry runs the whole transaction again."""
+
+    def __init__(self, job_id: uuid.UUID, sessions: sessionmaker[Session], *,
+                 retry_s: float = 0.0) -> None:
         self.job_id = job_id
         self._sessions = sessions
+        self._retry_s = retry_s
 
-    @contextmanager
-    def _transaction(self) -> Iterator[Session]:
-        with self._sessions() as session, session.begin():
-            yield session
+    def _write(self, work: Callable[[Session], T]) -> T:
+        """`work` in a transaction of its own, committed; retried while the database is away."""
+        deadline = time.monotonic() + self._retry_s
+        pause = _FIRST_PAUSE_S
+        while True:
+            try:
+                with self._sessions() as session, session.begin():
+                    return work(session)
+            except OperationalError as err:
+                if time.monotonic() + pause > deadline:
+                    raise
+                logger.warning("job %s: database unavailable (%s); retrying in %.1f s",
+                               self.job_id, type(err.orig).__name__, pause)
+                time.sleep(pause)
+                pause = min(pause * 2, _LONGEST_PAUSE_S)
 
     def claim(self, worker: str) -> ClaimedJob | None:
         """Mark the job running on `worker`; None if it is no longer queued."""
-        with self._transaction() as session:
+
+        def claim(session: Session) -> ClaimedJob | None:
             job = job_state.claim(session, self.job_id, worker)
             if job is None:
                 return None
@@ -60,49 +83,53 @@ class JobRecorder:
                 dataset_uri=job.dataset.storage_uri if job.dataset else None,
             )
 
+        return self._write(claim)
+
     def fail_if_its_process_died(self, scratch_root: Path) -> bool:
         """Fail the job now if the pool process that claimed it on this host is gone
         (see worker/pipeline/lost_jobs.py)."""
-        with self._transaction() as session:
-            return fail_if_its_process_died(session, self.job_id, scratch_root)
+        return self._write(lambda session: fail_if_its_process_died(session, self.job_id,
+                                                                     scratch_root))
 
     def start_stage(self, stage: str, progress: float, note: str | None = None) -> bool:
         """Record that the job entered `stage`; False if it no longer runs (cancelled)."""
-        with self._transaction() as session:
-            return job_state.start_stage(session, self.job_id, stage, progress, note=note)
+        return self._write(lambda session: job_state.start_stage(session, self.job_id, stage,
+                                                                 progress, note=note))
 
     def heartbeat(self) -> bool:
         """Show the job's worker is alive; False if the job no longer runs."""
-        with self._transaction() as session:
-            return job_state.heartbeat(session, self.job_id)
+        return self._write(lambda session: job_state.heartbeat(session, self.job_id))
 
     def event(self, message: str, stage: str) -> None:
-        with self._transaction() as session:
-            job_state.record_event(session, self.job_id, message, stage=stage)
+        self._write(lambda session: job_state.record_event(session, self.job_id, message,
+                                                           stage=stage))
 
     def reporter(self, stage: str) -> Reporter:
         """A `Reporter` writing events in `stage`, and progress (or else a heartbeat), in one
         transaction per call; it answers whether the job still runs."""
 
         def report(messages: Sequence[str], progress: float | None) -> bool:
-            with self._transaction() as session:
+            def write(session: Session) -> bool:
                 if progress is not None:
                     running = job_state.report_progress(session, self.job_id, progress)
                 else:
                     running = job_state.heartbeat(session, self.job_id)
                 for message in messages:
                     job_state.record_event(session, self.job_id, message, stage=stage)
-            return running
+                return running
+
+            return self._write(write)
 
         return report
 
     def succeed(self, outcome: JobOutcome, stored: Sequence[tuple[str, str, StoredObject]]) -> bool:
         """Commit the stored artifacts' rows, the records, the reports and `succeeded` in one
         transaction; False (nothing written) if the job was cancelled meanwhile."""
-        with self._transaction() as session:
+
+        def succeed(session: Session) -> bool:
             session.add_all(
-                Artifact(job_id=self.job_id, name=name, kind=kind, uri=obj.uri, sha256=obj.sha256,
-                         size_bytes=obj.size_bytes)
+                Artifact(job_id=self.job_id, name=name, kind=kind, uri=obj.uri,
+                         sha256=obj.sha256, size_bytes=obj.size_bytes)
                 for name, kind, obj in stored
             )
             session.add_all(validation_rows(self.job_id, outcome))
@@ -111,15 +138,27 @@ class JobRecorder:
             if job_state.succeed(session, self.job_id) is None:
                 session.rollback()
                 return False
-        return True
+            return True
 
-    def fail(self, code: str, message: str, outcome: JobOutcome) -> None:
+        return self._write(succeed)
+
+    def fail(self, code: str, message: str, outcome: JobOutcome | None = None) -> bool:
         """Mark the job failed; its validation rows and reports stay with it, since they explain
-        an accuracy failure."""
-        with self._transaction() as session:
-            if job_state.fail(session, self.job_id, code, message) is not None:
+        an accuracy failure. False if it had already ended (e.g. cancelled)."""
+
+        def fail(session: Session) -> bool:
+            if job_state.fail(session, self.job_id, code, message) is None:
+                return False
+            if outcome is not None:
                 session.add_all(validation_rows(self.job_id, outcome))
                 self._attach_reports(session, outcome)
+            return True
+
+        return self._write(fail)
+
+    def status(self) -> JobStatus | None:
+        """The job's status now."""
+        return self._write(lambda session: job_state.status_of(session, self.job_id))
 
     def _attach_reports(self, session: Session, outcome: JobOutcome) -> None:
         session.execute(update(Job).where(Job.id == self.job_id).values(**report_columns(outcome)))

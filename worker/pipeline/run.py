@@ -1,18 +1,17 @@
-"""Run one job end to end: claim it, run its stages, record the outcome, clean up.
+"""Run a claimed job's stages and record the outcome: the pipeline itself.
 
     load → (optimize → build_engine → validate)+ → benchmark → [ablation] → store
 
 The bracket is the fallback: when the engine fails validation and the job asks to fall back,
 the pipeline loops over more conservative attempts (worker/pipeline/attempts.py) until one
 validates. Stages hand typed results to the next (worker/pipeline/results.py); every database
-write goes through the run's `JobRecorder`, each in a short transaction of its own.
+write goes through the run's `JobRecorder`, each in a short transaction of its own. It runs in
+the job's own process (worker/pipeline/job_process.py), which the supervisor kills on cancel or
+when a stage breaks its limits.
 """
 
 import logging
-import os
 import shutil
-import socket
-import uuid
 from typing import Any
 
 from optimizer.errors import OptimizerError
@@ -21,11 +20,10 @@ from worker.pipeline.attempts import fallback_record
 from worker.pipeline.backend import JobBackend
 from worker.pipeline.benchmark import benchmark_engine
 from worker.pipeline.diagnose import diagnose_failure
-from worker.pipeline.heartbeat import JobHeartbeat
 from worker.pipeline.load import load_model
 from worker.pipeline.onnxruntime_backend import OnnxRuntimeBackend
 from worker.pipeline.optimize import optimize_graph
-from worker.pipeline.outcome import store_artifacts_then
+from worker.pipeline.outcome import StoredArtifacts, store_artifacts_then
 from worker.pipeline.profile_checks import check_profile_extremes
 from worker.pipeline.progress import JobStopped, StageProgress
 from worker.pipeline.recorder import JobRecorder
@@ -42,62 +40,52 @@ from worker.pipeline.tensorrt_backend import TensorRTBackend
 from worker.pipeline.validate import job_tolerances, validate_engine
 from worker.runtime import WorkerRuntime
 
-__all__ = ["run_job", "worker_name"]
+__all__ = ["backend_for", "run_claimed_job"]
 
 logger = logging.getLogger(__name__)
 
 
-def worker_name() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def run_job(job_id: uuid.UUID, runtime: WorkerRuntime) -> None:
-    """Run `job_id` if it is still queued; a redelivered or cancelled job is left alone."""
-    recorder = JobRecorder(job_id, runtime.sessions)
-    claimed = recorder.claim(worker_name())
-    if claimed is None:
-        if not recorder.fail_if_its_process_died(runtime.settings.scratch_dir):
-            logger.info("job %s is not queued any more; skipping this delivery", job_id)
-        return
-    run = JobRun(
-        job_id=job_id,
-        config=claimed.config,
-        model_path=runtime.store.local_path(claimed.model_uri),
-        dataset_path=runtime.store.local_path(claimed.dataset_uri) if claimed.dataset_uri else None,
-        scratch_dir=runtime.settings.scratch_dir / str(job_id),
-        settings=runtime.settings,
-        store=runtime.store,
-    )
+def run_claimed_job(run: JobRun, runtime: WorkerRuntime, recorder: JobRecorder,
+                    progress: StageProgress) -> None:
+    """Run every stage of a claimed job and record how it ended (in the job's own process,
+    which worker/pipeline/supervisor.py starts, watches and kills). The scratch folder goes
+    before the job's end is recorded, so an ended job has none."""
     outcome = JobOutcome()
-    shutil.rmtree(run.scratch_dir, ignore_errors=True)  # leftovers of a crashed earlier attempt
-    run.scratch_dir.mkdir(parents=True)
+
+    def succeed(stored: StoredArtifacts) -> bool:
+        _remove_scratch(run)
+        return recorder.succeed(outcome, stored)
+
     try:
-        with JobHeartbeat(recorder.heartbeat, runtime.settings.jobs.heartbeat_interval_s,
-                          name=str(job_id)) as beat:
-            progress = StageProgress(recorder, beat)
-            _run_stages(run, backend_for(run, runtime, recorder), outcome, progress)
-            progress.enter(STORE)
-            if not store_artifacts_then(job_id, outcome, run.store,
-                                        lambda stored: recorder.succeed(outcome, stored)):
-                raise JobStopped
+        _run_stages(run, backend_for(run, runtime, recorder, progress), outcome, progress)
+        progress.enter(STORE)
+        if not store_artifacts_then(run.job_id, outcome, run.store, succeed):
+            raise JobStopped
     except JobStopped:
-        logger.info("job %s was cancelled; stopped between stages", job_id)
+        logger.info("job %s was cancelled; stopped between stages", run.job_id)
     except OptimizerError as err:
-        logger.info("job %s failed: %s: %s", job_id, type(err).__name__, err)
+        logger.info("job %s failed: %s: %s", run.job_id, type(err).__name__, err)
+        _remove_scratch(run)
         recorder.fail(type(err).__name__, str(err), outcome)
     except Exception as err:
-        logger.exception("job %s hit an internal error", job_id)
+        logger.exception("job %s hit an internal error", run.job_id)
+        _remove_scratch(run)
         recorder.fail(
             "InternalError",
             f"FuseForge failed internally ({type(err).__name__}: {err}); this is not a fault in "
-            f"your model. The worker log has the traceback for job {job_id}.",
+            f"your model. The worker log has the traceback for job {run.job_id}.",
             outcome,
         )
     finally:
-        shutil.rmtree(run.scratch_dir, ignore_errors=True)
+        _remove_scratch(run)
 
 
-def backend_for(run: JobRun, runtime: WorkerRuntime, recorder: JobRecorder) -> JobBackend[Any]:
+def _remove_scratch(run: JobRun) -> None:
+    shutil.rmtree(run.scratch_dir, ignore_errors=True)
+
+
+def backend_for(run: JobRun, runtime: WorkerRuntime, recorder: JobRecorder,
+                progress: StageProgress) -> JobBackend[Any]:
     """The job's backend strategy.
 
     Raises:
@@ -106,7 +94,7 @@ def backend_for(run: JobRun, runtime: WorkerRuntime, recorder: JobRecorder) -> J
     """
     if run.config.backend == "tensorrt":
         return TensorRTBackend(run, toolkit=runtime.toolkit, capabilities=runtime.capabilities,
-                               recorder=recorder)
+                               recorder=recorder, on_gpu_wait=progress.waiting)
     return OnnxRuntimeBackend(run)
 
 

@@ -5,6 +5,7 @@ the same precision on the same GPU (timing a GPU engine against ONNX Runtime on 
 say nothing about fusion)."""
 
 import shutil
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import NoReturn
@@ -50,7 +51,7 @@ class TensorRTBackend:
     own_optimizations = "TensorRT's own optimizations"
 
     def __init__(self, run: JobRun, *, toolkit: TensorRTToolkit, capabilities: HostCapabilities,
-                 recorder: JobRecorder) -> None:
+                 recorder: JobRecorder, on_gpu_wait: Callable[[bool], None]) -> None:
         """Raises EngineBuildError when this host cannot build TensorRT engines."""
         why = refusal_for(capabilities)
         if why is not None or capabilities.gpu is None or capabilities.tensorrt_version is None:
@@ -63,7 +64,7 @@ class TensorRTBackend:
             job_id=run.job_id, settings=run.settings, store=run.store, channel=recorder,
             gpu=capabilities.gpu, tensorrt_version=capabilities.tensorrt_version,
             precision=None if precision == "fp32" else precision,
-            profiles=run.config.profile_shapes(),
+            profiles=run.config.profile_shapes(), on_gpu_wait=on_gpu_wait,
         )
 
     def build_engine(self, loaded: LoadedModel, optimized: OptimizedModel, attempt: Attempt,

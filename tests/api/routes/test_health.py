@@ -3,7 +3,7 @@
 from fastapi.testclient import TestClient
 
 from api.deps import get_dispatcher
-from api.dispatch import JobDispatcher
+from core.dispatch import JobDispatcher
 
 
 def test_healthz_is_ok_with_database_and_broker_up(client: TestClient) -> None:

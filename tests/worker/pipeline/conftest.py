@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api.deps import get_session
 from api.main import create_app
-from core.settings import Settings, get_settings
+from core.settings import Settings, StageLimit, StageLimits, get_settings
 from core.storage import LocalArtifactStore
 from optimizer.capabilities import HostCapabilities
 from tests.conftest import TEST_REDIS_URL
@@ -67,6 +68,15 @@ class EmbeddedWorker:
         response = self.client.get(f"/v1/jobs/{job_id}")
         assert response.status_code == 200, response.text
         return response.json()  # type: ignore[no-any-return]
+
+    @contextmanager
+    def limits(self, **stages: StageLimit) -> Iterator[None]:
+        """Run jobs with these stage limits (e.g. validate=StageLimit(wall_s=3)) in the block."""
+        jobs = self.runtime.settings.jobs
+        settings = self.runtime.settings.model_copy(update={"jobs": jobs.model_copy(
+            update={"stage_limits": StageLimits(**stages)})})
+        with use_runtime(replace(self.runtime, settings=settings)):
+            yield
 
     def wait(self, job_id: str, timeout_s: float = _JOB_TIMEOUT_S) -> dict[str, Any]:
         """The job once it has finished (succeeded, failed or cancelled)."""

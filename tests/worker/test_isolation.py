@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from optimizer.errors import EngineBuildError, PassError
-from tests.worker.gpu import isolated_calls
-from worker.gpu.isolation import ChildLimits, one_at_a_time, run_isolated
+from tests.worker import isolated_calls
+from worker.isolation import ChildLimits, one_at_a_time, run_isolated
 
 LIMITS = ChildLimits(timeout_s=60)
 WHAT = "the test build"

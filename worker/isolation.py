@@ -43,11 +43,12 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from types import TracebackType
+from typing import Any, Self, TypeVar
 
 from optimizer.errors import EngineBuildError, OptimizerError
 
-__all__ = ["ChildLimits", "one_at_a_time", "run_isolated"]
+__all__ = ["ChildLimits", "IsolatedChild", "one_at_a_time", "run_isolated"]
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 _CALL_FILE = "call.pickle"
 _RESULT_FILE = "result.pickle"
 # The child imports this module by name; the parent's sys.path travels in PYTHONPATH.
-_BOOTSTRAP = "import sys; from worker.gpu.isolation import _child_main; _child_main(sys.argv[1])"
+_BOOTSTRAP = "import sys; from worker.isolation import _child_main; _child_main(sys.argv[1])"
 _SIGNAL_HINTS = {
     signal.SIGABRT: "aborted: an assertion or an uncaught C++ exception in native code",
     signal.SIGSEGV: "segmentation fault in native code",
@@ -134,20 +135,86 @@ def _portable(err: BaseException) -> BaseException | tuple[str, str]:
     return restored
 
 
-def _rss_bytes(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/statm") as statm:
-            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, IndexError, ValueError):
-        return None  # the process is gone, or this is not Linux
+class IsolatedChild:
+    """`fn(*args, **kwargs)` running in a fresh Python child process, to watch, kill, and read
+    what it returned or raised. Use it in a `with` block: leaving kills the child (and anything
+    it started) if it still runs, and removes its work folder.
 
+    `fn` (module-level, imported by name) and its arguments are pickled into the child.
+    """
 
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)  # start_new_session: the group id is its pid
-    except ProcessLookupError:
-        pass  # already gone (and its group with it)
-    process.wait()
+    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...] = (),
+                 kwargs: Mapping[str, Any] | None = None, *,
+                 max_address_space_bytes: int | None = None) -> None:
+        self._work_dir = Path(tempfile.mkdtemp(prefix="fuseforge-isolated-"))
+        try:
+            with (self._work_dir / _CALL_FILE).open("wb") as call_file:
+                pickle.dump((os.getpid(), max_address_space_bytes), call_file)
+                pickle.dump((fn, tuple(args), dict(kwargs or {})), call_file)
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", _BOOTSTRAP, str(self._work_dir)], env=env,
+                start_new_session=True)
+        except BaseException:
+            shutil.rmtree(self._work_dir, ignore_errors=True)
+            raise
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        try:
+            if self.process.poll() is None:
+                self.kill()
+        finally:
+            shutil.rmtree(self._work_dir, ignore_errors=True)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def wait(self, timeout_s: float) -> bool:
+        """Wait up to `timeout_s`; True once the child has exited."""
+        try:
+            self.process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
+    def rss_bytes(self) -> int | None:
+        """The child's resident memory now; None once it is gone (or off Linux)."""
+        try:
+            with open(f"/proc/{self.pid}/statm") as statm:
+                return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, IndexError, ValueError):
+            return None
+
+    def cpu_seconds(self) -> float | None:
+        """CPU time the child has used so far (user + system, its threads and the children it
+        has waited for); None once it is gone (or off Linux)."""
+        try:
+            with open(f"/proc/{self.pid}/stat") as stat:
+                # Fields after the parenthesised command name; utime is the 14th field overall.
+                fields = stat.read().rsplit(")", 1)[1].split()
+            ticks = sum(int(value) for value in fields[11:15])  # utime stime cutime cstime
+        except (OSError, IndexError, ValueError):
+            return None
+        return ticks / os.sysconf("SC_CLK_TCK")
+
+    def kill(self) -> None:
+        """SIGKILL the child's whole session (it runs in a session of its own) and reap it."""
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)  # start_new_session: group id == pid
+        except ProcessLookupError:
+            pass  # already gone (and its group with it)
+        self.process.wait()
+
+    def outcome(self, limits: "ChildLimits", what: str, error: type[OptimizerError]) -> Any:
+        """Once it has exited: what `fn` returned, or its exception re-raised, or `error`
+        saying how the child died."""
+        return _outcome(self._work_dir / _RESULT_FILE, self.process.returncode, limits, what,
+                        error)
 
 
 def run_isolated(
@@ -173,47 +240,30 @@ def run_isolated(
             memory limit, died from a signal or exited without a result, or `keep_going` said stop;
         pickle.PicklingError (or the error pickle raises): `fn` or an argument cannot be pickled.
     """
-    work_dir = Path(tempfile.mkdtemp(prefix="fuseforge-isolated-"))
-    try:
-        with (work_dir / _CALL_FILE).open("wb") as call_file:
-            pickle.dump((os.getpid(), limits.max_address_space_bytes), call_file)
-            pickle.dump((fn, tuple(args), dict(kwargs or {})), call_file)
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-        process = subprocess.Popen(
-            [sys.executable, "-c", _BOOTSTRAP, str(work_dir)], env=env, start_new_session=True
-        )
-        try:
-            _wait(process, limits, what, error, keep_going)
-        except BaseException:
-            _kill_group(process)
-            raise
-        result: T = _outcome(work_dir / _RESULT_FILE, process.returncode, limits, what, error)
+    with IsolatedChild(fn, args, kwargs,
+                       max_address_space_bytes=limits.max_address_space_bytes) as child:
+        _wait(child, limits, what, error, keep_going)
+        result: T = child.outcome(limits, what, error)
         return result
-    finally:
-        shutil.rmtree(work_dir, ignore_errors=True)
 
 
 def _wait(
-    process: subprocess.Popen[bytes],
+    child: IsolatedChild,
     limits: ChildLimits,
     what: str,
     error: type[OptimizerError],
     keep_going: Callable[[], bool] | None,
 ) -> None:
-    """Wait for the child to exit; kill it and raise `error` when it breaks a limit."""
+    """Wait for the child to exit; raise `error` when it breaks a limit (the caller's `with`
+    block then kills it)."""
     started = time.monotonic()
-    while True:
-        try:
-            process.wait(timeout=limits.poll_s)
-            return
-        except subprocess.TimeoutExpired:
-            pass
+    while not child.wait(limits.poll_s):
         if time.monotonic() - started > limits.timeout_s:
             raise error(
                 f"{what} did not finish within its time limit of {limits.timeout_s:g} s and was "
                 f"stopped; raise the limit or give it less to do (a smaller model, fewer shapes)"
             )
-        rss = _rss_bytes(process.pid) if limits.max_rss_bytes is not None else None
+        rss = child.rss_bytes() if limits.max_rss_bytes is not None else None
         if rss is not None and limits.max_rss_bytes is not None and rss > limits.max_rss_bytes:
             raise error(
                 f"{what} exceeded its memory limit of {limits.max_rss_bytes // _MIB} MiB "

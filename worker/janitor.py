@@ -1,0 +1,207 @@
+"""The janitor: a process of its own that keeps jobs and files honest, whatever the workers do.
+
+`python -m worker.janitor` (`fuseforge janitor`; `make run` and docker compose start one) runs,
+every `janitor.interval_s`:
+
+- **stale jobs**: fail running jobs whose supervisor stopped touching their heartbeat for
+  `jobs.stale_after_s` (its worker died). It runs apart from the workers, so liveness never
+  waits behind a job or on a worker that is gone. After a database outage it waits a full
+  `stale_after_s` before judging, since no heartbeat could be written meanwhile.
+- **lost messages**: the database is the source of truth; a job queued for
+  `janitor.requeue_after_s` whose `jobs.run` message the broker no longer holds (e.g. a message
+  acked while the database was down) is sent again. A duplicate is harmless: `claim` is guarded.
+- **files a crash left**: scratch folders and stage marks of jobs that no longer run; stored
+  artifact files with no row (a job killed while storing; rows commit with `succeeded`); upload
+  temporary files untouched for `janitor.upload_stale_s` (an API killed mid-upload).
+
+Run one janitor per deployment (several are harmless, only wasteful); it needs the database,
+the broker and the data folder the workers and the API use.
+"""
+
+import logging
+import shutil
+import time
+import uuid
+from collections import defaultdict
+from datetime import timedelta
+from pathlib import Path
+
+from sqlalchemy import select
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+from core.db import job_state
+from core.db.models import Artifact, Job, JobStatus
+from core.db.session import make_engine
+from core.db.types import utc_now
+from core.dispatch import JobDispatcher
+from core.job_config import JobConfig
+from core.queues import job_queue
+from core.settings import Settings, get_settings
+from core.storage import ArtifactStore, artifact_store
+
+__all__ = ["Janitor", "main"]
+
+logger = logging.getLogger(__name__)
+
+_STAGE_MARK_SUFFIX = ".stage.json"  # worker/pipeline/supervisor.py's per-job stage marks
+
+
+class Janitor:
+    def __init__(self, settings: Settings, sessions: sessionmaker[Session],
+                 dispatcher: JobDispatcher, store: ArtifactStore) -> None:
+        self.settings = settings
+        self._sessions = sessions
+        self._dispatcher = dispatcher
+        self._store = store
+        self._database_back_at: float | None = time.monotonic()  # None while unreachable
+
+    def run_forever(self) -> None:
+        while True:
+            self.tick()
+            time.sleep(self.settings.janitor.interval_s)
+
+    def tick(self) -> None:
+        """One round of every duty; a failing duty is logged and retried next round."""
+        for duty in (self.fail_stale_jobs, self.requeue_lost_jobs, self.remove_leftover_files):
+            try:
+                duty()
+            except OperationalError as err:
+                if self._database_back_at is not None:
+                    logger.warning("janitor: the database is unavailable (%s)",
+                                   type(err.orig).__name__)
+                self._database_back_at = None
+                return
+            except Exception:
+                logger.exception("janitor: %s failed; it runs again next round", duty.__name__)
+        if self._database_back_at is None:
+            self._database_back_at = time.monotonic()
+
+    def fail_stale_jobs(self) -> list[uuid.UUID]:
+        stale_after = self.settings.jobs.stale_after_s
+        back_at = self._database_back_at
+        if back_at is None or time.monotonic() - back_at < stale_after:
+            return []  # heartbeats could not be written while the database was away
+        with self._sessions() as session, session.begin():
+            swept = job_state.sweep_stale(session, timedelta(seconds=stale_after))
+        if swept:
+            logger.warning("failed %d stale job(s): %s", len(swept), ", ".join(map(str, swept)))
+        return swept
+
+    def requeue_lost_jobs(self) -> list[uuid.UUID]:
+        cutoff = utc_now() - timedelta(seconds=self.settings.janitor.requeue_after_s)
+        with self._sessions() as session:
+            waiting = session.execute(select(Job.id, Job.config).where(
+                Job.status == JobStatus.QUEUED.value, Job.created_at < cutoff)).all()
+        by_queue: dict[str, list[tuple[uuid.UUID, JobConfig]]] = defaultdict(list)
+        for job_id, config in waiting:
+            parsed = JobConfig.model_validate(config)
+            by_queue[job_queue(parsed)].append((job_id, parsed))
+        if not by_queue:
+            return []
+        held = self._dispatcher.held_job_ids(by_queue)
+        if held is None:
+            logger.debug("janitor: this broker cannot be looked into; no job is re-sent")
+            return []
+        requeued = []
+        for queue, jobs in by_queue.items():
+            for job_id, config in jobs:
+                if job_id in held:
+                    continue
+                self._dispatcher.send_job(job_id, config)
+                with self._sessions() as session, session.begin():
+                    job_state.record_event(session, job_id, f"re-sent to queue {queue!r}: the "
+                                           "broker held no message for this queued job")
+                requeued.append(job_id)
+        if requeued:
+            logger.warning("re-sent %d queued job(s) the broker had lost: %s", len(requeued),
+                           ", ".join(map(str, requeued)))
+        return requeued
+
+    def remove_leftover_files(self) -> list[Path]:
+        removed = self._remove_scratch() + self._remove_stale_uploads()
+        self._remove_unrecorded_artifacts()
+        return removed
+
+    def _remove_scratch(self) -> list[Path]:
+        scratch = self.settings.scratch_dir
+        if not scratch.is_dir():
+            return []
+        entries = {path: _job_id_of(path.name.removesuffix(_STAGE_MARK_SUFFIX))
+                   for path in scratch.iterdir()}
+        running = self._running({job_id for job_id in entries.values() if job_id is not None})
+        removed = []
+        for path, job_id in entries.items():
+            if job_id is None or job_id in running:
+                continue
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+            removed.append(path)
+        return removed
+
+    def _remove_stale_uploads(self) -> list[Path]:
+        uploads = self.settings.uploads_dir
+        if not uploads.is_dir():
+            return []
+        too_old = time.time() - self.settings.janitor.upload_stale_s
+        removed = []
+        for path in uploads.iterdir():
+            try:
+                if path.is_file() and path.stat().st_mtime < too_old:
+                    path.unlink()
+                    removed.append(path)
+            except FileNotFoundError:
+                continue  # its request finished meanwhile
+        return removed
+
+    def _remove_unrecorded_artifacts(self) -> None:
+        """A job's stored files without rows: the job did not succeed, so none are kept."""
+        jobs_dir = self.settings.artifacts_dir / "jobs"
+        if not jobs_dir.is_dir():
+            return
+        ids = {job_id for path in jobs_dir.iterdir() if (job_id := _job_id_of(path.name))}
+        with self._sessions() as session:
+            statuses = dict(session.execute(select(Job.id, Job.status).where(Job.id.in_(ids))).all())
+            recorded = set(session.scalars(select(Artifact.job_id).where(Artifact.job_id.in_(ids))))
+        for job_id in ids:
+            status = statuses.get(job_id)
+            if status in (JobStatus.RUNNING.value, JobStatus.QUEUED.value) or job_id in recorded:
+                continue  # still storing, or stored and recorded
+            self._store.delete_prefix(f"jobs/{job_id}/")
+            logger.info("removed stored files of job %s: no rows recorded them (%s)", job_id,
+                        status or "no such job")
+
+    def _running(self, ids: set[uuid.UUID]) -> set[uuid.UUID]:
+        if not ids:
+            return set()
+        with self._sessions() as session:
+            return set(session.scalars(select(Job.id).where(
+                Job.id.in_(ids), Job.status.in_([JobStatus.RUNNING.value,
+                                                 JobStatus.QUEUED.value]))))
+
+
+def _job_id_of(name: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(name)
+    except ValueError:
+        return None
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s [janitor] %(name)s: %(message)s")
+    settings = get_settings()
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    sessions = sessionmaker(bind=make_engine(settings.resolved_database_url),
+                            expire_on_commit=False)
+    janitor = Janitor(settings, sessions, JobDispatcher(settings.resolved_broker_url),
+                      artifact_store(settings))
+    logger.info("janitor running every %g s on %s", settings.janitor.interval_s,
+                settings.data_dir.resolve())
+    janitor.run_forever()
+
+
+if __name__ == "__main__":
+    main()

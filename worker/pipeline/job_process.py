@@ -1,0 +1,54 @@
+"""The job's own process: everything after the claim, under the supervisor's watch.
+
+worker/pipeline/supervisor.py starts it with `IsolatedChild(run_job_process, (spec,))`: a fresh
+interpreter that builds its own runtime (database engine, store, toolkit) from the settings it
+is handed, runs the pipeline and records how the job ended. It can be killed at any moment;
+the supervisor then records what happened and cleans up.
+"""
+
+import logging
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.settings import Settings
+from optimizer.capabilities import HostCapabilities
+from worker.pipeline.progress import StageProgress
+from worker.pipeline.recorder import ClaimedJob, JobRecorder
+from worker.pipeline.results import JobRun
+from worker.pipeline.run import run_claimed_job
+from worker.runtime import WorkerRuntime
+
+__all__ = ["JobProcessSpec", "run_job_process"]
+
+
+@dataclass(frozen=True)
+class JobProcessSpec:
+    """What the job's process is handed (pickled): the claimed job and its worker's setup."""
+
+    job_id: uuid.UUID
+    claimed: ClaimedJob
+    settings: Settings
+    capabilities: HostCapabilities
+    scratch_dir: Path
+    stage_file: Path  # where it marks the stage it runs (worker/pipeline/progress.py)
+
+
+def run_job_process(spec: JobProcessSpec) -> None:
+    """Run the claimed job to its end (module-level: the child imports it by name)."""
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s [job process] %(name)s: %(message)s")
+    runtime = WorkerRuntime.from_settings(spec.settings, capabilities=spec.capabilities)
+    recorder = JobRecorder(spec.job_id, runtime.sessions,
+                           retry_s=spec.settings.jobs.database_retry_s)
+    claimed = spec.claimed
+    run = JobRun(
+        job_id=spec.job_id,
+        config=claimed.config,
+        model_path=runtime.store.local_path(claimed.model_uri),
+        dataset_path=runtime.store.local_path(claimed.dataset_uri) if claimed.dataset_uri else None,
+        scratch_dir=spec.scratch_dir,
+        settings=runtime.settings,
+        store=runtime.store,
+    )
+    run_claimed_job(run, runtime, recorder, StageProgress(recorder, spec.stage_file))
