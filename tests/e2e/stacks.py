@@ -18,21 +18,42 @@ from tests.support.processes import FUSEFORGE, Service, free_port, fuseforge_env
 __all__ = ["Stack", "running_stack"]
 
 
-@dataclass(frozen=True)
+@dataclass
 class Stack:
     base_url: str
     database_url: str
     broker_url: str
     data_dir: Path
     worker: Service
+    api: Service
+    janitor: Service | None
+    environment: dict[str, str]
+    tmp: Path
+
+    def restart(self, role: str) -> Service:
+        """Start `role` ("api", "worker" or "janitor") again after a test stopped or killed it."""
+        argv = {"api": ["serve"], "worker": ["worker", "--queues", self._queues],
+                "janitor": ["janitor"]}[role]
+        service = Service([*FUSEFORGE, *argv], self.environment,
+                          self.tmp / f"{role}-{uuid.uuid4().hex[:6]}.log")
+        setattr(self, role, service)
+        if role == "api":
+            wait_healthy(self.base_url, service)
+        return service
+
+    _queues: str = "cpu"
 
 
 @contextmanager
 def running_stack(tmp: Path, *, name: str, redis_url: str, queues: str,
+                  database_url: str | None = None, janitor: bool = False,
                   **env: str) -> Iterator[Stack]:
-    """Start the stack in `tmp` with a worker on `queues` and the extra environment `env`;
-    stop everything, print the worker's log tail and drop the database afterwards."""
-    database_url = create_postgres_database(f"fuseforge_e2e_{name}_{uuid.uuid4().hex[:8]}")
+    """Start the stack in `tmp` with a worker on `queues`, a janitor when asked, and the extra
+    environment `env`, on `database_url` (else a new database on the test PostgreSQL, dropped
+    afterwards); stop everything and print the worker's log tail afterwards."""
+    own_database = database_url is None
+    if database_url is None:
+        database_url = create_postgres_database(f"fuseforge_e2e_{name}_{uuid.uuid4().hex[:8]}")
     broker = redis.Redis.from_url(redis_url)
     broker.flushdb()
     port = free_port()
@@ -46,16 +67,23 @@ def running_stack(tmp: Path, *, name: str, redis_url: str, queues: str,
     migrate = Service([*FUSEFORGE, "migrate"], environment, tmp / "migrate.log")
     assert migrate.process.wait(timeout=120) == 0, migrate.output()
     worker = Service([*FUSEFORGE, "worker", "--queues", queues], environment, tmp / "worker.log")
+    cleaner = (Service([*FUSEFORGE, "janitor"], environment, tmp / "janitor.log")
+               if janitor else None)
     api = Service([*FUSEFORGE, "serve"], environment, tmp / "api.log")
-    base_url = f"http://127.0.0.1:{port}"
+    stack = Stack(base_url=f"http://127.0.0.1:{port}", database_url=database_url,
+                  broker_url=redis_url, data_dir=tmp / "data", worker=worker, api=api,
+                  janitor=cleaner, environment=environment, tmp=tmp, _queues=queues)
     try:
-        wait_healthy(base_url, api)
-        yield Stack(base_url=base_url, database_url=database_url, broker_url=redis_url,
-                    data_dir=tmp / "data", worker=worker)
+        wait_healthy(stack.base_url, api)
+        yield stack
     finally:
-        api.stop()
-        if worker.process.poll() is None:
-            worker.stop()
-        print("--- worker log (tail) ---\n" + worker.output()[-4000:])
-        drop_postgres_database(database_url)
-        broker.flushdb()
+        for service in (stack.api, stack.janitor, stack.worker):
+            if service is not None and service.process.poll() is None:
+                service.stop()
+        print("--- worker log (tail) ---\n" + stack.worker.output()[-4000:])
+        if own_database:
+            drop_postgres_database(database_url)
+        try:
+            broker.flushdb()
+        except redis.ConnectionError:
+            pass  # a private Redis the test took down

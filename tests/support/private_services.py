@@ -81,6 +81,9 @@ class PrivateRedis:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
+        """Start the server (nothing happens if it runs)."""
+        if self._process is not None and self._process.poll() is None:
+            return
         self._folder.mkdir(parents=True, exist_ok=True)
         self._process = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",

@@ -72,6 +72,32 @@ class Service:
                 continue  # gone meanwhile
         return pids
 
+    def descendant_pids(self, command_part: str) -> list[int]:
+        """Processes started (directly or not) by this service, even in sessions of their own,
+        whose command line contains `command_part`."""
+        parents: dict[int, int] = {}
+        commands: dict[int, str] = {}
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+                parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+                commands[int(entry.name)] = (entry / "cmdline").read_bytes().replace(
+                    b"\0", b" ").decode()
+            except (OSError, IndexError, ValueError):
+                continue  # gone meanwhile
+
+        def descends(pid: int) -> bool:
+            while pid > 1:
+                if pid == self.process.pid:
+                    return True
+                pid = parents.get(pid, 0)
+            return False
+
+        return [pid for pid, command in commands.items()
+                if command_part in command and pid != self.process.pid and descends(pid)]
+
     def group_is_gone(self) -> bool:
         try:
             os.killpg(self.process.pid, 0)

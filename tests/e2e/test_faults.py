@@ -1,0 +1,327 @@
+"""The fault matrix: the production shape (API, worker and janitor as separate processes, on a
+private PostgreSQL and a private Redis that the tests stop and start) under crashes, outages and
+duplicates. For each: the job ends in a defined state within a stated time, nothing is lost or
+half-written (no artifact row without its file, no file without its row, no scratch left), no
+job runs twice, and the service keeps answering."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import create_engine, select
+from sqlalchemy.orm import Session
+
+from core.db.models import Artifact, Job, JobEvent, Model
+from core.dispatch import JobDispatcher
+from core.job_config import JobConfig
+from optimizer.testing.models import model_bytes, small_cnn
+from tests.e2e.flows import upload
+from tests.e2e.stacks import Stack, running_stack
+from tests.support.private_services import PrivatePostgres, PrivateRedis, private_postgres, private_redis
+from tests.support.processes import wait_for_job
+
+pytestmark = pytest.mark.e2e
+
+STALE_AFTER_S = 10
+DATABASE_RETRY_S = 20  # a running job's writes wait this long for the database
+FAST = {"benchmark": {"warmup": 1, "iterations": 3, "measure_memory": False},
+        "validation": {"samples": 2}}
+SLOW = {"benchmark": {"warmup": 0, "iterations": 10000, "measure_memory": False},
+        "validation": {"samples": 2}}
+
+
+@pytest.fixture(scope="module")
+def services(tmp_path_factory: pytest.TempPathFactory
+             ) -> Iterator[tuple[PrivatePostgres, PrivateRedis]]:
+    with private_postgres() as postgres, private_redis(tmp_path_factory.mktemp("redis")) as broker:
+        yield postgres, broker
+
+
+@pytest.fixture(scope="module")
+def stack(services: tuple[PrivatePostgres, PrivateRedis],
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    postgres, broker = services
+    with running_stack(tmp_path_factory.mktemp("faults"), name="faults", redis_url=broker.url,
+                       queues="cpu", database_url=postgres.url, janitor=True,
+                       FUSEFORGE_JOBS__STALE_AFTER_S=str(STALE_AFTER_S),
+                       FUSEFORGE_JOBS__DATABASE_RETRY_S=str(DATABASE_RETRY_S),
+                       FUSEFORGE_JOBS__HEARTBEAT_INTERVAL_S="1",
+                       FUSEFORGE_JANITOR__INTERVAL_S="1",
+                       FUSEFORGE_JANITOR__REQUEUE_AFTER_S="5",
+                       FUSEFORGE_JANITOR__UPLOAD_STALE_S="3") as running:
+        yield running
+
+
+@pytest.fixture
+def live(stack: Stack, services: tuple[PrivatePostgres, PrivateRedis]) -> Iterator[Stack]:
+    """The stack with every part up before and after the test (a test may take one down)."""
+    _ensure_up(stack, services)
+    yield stack
+    _ensure_up(stack, services)
+    _assert_nothing_half_written(stack)
+
+
+def _ensure_up(stack: Stack, services: tuple[PrivatePostgres, PrivateRedis]) -> None:
+    postgres, broker = services
+    for server in (postgres, broker):
+        try:
+            server.start()
+        except Exception:
+            pass  # already running
+    for role in ("worker", "janitor", "api"):
+        service = getattr(stack, role)
+        if service is None or service.process.poll() is not None:
+            stack.restart(role)
+
+
+def _job(stack: Stack, model_id: str, **config: Any) -> str:
+    response = httpx.post(f"{stack.base_url}/v1/jobs", json={"model_id": model_id, **config},
+                          timeout=30)
+    assert response.status_code == 202, response.text
+    return str(response.json()["id"])
+
+
+def _cnn(stack: Stack, seed: int) -> str:
+    return str(upload(stack.base_url, model_bytes(small_cnn(seed=seed)), "cnn.onnx")["id"])
+
+
+def _wait_stage(stack: Stack, job_id: str, stage: str, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while (job := httpx.get(f"{stack.base_url}/v1/jobs/{job_id}", timeout=10).json())["stage"] != stage:
+        assert job["status"] in ("queued", "running"), job
+        assert time.monotonic() < deadline, f"job never reached {stage}: {job}"
+        time.sleep(0.1)
+
+
+def _job_process(stack: Stack, job_id: str) -> int:
+    """The pid of the process running job `job_id` (worker/pipeline/job_process.py)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        for pid in stack.worker.descendant_pids("worker.isolation"):
+            return pid
+        time.sleep(0.1)
+    raise AssertionError(f"no process runs job {job_id}")
+
+
+def _assert_nothing_half_written(stack: Stack) -> None:
+    """Every artifact row has its file, every stored file its row, and no scratch is left
+    (once the janitor has had a round)."""
+    engine = create_engine(stack.database_url)
+    deadline = time.monotonic() + 30
+    try:
+        while True:
+            with Session(engine) as session:
+                rows = {(str(a.job_id), a.name) for a in session.scalars(select(Artifact))}
+                running = {str(j) for j in session.scalars(
+                    select(Job.id).where(Job.status.in_(["queued", "running"])))}
+            jobs_dir = stack.data_dir / "artifacts" / "jobs"
+            files = {(p.parent.name, p.name) for p in jobs_dir.glob("*/*")} if jobs_dir.is_dir() else set()
+            scratch = stack.data_dir / "scratch"
+            leftovers = [p.name for p in scratch.iterdir()
+                         if p.name.split(".")[0] not in running] if scratch.is_dir() else []
+            stray_files = {f for f in files if f[0] not in running} - rows
+            if not stray_files and not leftovers and rows <= files:
+                return
+            assert time.monotonic() < deadline, (
+                f"half-written: rows without files {rows - files}, files without rows "
+                f"{stray_files}, scratch left {leftovers}")
+            time.sleep(0.5)
+    finally:
+        engine.dispose()
+
+
+def _claims(stack: Stack, job_id: str) -> int:
+    events = httpx.get(f"{stack.base_url}/v1/jobs/{job_id}", timeout=10).json()["events"]
+    return sum(e["message"].startswith("claimed by worker") for e in events)
+
+
+def test_killing_the_jobs_process_fails_that_job_at_once_and_the_next_runs(live: Stack) -> None:
+    model = _cnn(live, 41)
+    job_id = _job(live, model, **SLOW)
+    _wait_stage(live, job_id, "benchmark")
+    killed_at = time.monotonic()
+    os.kill(_job_process(live, job_id), signal.SIGKILL)
+    job = wait_for_job(live.base_url, job_id, timeout=30)
+
+    assert job["status"] == "failed" and job["error"]["code"] == "WorkerProcessDied"
+    assert "died in stage 'benchmark'" in job["error"]["message"]
+    assert time.monotonic() - killed_at < 30
+    assert wait_for_job(live.base_url, _job(live, model, **FAST))["status"] == "succeeded"
+
+
+def test_killing_the_pool_process_fails_its_job_on_redelivery(live: Stack) -> None:
+    model = _cnn(live, 42)
+    job_id = _job(live, model, **SLOW)
+    _wait_stage(live, job_id, "benchmark")
+    pool = int(Path(f"/proc/{_job_process(live, job_id)}/stat").read_text()
+               .rsplit(")", 1)[1].split()[1])  # the job process's parent
+    killed_at = time.monotonic()
+    os.kill(pool, signal.SIGKILL)
+    job = wait_for_job(live.base_url, job_id, timeout=60)
+
+    assert job["status"] == "failed" and job["error"]["code"] == "WorkerProcessDied", job["error"]
+    assert time.monotonic() - killed_at < 60  # not left to the stale sweep
+    assert wait_for_job(live.base_url, _job(live, model, **FAST))["status"] == "succeeded"
+
+
+def test_the_janitor_fails_the_job_of_a_worker_that_died_whole(live: Stack) -> None:
+    model = _cnn(live, 43)
+    job_id = _job(live, model, **SLOW)
+    _wait_stage(live, job_id, "benchmark")
+    killed_at = time.monotonic()
+    live.worker.stop(signal.SIGKILL)  # main process, pool and job process: nothing left to tell
+    job = wait_for_job(live.base_url, job_id, timeout=STALE_AFTER_S + 60)
+
+    assert job["status"] == "failed" and job["error"]["code"] == "WorkerLost"
+    assert time.monotonic() - killed_at < STALE_AFTER_S + 30
+
+
+def test_the_same_message_six_times_runs_the_job_once(live: Stack) -> None:
+    model = _cnn(live, 44)
+    job_id = _job(live, model, **FAST)
+    dispatcher = JobDispatcher(live.broker_url)
+    for _ in range(5):
+        dispatcher.send_job(uuid.UUID(job_id), JobConfig())
+    job = wait_for_job(live.base_url, job_id)
+    time.sleep(3)  # the duplicates meet a finished job
+
+    assert job["status"] == "succeeded"
+    assert _claims(live, job_id) == 1
+
+
+def test_twenty_concurrent_uploads_of_one_file_and_twenty_submits(live: Stack) -> None:
+    data = model_bytes(small_cnn(seed=45))
+    with ThreadPoolExecutor(max_workers=20) as pool:
+        models = list(pool.map(lambda _: upload(live.base_url, data, "cnn.onnx")["id"], range(20)))
+        assert len(set(models)) == 1
+        job_ids = list(pool.map(lambda _: _job(live, models[0], **FAST), range(20)))
+    jobs = [wait_for_job(live.base_url, job_id, timeout=600) for job_id in job_ids]
+
+    assert [j["status"] for j in jobs] == ["succeeded"] * 20
+    assert all(_claims(live, job_id) == 1 for job_id in job_ids)
+
+
+def test_redis_down_20_s_answers_503_and_the_worker_reconnects(
+        live: Stack, services: tuple[PrivatePostgres, PrivateRedis]) -> None:
+    _, broker = services
+    model = _cnn(live, 46)
+    broker.stop()
+    try:
+        refused = httpx.post(f"{live.base_url}/v1/jobs", json={"model_id": model, **FAST},
+                             timeout=60)
+        assert refused.status_code == 503, refused.text
+        assert refused.json()["error"] == "BrokerUnavailable"
+        assert httpx.get(f"{live.base_url}/healthz", timeout=30).status_code == 503
+        time.sleep(20)
+    finally:
+        broker.start()
+    job = wait_for_job(live.base_url, _job(live, model, **FAST), timeout=180)
+    assert job["status"] == "succeeded"
+    assert _claims(live, job["id"]) == 1
+
+
+def test_a_message_that_meets_a_postgres_outage_is_sent_again_by_the_janitor(
+        live: Stack, services: tuple[PrivatePostgres, PrivateRedis]) -> None:
+    postgres, _ = services
+    model_id = _cnn(live, 47)
+    engine = create_engine(live.database_url)
+    with Session(engine, expire_on_commit=False) as session, session.begin():  # queued, unsent
+        model = session.get_one(Model, uuid.UUID(model_id))
+        config = JobConfig(input_shapes={"input": [1, 3, 32, 32]}, **FAST)  # type: ignore[arg-type]
+        job = Job(model_id=model.id, config=config.model_dump(mode="json"))
+        session.add(job)
+    engine.dispose()
+    postgres.stop()
+    try:
+        JobDispatcher(live.broker_url).send_job(job.id, config)
+        # The worker takes the message and retries the claim until it gives up: the message is
+        # acknowledged, and only the database still knows the job.
+        time.sleep(DATABASE_RETRY_S + 5)
+    finally:
+        postgres.start()
+    started = time.monotonic()
+    done = wait_for_job(live.base_url, str(job.id), timeout=180)
+
+    assert done["status"] == "succeeded", done["error"]
+    assert any(e["message"].startswith("re-sent to queue 'cpu'") for e in done["events"])
+    assert time.monotonic() - started < 120
+
+
+def test_a_postgres_outage_during_a_job_is_survived(
+        live: Stack, services: tuple[PrivatePostgres, PrivateRedis]) -> None:
+    postgres, _ = services
+    model = _cnn(live, 48)
+    job_id = _job(live, model, benchmark={"warmup": 0, "iterations": 1500,
+                                          "measure_memory": False})
+    _wait_stage(live, job_id, "benchmark")
+    postgres.stop()
+    try:
+        time.sleep(15)  # across the benchmark → store boundary, past the 10 s stale limit,
+        # within the 20 s its writes wait
+    finally:
+        postgres.start()
+    job = wait_for_job(live.base_url, job_id, timeout=180)
+
+    assert job["status"] == "succeeded", job["error"]
+    assert _claims(live, job_id) == 1
+
+
+def test_cancel_during_ablation_frees_the_worker_within_seconds(live: Stack) -> None:
+    model = _cnn(live, 49)
+    job_id = _job(live, model, ablation=True, **SLOW)
+    _wait_stage(live, job_id, "ablation")
+    cancelled_at = time.monotonic()
+    assert httpx.post(f"{live.base_url}/v1/jobs/{job_id}/cancel", timeout=10).status_code == 200
+    next_id = _job(live, model, **FAST)
+    deadline = time.monotonic() + 60
+    while httpx.get(f"{live.base_url}/v1/jobs/{next_id}", timeout=10).json()["started_at"] is None:
+        assert time.monotonic() < deadline, "the next job never started"
+        time.sleep(0.1)
+    assert time.monotonic() - cancelled_at < 15  # not after the ablation's hour
+    assert wait_for_job(live.base_url, next_id)["status"] == "succeeded"
+    assert not (live.data_dir / "scratch" / job_id).exists()
+
+
+def test_an_upload_cut_off_by_an_api_crash_leaves_no_file(live: Stack) -> None:
+    uploads = live.data_dir / "uploads"
+    stop = threading.Event()
+
+    def trickle() -> Iterator[bytes]:
+        yield b"\x08\x07" + b"\0" * 65536
+        while not stop.wait(0.1):
+            yield b"\0" * 1024
+
+    def send() -> None:
+        try:
+            httpx.post(f"{live.base_url}/v1/models?name=cut.onnx", content=trickle(),
+                       headers={"Content-Type": "application/octet-stream"}, timeout=30)
+        except httpx.HTTPError:
+            pass  # the API died under it
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    deadline = time.monotonic() + 30
+    while not (uploads.is_dir() and any(uploads.iterdir())):
+        assert time.monotonic() < deadline, "the upload never reached the disk"
+        time.sleep(0.05)
+    live.api.stop(signal.SIGKILL)
+    stop.set()
+    sender.join()
+    live.restart("api")
+    deadline = time.monotonic() + 30
+    while any(uploads.iterdir()):  # the janitor's round, once the file is 3 s old
+        assert time.monotonic() < deadline, f"left behind: {list(uploads.iterdir())}"
+        time.sleep(0.5)
+    with Session(create_engine(live.database_url)) as session:
+        assert session.scalar(select(Model).where(Model.name == "cut.onnx")) is None
+        _ = session.scalars(select(JobEvent)).first()
