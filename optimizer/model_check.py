@@ -7,7 +7,6 @@ from pathlib import Path
 
 import onnx
 from google.protobuf.message import DecodeError
-from onnx.external_data_helper import ExternalDataInfo
 
 from optimizer.errors import InternalError, InvalidModelError, UnsupportedModelError
 from optimizer.graphs import iter_tensors
@@ -80,7 +79,7 @@ def _refuse_external_data(model: onnx.ModelProto, path: Path) -> None:
     for tensor in iter_tensors(model):
         if tensor.data_location != onnx.TensorProto.EXTERNAL:
             continue
-        location = ExternalDataInfo(tensor).location
+        location = _external_location(tensor)
         if _escapes_directory(location):
             raise UnsupportedModelError(
                 f"Model file {path.name!r}: tensor {tensor.name!r} stores its data at "
@@ -89,6 +88,13 @@ def _refuse_external_data(model: onnx.ModelProto, path: Path) -> None:
             f"Model file {path.name!r}: tensor {tensor.name!r} stores its data in the external "
             f"file {location!r}, but an upload is a single file, so external data files are "
             f"not available. {_SAVE_INLINE_HINT}")
+
+
+def _external_location(tensor: onnx.TensorProto) -> str:
+    # Read the one entry the message needs by hand: onnx's ExternalDataInfo also parses
+    # `offset` and `length` and raises ValueError for malformed ones, while this check refuses
+    # external data whatever its entries say.
+    return next((entry.value for entry in tensor.external_data if entry.key == "location"), "")
 
 
 def _escapes_directory(location: str) -> bool:

@@ -119,6 +119,20 @@ def test_check_model_file_refuses_external_data_inside_the_upload_folder(tmp_pat
     assert opened_files == [str(path.resolve())]
 
 
+@pytest.mark.parametrize(("key", "value"), [("offset", "-1"), ("length", "-1"),
+                                            ("offset", "not-a-number"), ("length", "9" * 400)])
+def test_check_model_file_refuses_external_data_with_a_malformed_entry(tmp_path, key, value):
+    # onnx's ExternalDataInfo raises ValueError for these; the upload must be refused as a
+    # model fault (external data is refused whatever its entries say), never crash the check.
+    path = _with_external_data(tmp_path, "weights.bin")
+    model = onnx.load(path, load_external_data=False)
+    model.graph.initializer[0].external_data.add(key=key, value=value)
+    path.write_bytes(model.SerializeToString())
+
+    with pytest.raises(UnsupportedModelError, match="external file 'weights.bin'"):
+        check_model_file(path)
+
+
 def test_check_model_file_finds_external_data_in_a_constant_node(tmp_path):
     value = helper.make_tensor("c", TensorProto.FLOAT, [4], [0.0] * 4)
     value.ClearField("float_data")

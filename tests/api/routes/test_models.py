@@ -113,6 +113,29 @@ def test_external_data_path_traversal_is_422_and_never_read(
     _assert_nothing_stored(db_session, settings)
 
 
+def test_external_data_with_a_negative_offset_is_422_not_500(
+    client: TestClient, db_session: Session, settings: Settings
+) -> None:
+    weights = numpy_helper.from_array(np.zeros(16, np.float32), "w")
+    weights.data_location = TensorProto.EXTERNAL
+    weights.ClearField("raw_data")
+    for key, value in (("location", "weights.bin"), ("offset", "-1"), ("length", "64")):
+        weights.external_data.add(key=key, value=value)
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "w"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16])],
+        initializer=[weights],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    response = client.post("/v1/models", files={"file": ("ext.onnx", model.SerializeToString())})
+    assert response.status_code == 422, response.text
+    assert response.json()["error"] == "InvalidModelFile"
+    assert "'weights.bin'" in response.json()["detail"]
+    _assert_nothing_stored(db_session, settings)
+
+
 def test_over_limit_upload_is_413_and_nothing_is_stored(
     client: TestClient, db_session: Session, settings: Settings
 ) -> None:
