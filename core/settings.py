@@ -12,7 +12,9 @@ from typing import Literal
 from pydantic import BaseModel, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["JobSettings", "Settings", "get_settings"]
+from optimizer.model_limits import ModelLimits
+
+__all__ = ["JobSettings", "ModelLimitSettings", "Settings", "get_settings"]
 
 
 class JobSettings(BaseModel):
@@ -23,6 +25,19 @@ class JobSettings(BaseModel):
     trt_build_timeout_s: int = Field(default=3600, gt=0)
     trt_build_max_rss_gib: float = Field(default=64.0, gt=0)
     trt_workspace_gib: float = Field(default=8.0, gt=0)  # scratch memory the builder's tactics may use
+
+
+class ModelLimitSettings(BaseModel):
+    """Structural limits an uploaded model must stay within; the defaults are ModelLimits'."""
+
+    max_dim: int = Field(default=ModelLimits.max_dim, gt=0)  # one declared dim
+    max_rank: int = Field(default=ModelLimits.max_rank, gt=0)  # dims in one shape
+    max_subgraph_depth: int = Field(default=ModelLimits.max_subgraph_depth, ge=0)  # If/Loop/Scan
+    max_name_length: int = Field(default=ModelLimits.max_name_length, gt=0)  # characters
+
+    def to_limits(self) -> ModelLimits:
+        """The plain value optimizer.model_check takes."""
+        return ModelLimits(**self.model_dump())
 
 
 class Settings(BaseSettings):
@@ -36,6 +51,7 @@ class Settings(BaseSettings):
     port: int = Field(default=8000, ge=1, le=65535)  # FUSEFORGE_PORT
     max_upload_bytes: int = Field(default=2 * 1024**3, gt=0)  # FUSEFORGE_MAX_UPLOAD_BYTES
     jobs: JobSettings = JobSettings()  # FUSEFORGE_JOBS__MAX_RUNTIME_S=28800
+    model_limits: ModelLimitSettings = ModelLimitSettings()  # FUSEFORGE_MODEL_LIMITS__MAX_DIM=4096
     # "module:attribute" of the TensorRT toolkit GPU workers use (optimizer/backends/tensorrt/toolkit.py);
     # unset means TensorRT itself. The test suite names its FakeTensorRT here.
     tensorrt_toolkit: str | None = None

@@ -1,4 +1,10 @@
-"""Check that an uploaded file is a self-contained ONNX model FuseForge can work on."""
+"""Check that an uploaded file is a self-contained ONNX model FuseForge can work on.
+
+The checks run cheapest and most defensive first: the file parses, it has a model's fields, it
+stays within the structural `ModelLimits` and holds storable names, its opsets and operator
+domains are ones the installed runtimes load, it refers to no external data, and only then
+does the ONNX checker (which trusts the structure) see it.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,8 @@ from google.protobuf.message import DecodeError
 
 from optimizer.errors import InternalError, InvalidModelError, UnsupportedModelError
 from optimizer.graphs import iter_tensors
+from optimizer.model_limits import ModelLimits, check_limits
+from optimizer.op_support import check_op_support
 from optimizer.tensor_specs import ModelSummary, summarize_model
 
 __all__ = ["check_model_file"]
@@ -22,7 +30,7 @@ _SAVE_INLINE_HINT = (
 )
 
 
-def check_model_file(path: Path) -> ModelSummary:
+def check_model_file(path: Path, limits: ModelLimits | None = None) -> ModelSummary:
     """Parse and check the uploaded model at `path`, and summarize its inputs and outputs.
 
     Reads no file other than `path`: tensors stored as external data are refused before the
@@ -30,9 +38,13 @@ def check_model_file(path: Path) -> ModelSummary:
 
     Raises:
         InvalidModelError: the file is empty, is not an ONNX protobuf, parses but is not a model,
-            or fails the ONNX checker (whose message is included).
-        UnsupportedModelError: a tensor refers to external data (the upload is a single file),
-            or an input or output is not a tensor.
+            has a name with a NUL character or invalid UTF-8, or fails the ONNX checker (whose
+            message is included).
+        ModelLimitError: the model is over one of `limits` (default `ModelLimits()`:
+            control-flow depth, rank, a dim, a name's length); its `limit` names the field.
+        UnsupportedModelError: an opset newer than the installed onnx or ONNX Runtime knows, a
+            node of a domain nothing implements, a tensor referring to external data (the
+            upload is a single file), or an input or output that is not a tensor.
         InternalError: `path` does not exist, which means the upload was not stored.
     """
     path = Path(path)
@@ -52,6 +64,8 @@ def check_model_file(path: Path) -> ModelSummary:
             "Upload the binary .onnx file written by onnx.save or torch.onnx.export."
         ) from err
     _require_model_fields(model, path)
+    check_limits(model, limits or ModelLimits(), path.name)
+    check_op_support(model, path.name)
     _refuse_external_data(model, path)
     _run_checker(model, path)
     _require_tensor_io(model, path)

@@ -1,4 +1,5 @@
-"""check_model_file: every way an upload can fail, and that it never reads beyond the upload."""
+"""check_model_file: every way an upload can fail (the hostile corpus included), and that it never
+reads beyond the upload."""
 
 from __future__ import annotations
 
@@ -9,10 +10,17 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from optimizer.errors import InternalError, InvalidModelError, UnsupportedModelError
+from optimizer.errors import (
+    InternalError,
+    InvalidModelError,
+    ModelLimitError,
+    UnsupportedModelError,
+)
 from optimizer.model_check import check_model_file
+from optimizer.model_limits import ModelLimits
 from optimizer.tensor_specs import TensorSpec
 from optimizer.testing import models
+from tests.support import hostile_models
 
 
 def _write(path: Path, data: bytes) -> Path:
@@ -179,3 +187,31 @@ def test_check_model_file_rejects_a_graph_without_outputs(tmp_path):
 
     with pytest.raises(InvalidModelError, match="declares no outputs"):
         check_model_file(_write(tmp_path / "model.onnx", model.SerializeToString()))
+
+
+@pytest.mark.parametrize(("data", "expected"),
+                         [pytest.param(data, expected, id=name)
+                          for name, data, expected in hostile_models.HOSTILE_UPLOADS])
+def test_check_model_file_refuses_each_hostile_upload(tmp_path, data, expected):
+    with pytest.raises((InvalidModelError, UnsupportedModelError)) as caught:
+        check_model_file(_write(tmp_path / "model.onnx", data))
+
+    assert expected in str(caught.value)
+    assert str(caught.value).startswith("Model file 'model.onnx'")
+
+
+def test_check_model_file_accepts_control_flow_nested_to_the_default_limit(tmp_path):
+    depth = ModelLimits().max_subgraph_depth
+
+    summary = check_model_file(_write(tmp_path / "model.onnx", hostile_models.nested_if(depth)))
+
+    assert summary.outputs[0].name == "y0"
+
+
+def test_check_model_file_applies_the_limits_it_is_given(tmp_path):
+    path = _write(tmp_path / "model.onnx", models.model_bytes(models.small_cnn()))
+
+    with pytest.raises(ModelLimitError, match="has rank 4; the limit is 3") as caught:
+        check_model_file(path, ModelLimits(max_rank=3))
+
+    assert caught.value.limit == "max_rank"

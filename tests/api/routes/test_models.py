@@ -12,8 +12,9 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from core.db.models import Model
-from core.settings import Settings
+from core.settings import ModelLimitSettings, Settings
 from optimizer.testing.models import model_bytes, small_cnn
+from tests.support import hostile_models
 
 
 def _model_with_unknown_op() -> onnx.ModelProto:
@@ -86,6 +87,32 @@ def test_invalid_file_is_422_and_nothing_is_stored(
     body = response.json()
     assert body["error"] == "InvalidModelFile"
     assert expected in body["detail"]
+    _assert_nothing_stored(db_session, settings)
+
+
+@pytest.mark.parametrize(("payload", "expected"),
+                         [pytest.param(data, expected, id=name)
+                          for name, data, expected in hostile_models.HOSTILE_UPLOADS])
+def test_hostile_model_is_422_naming_the_reason_and_nothing_is_stored(
+    client: TestClient, db_session: Session, settings: Settings, payload: bytes, expected: str
+) -> None:
+    response = client.post("/v1/models", files={"file": ("hostile.onnx", payload)})
+    assert response.status_code == 422, response.text
+    body = response.json()
+    assert body["error"] == "InvalidModelFile"
+    assert expected in body["detail"]
+    assert len(body["detail"]) < 1000  # a 100k-character name is not echoed back
+    _assert_nothing_stored(db_session, settings)
+
+
+def test_model_limits_come_from_settings_and_the_message_names_the_variable(
+    client: TestClient, db_session: Session, settings: Settings
+) -> None:
+    settings.model_limits = ModelLimitSettings(max_rank=3)
+    response = client.post("/v1/models", files={"file": ("cnn.onnx", model_bytes(small_cnn()))})
+    assert response.status_code == 422, response.text
+    assert "rank 4; the limit is 3" in response.json()["detail"]
+    assert "FUSEFORGE_MODEL_LIMITS__MAX_RANK" in response.json()["detail"]
     _assert_nothing_stored(db_session, settings)
 
 
