@@ -22,6 +22,7 @@ from optimizer.tensor_specs import ModelSummary, summarize_model
 
 __all__ = ["check_model_file"]
 
+_KNOWN_TYPES = frozenset(onnx.TensorProto.DataType.values())
 # Protobuf cannot serialize a message this large, so the checker must be given the path.
 _PROTOBUF_LIMIT_BYTES = 2**31 - 1
 _SAVE_INLINE_HINT = (
@@ -67,6 +68,7 @@ def check_model_file(path: Path, limits: ModelLimits | None = None) -> ModelSumm
     check_limits(model, limits or ModelLimits(), path.name)
     check_op_support(model, path.name)
     _refuse_external_data(model, path)
+    _require_known_tensor_types(model, path)
     _run_checker(model, path)
     _require_tensor_io(model, path)
     return summarize_model(model)
@@ -120,6 +122,20 @@ def _escapes_directory(location: str) -> bool:
     return normalized == ".." or normalized.startswith("../")
 
 
+def _require_known_tensor_types(model: onnx.ModelProto, path: Path) -> None:
+    # The ONNX checker lets a stored tensor of data type 9999 through; every runtime refuses it.
+    for tensor in iter_tensors(model):
+        if not _is_known_type(tensor.data_type):
+            raise InvalidModelError(
+                f"Model file {path.name!r}: tensor {tensor.name!r} has element type "
+                f"{tensor.data_type}, which is not an ONNX TensorProto.DataType. Re-export "
+                "the model.")
+
+
+def _is_known_type(elem_type: int) -> bool:
+    return elem_type != onnx.TensorProto.UNDEFINED and elem_type in _KNOWN_TYPES
+
+
 def _run_checker(model: onnx.ModelProto, path: Path) -> None:
     try:
         too_large = model.ByteSize() > _PROTOBUF_LIMIT_BYTES
@@ -150,3 +166,8 @@ def _require_tensor_io(model: onnx.ModelProto, path: Path) -> None:
                 f"{kind.removesuffix('_type')} value, not a tensor; only tensor inputs and "
                 "outputs are supported. Export the model so that it takes and returns plain "
                 "tensors.")
+        if not _is_known_type(value.type.tensor_type.elem_type):
+            raise InvalidModelError(
+                f"Model file {path.name!r}: {role} {value.name!r} has element type "
+                f"{value.type.tensor_type.elem_type}, which is not an ONNX "
+                "TensorProto.DataType. Re-export the model.")

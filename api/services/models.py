@@ -46,13 +46,20 @@ def register_upload(
             size_bytes=received.size_bytes,
             ir_version=summary.ir_version,
             opset=summary.opset,
-            producer=summary.producer,
+            producer=_cut(summary.producer, Model.producer.type.length),
             inputs=[spec.to_dict() for spec in summary.inputs],
             outputs=[spec.to_dict() for spec in summary.outputs],
         )
 
     return store_upload(session=session, store=store, received=received, kind=Model,
                         key=f"models/{received.sha256}.onnx", describe=describe)
+
+
+def _cut(text: str, length: int | None) -> str:
+    """`text` fitted to a column of `length` characters, marking a cut with an ellipsis."""
+    if length is None or len(text) <= length:
+        return text
+    return text[: length - 1] + "…"
 
 
 def get_model(*, session: Session, model_id: uuid.UUID) -> Model:

@@ -215,3 +215,17 @@ def test_check_model_file_applies_the_limits_it_is_given(tmp_path):
         check_model_file(path, ModelLimits(max_rank=3))
 
     assert caught.value.limit == "max_rank"
+
+
+@pytest.mark.parametrize("elem_type", [9999, TensorProto.UNDEFINED])
+def test_check_model_file_refuses_unknown_element_types(tmp_path, elem_type):
+    # The ONNX checker passes all three; every runtime refuses them.
+    for where in ("input", "output", "initializer"):
+        model = models.mlp()
+        if where == "initializer":
+            model.graph.initializer[0].data_type = elem_type
+        else:
+            getattr(model.graph, where)[0].type.tensor_type.elem_type = elem_type
+
+        with pytest.raises(InvalidModelError, match=f"has element type {elem_type}, which is not"):
+            check_model_file(_write(tmp_path / "model.onnx", models.model_bytes(model)))

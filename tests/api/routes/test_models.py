@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from core.db.models import Model
 from core.settings import ModelLimitSettings, Settings
-from optimizer.testing.models import model_bytes, small_cnn
+from optimizer.testing.models import mlp, model_bytes, small_cnn
 from tests.support import hostile_models
 
 
@@ -103,6 +103,34 @@ def test_hostile_model_is_422_naming_the_reason_and_nothing_is_stored(
     assert expected in body["detail"]
     assert len(body["detail"]) < 1000  # a 100k-character name is not echoed back
     _assert_nothing_stored(db_session, settings)
+
+
+@pytest.mark.parametrize(
+    ("field", "expected"),
+    [("input", "input 'input' has element type 9999"),
+     ("output", "output 'output' has element type 9999"),
+     ("initializer", "tensor 'fc1.w' has element type 9999")],
+)
+def test_unknown_element_type_is_422_and_nothing_is_stored(
+    client: TestClient, db_session: Session, settings: Settings, field: str, expected: str
+) -> None:
+    model = mlp()
+    if field == "initializer":
+        model.graph.initializer[0].data_type = 9999
+    else:
+        getattr(model.graph, field)[0].type.tensor_type.elem_type = 9999
+    response = client.post("/v1/models", files={"file": ("m.onnx", model.SerializeToString())})
+    assert response.status_code == 422, response.text
+    assert expected in response.json()["detail"]
+    _assert_nothing_stored(db_session, settings)
+
+
+def test_a_producer_longer_than_its_column_is_stored_cut_short(client: TestClient) -> None:
+    model = small_cnn()
+    model.producer_name = "p" * 300
+    response = client.post("/v1/models", files={"file": ("m.onnx", model.SerializeToString())})
+    assert response.status_code == 201, response.text
+    assert response.json()["producer"] == "p" * 254 + "…"
 
 
 def test_model_limits_come_from_settings_and_the_message_names_the_variable(
