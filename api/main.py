@@ -1,6 +1,7 @@
 """The FastAPI application: routers and the one place errors become JSON."""
 
 import logging
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,7 +27,21 @@ def _field_path(location: tuple[object, ...]) -> str:
 
 async def _service_error(_: Request, err: Exception) -> JSONResponse:
     assert isinstance(err, ServiceError)
-    return JSONResponse({"error": type(err).__name__, "detail": str(err)}, err.status_code)
+    return JSONResponse({"error": type(err).__name__, "detail": str(err)}, err.status_code,
+                        headers=dict(err.headers))
+
+
+async def _internal_error(request: Request, err: Exception) -> JSONResponse:
+    """Any other exception: a bug or a fault we did not foresee. The client gets the API's JSON
+    shape and a reference to quote; the log gets the traceback under that reference. The
+    exception's own text stays in the log, since it may carry internals (URLs, paths, SQL)."""
+    reference = uuid.uuid4().hex[:12]
+    logger.error("internal error %s on %s %s", reference, request.method, request.url.path,
+                 exc_info=err)
+    detail = (f"FuseForge failed on {request.method} {request.url.path} with an internal error "
+              f"({type(err).__name__}); the server log has its traceback under reference "
+              f"{reference}. Please report it with that reference.")
+    return JSONResponse({"error": "InternalError", "detail": detail}, 500)
 
 
 def _problem(error: Mapping[str, Any]) -> str:
@@ -56,6 +71,7 @@ def create_app() -> FastAPI:
     app.add_exception_handler(ServiceError, _service_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(Exception, _internal_error)  # Starlette's last resort: 500
     for router in (
         models.router, datasets.router, jobs.router, passes.router, plugins.router,
         workers.router, health.router,

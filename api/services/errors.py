@@ -1,5 +1,8 @@
 """Errors services raise; api/main.py renders each as {"error": <class name>, "detail": ...}."""
 
+from collections.abc import Mapping
+from typing import ClassVar
+
 __all__ = [
     "ArtifactNotFound",
     "BrokerUnavailable",
@@ -18,6 +21,7 @@ __all__ = [
 
 class ServiceError(Exception):
     status_code = 400
+    headers: ClassVar[Mapping[str, str]] = {}  # sent with the response, e.g. Retry-After
 
     def __init__(self, message: str, status_code: int | None = None) -> None:
         super().__init__(message)
