@@ -1,12 +1,12 @@
 """/v1/models: upload, list and read ONNX models."""
 
-import uuid
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 from starlette.concurrency import run_in_threadpool
 
 from api.deps import ReceivedUploadDep, SessionDep, SettingsDep, StoreDep
+from api.path_ids import ModelIdPath
 from api.schemas.common import PageParams
 from api.schemas.models import ModelList, ModelRead
 from api.services import models
@@ -53,5 +53,5 @@ def list_models(session: SessionDep, page: Annotated[PageParams, Query()]) -> Mo
 
 
 @router.get("/{model_id}", response_model=ModelRead)
-def read_model(model_id: uuid.UUID, session: SessionDep) -> ModelRead:
+def read_model(model_id: ModelIdPath, session: SessionDep) -> ModelRead:
     return ModelRead.model_validate(models.get_model(session=session, model_id=model_id))
