@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from api.routes import datasets, health, jobs, models, passes, plugins, workers
-from api.services.errors import ServiceError
+from api.services.errors import MalformedRequest, ServiceError
 from core.job_config import JOB_CONFIG_ERROR
 
 __all__ = ["app", "create_app"]
@@ -56,10 +56,22 @@ async def _validation_error(_: Request, err: Exception) -> JSONResponse:
     return JSONResponse({"error": "ValidationError", "detail": "; ".join(problems)}, 422)
 
 
-async def _http_error(_: Request, err: Exception) -> JSONResponse:
+async def _http_error(request: Request, err: Exception) -> JSONResponse:
     assert isinstance(err, HTTPException)
+    cause = err.__cause__
+    if isinstance(cause, ServiceError):  # raised while FastAPI read the body, which wraps it
+        return await _service_error(request, cause)
+    if err.status_code == 400 and cause is not None:  # FastAPI could not parse the JSON body
+        return await _service_error(request, MalformedRequest(_unparsable_body(cause)))
     name = {404: "NotFound", 405: "MethodNotAllowed"}.get(err.status_code, "HTTPError")
     return JSONResponse({"error": name, "detail": str(err.detail)}, err.status_code)
+
+
+def _unparsable_body(cause: BaseException) -> str:
+    if isinstance(cause, RecursionError):
+        return ("the JSON body is nested deeper than the parser follows; a job body nests a "
+                "few levels (see GET /docs for its schema)")
+    return f"the request body could not be parsed ({type(cause).__name__}: {cause})"
 
 
 def create_app() -> FastAPI:

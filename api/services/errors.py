@@ -13,6 +13,7 @@ __all__ = [
     "InvalidUpload",
     "JobNotCancellable",
     "JobNotFound",
+    "MalformedRequest",
     "ModelNotFound",
     "ServiceError",
     "UploadTooLarge",
@@ -63,6 +64,13 @@ class InvalidDatasetFile(ServiceError):
 
 class InvalidUpload(ServiceError):
     status_code = 422
+
+
+class MalformedRequest(ServiceError):
+    """The HTTP request itself is broken (its framing, its size fields, its encoding), as opposed
+    to a well-formed request with unusable contents (422)."""
+
+    status_code = 400
 
 
 class UploadTooLarge(ServiceError):
