@@ -10,9 +10,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
+from api.body_deadline import BodyDeadline
 from api.routes import datasets, health, jobs, models, passes, plugins, workers
 from api.services.errors import MalformedRequest, ServiceError
 from core.job_config import JOB_CONFIG_ERROR
+from core.settings import Settings, get_settings
 
 __all__ = ["app", "create_app"]
 
@@ -74,12 +76,17 @@ def _unparsable_body(cause: BaseException) -> str:
     return f"the request body could not be parsed ({type(cause).__name__}: {cause})"
 
 
-def create_app() -> FastAPI:
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """The app. `settings` (default: get_settings()) fix what is set up once, at start: the
+    request body deadline. Requests read their settings through SettingsDep."""
+    settings = settings or get_settings()
     app = FastAPI(
         title="FuseForge",
         summary="Upload ONNX models; get fused, validated and benchmarked inference engines.",
         version="0.1.0",
     )
+    app.add_middleware(BodyDeadline, idle_timeout_s=settings.http.body_idle_timeout_s,
+                       min_rate_bytes_s=settings.http.body_min_rate_bytes_s)
     app.add_exception_handler(ServiceError, _service_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(HTTPException, _http_error)

@@ -14,7 +14,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from optimizer.model_limits import ModelLimits
 
-__all__ = ["JobSettings", "ModelLimitSettings", "Settings", "get_settings"]
+__all__ = ["HttpSettings", "JobSettings", "ModelLimitSettings", "Settings", "get_settings"]
 
 
 class JobSettings(BaseModel):
@@ -40,6 +40,18 @@ class ModelLimitSettings(BaseModel):
         return ModelLimits(**self.model_dump())
 
 
+class HttpSettings(BaseModel):
+    """How slowly a client may send a request body before the API answers 408 and closes it.
+
+    A body may pause up to `body_idle_timeout_s`; besides, after that much grace it must keep an
+    average of `body_min_rate_bytes_s` (0: no floor), so a body trickling a byte a second (a
+    slowloris) is cut off although it is never idle for long.
+    """
+
+    body_idle_timeout_s: float = Field(default=30.0, gt=0)
+    body_min_rate_bytes_s: int = Field(default=500, ge=0)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="FUSEFORGE_", env_nested_delimiter="__")
 
@@ -52,6 +64,7 @@ class Settings(BaseSettings):
     max_upload_bytes: int = Field(default=2 * 1024**3, gt=0)  # FUSEFORGE_MAX_UPLOAD_BYTES
     jobs: JobSettings = JobSettings()  # FUSEFORGE_JOBS__MAX_RUNTIME_S=28800
     model_limits: ModelLimitSettings = ModelLimitSettings()  # FUSEFORGE_MODEL_LIMITS__MAX_DIM=4096
+    http: HttpSettings = HttpSettings()  # FUSEFORGE_HTTP__BODY_IDLE_TIMEOUT_S=10
     # "module:attribute" of the TensorRT toolkit GPU workers use (optimizer/backends/tensorrt/toolkit.py);
     # unset means TensorRT itself. The test suite names its FakeTensorRT here.
     tensorrt_toolkit: str | None = None

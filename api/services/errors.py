@@ -15,6 +15,7 @@ __all__ = [
     "JobNotFound",
     "MalformedRequest",
     "ModelNotFound",
+    "RequestBodyTimeout",
     "ServiceError",
     "UploadTooLarge",
 ]
@@ -71,6 +72,14 @@ class MalformedRequest(ServiceError):
     to a well-formed request with unusable contents (422)."""
 
     status_code = 400
+
+
+class RequestBodyTimeout(ServiceError):
+    """The request body stalled or trickled (api/body_deadline.py); the connection is closed,
+    since the rest of the body will not be read."""
+
+    status_code = 408
+    headers: ClassVar[Mapping[str, str]] = {"Connection": "close"}
 
 
 class UploadTooLarge(ServiceError):
