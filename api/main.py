@@ -5,6 +5,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+import sqlalchemy.exc
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -12,7 +13,7 @@ from starlette.exceptions import HTTPException
 
 from api.body_deadline import BodyDeadline
 from api.routes import datasets, health, jobs, models, passes, plugins, workers
-from api.services.errors import MalformedRequest, ServiceError
+from api.services.errors import DatabaseUnavailable, MalformedRequest, ServiceError
 from core.job_config import JOB_CONFIG_ERROR
 from core.settings import Settings, get_settings
 
@@ -44,6 +45,28 @@ async def _internal_error(request: Request, err: Exception) -> JSONResponse:
               f"({type(err).__name__}); the server log has its traceback under reference "
               f"{reference}. Please report it with that reference.")
     return JSONResponse({"error": "InternalError", "detail": detail}, 500)
+
+
+async def _database_error(request: Request, err: Exception) -> JSONResponse:
+    """503 with Retry-After when the database is unreachable (or out of connections); any
+    other database error is a fault of ours (500)."""
+    if not _is_unavailable(err):
+        return await _internal_error(request, err)
+    logger.warning("database unavailable on %s %s: %s", request.method, request.url.path, err)
+    return await _service_error(request, DatabaseUnavailable(
+        f"{request.method} {request.url.path} needs the database, which is unavailable right "
+        f"now; retry in {DatabaseUnavailable.retry_after_s} s (GET /healthz says when it is "
+        "reachable again)"))
+
+
+def _is_unavailable(err: Exception) -> bool:
+    if isinstance(err, sqlalchemy.exc.TimeoutError):  # the pool had no connection to give
+        return True
+    # OperationalError: refused, reset, timed out, server shutting down (and SQLite's "database
+    # is locked"); InterfaceError: a connection the driver already lost.
+    return isinstance(err, sqlalchemy.exc.DBAPIError) and (
+        err.connection_invalidated
+        or isinstance(err, sqlalchemy.exc.OperationalError | sqlalchemy.exc.InterfaceError))
 
 
 def _problem(error: Mapping[str, Any]) -> str:
@@ -90,6 +113,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(ServiceError, _service_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(sqlalchemy.exc.SQLAlchemyError, _database_error)
     app.add_exception_handler(Exception, _internal_error)  # Starlette's last resort: 500
     for router in (
         models.router, datasets.router, jobs.router, passes.router, plugins.router,

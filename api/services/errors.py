@@ -6,6 +6,7 @@ from typing import ClassVar
 __all__ = [
     "ArtifactNotFound",
     "BrokerUnavailable",
+    "DatabaseUnavailable",
     "DatasetNotFound",
     "InvalidDatasetFile",
     "InvalidJobConfig",
@@ -88,3 +89,11 @@ class UploadTooLarge(ServiceError):
 
 class BrokerUnavailable(ServiceError):
     status_code = 503
+
+
+class DatabaseUnavailable(ServiceError):
+    """The database cannot be reached or has no connection to give; retrying later may work."""
+
+    status_code = 503
+    retry_after_s = 5
+    headers: ClassVar[Mapping[str, str]] = {"Retry-After": str(retry_after_s)}
