@@ -11,6 +11,7 @@ __all__ = [
     "InvalidDatasetFile",
     "InvalidJobConfig",
     "InvalidModelFile",
+    "InsufficientStorage",
     "InvalidUpload",
     "JobNotCancellable",
     "JobNotFound",
@@ -81,6 +82,12 @@ class RequestBodyTimeout(ServiceError):
 
     status_code = 408
     headers: ClassVar[Mapping[str, str]] = {"Connection": "close"}
+
+
+class InsufficientStorage(ServiceError):
+    """The server has no room to keep what the client sent (a full disk, a quota)."""
+
+    status_code = 507
 
 
 class UploadTooLarge(ServiceError):

@@ -6,9 +6,12 @@ oversized upload is cut off early instead of being written out first. Accepts mu
 body. The body must be as long as its Content-Length says.
 """
 
+import errno
 import hashlib
+import os
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -16,12 +19,19 @@ from typing import BinaryIO
 from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
 
-from api.services.errors import InvalidUpload, MalformedRequest, UploadTooLarge
+from api.services.errors import (
+    InsufficientStorage,
+    InvalidUpload,
+    MalformedRequest,
+    UploadTooLarge,
+)
 from api.services.upload_form import FormReader, refuse_control_characters
 
 __all__ = ["ReceivedFile", "receive_upload"]
 
 _FRAMING_ALLOWANCE_BYTES = 64 * 1024  # multipart boundaries and part headers around the file
+# A full disk, a full quota, and a file-size limit (RLIMIT_FSIZE or the filesystem's own).
+_NO_ROOM_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 @dataclass(frozen=True)
@@ -38,6 +48,20 @@ def _too_large(max_bytes: int, size: int | None = None) -> UploadTooLarge:
     return UploadTooLarge(f"{found}; the limit is {max_bytes} bytes (FUSEFORGE_MAX_UPLOAD_BYTES)")
 
 
+@contextmanager
+def _no_room_is_507(path: Path, written: int) -> Iterator[None]:
+    """Turn the OSErrors of a full disk into InsufficientStorage naming what was written."""
+    try:
+        yield
+    except OSError as err:
+        if err.errno not in _NO_ROOM_ERRNOS:
+            raise
+        raise InsufficientStorage(
+            f"the server has no room to store the upload: writing {path.parent} failed after "
+            f"{written} bytes ({errno.errorcode[err.errno]}: {os.strerror(err.errno)}); retry "
+            "later, once the operator has freed space in FUSEFORGE_DATA_DIR") from err
+
+
 class _FileSink:
     """Writes and hashes one file, refusing to grow past `max_bytes`."""
 
@@ -46,17 +70,27 @@ class _FileSink:
         self.max_bytes = max_bytes
         self.digest = hashlib.sha256()
         self.size = 0
-        self._handle: BinaryIO = path.open("wb")
+        with _no_room_is_507(path, 0):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._handle: BinaryIO = path.open("wb")
 
     def write(self, data: bytes) -> None:
-        self.size += len(data)
-        if self.size > self.max_bytes:
+        if self.size + len(data) > self.max_bytes:
             raise _too_large(self.max_bytes)
+        with _no_room_is_507(self.path, self.size):
+            self._handle.write(data)
+        self.size += len(data)
         self.digest.update(data)
-        self._handle.write(data)
 
     def close(self) -> None:
-        self._handle.close()
+        with _no_room_is_507(self.path, self.size):  # buffered bytes are written now
+            self._handle.close()
+
+    def discard(self) -> None:
+        """Close and delete the file after a failure; its own write errors no longer matter."""
+        with suppress(OSError):
+            self._handle.close()
+        self.path.unlink(missing_ok=True)
 
 
 async def _checked_body(
@@ -94,6 +128,7 @@ async def receive_upload(
             without a boundary, with broken framing or over the form's limits (upload_form.py).
         InvalidUpload: a well-formed body with unusable contents; 415 for another media type.
         UploadTooLarge: over `max_bytes`, said as soon as it is certain.
+        InsufficientStorage: the disk (or quota, or file-size limit) under `temp_dir` is full.
     """
     if content_length is not None and content_length > max_bytes + _FRAMING_ALLOWANCE_BYTES:
         raise _too_large(max_bytes, content_length)  # refuse early only what is certainly too large
@@ -111,7 +146,6 @@ async def receive_upload(
             "the multipart/form-data Content-Type has no boundary parameter; let the client "
             "library build the header (curl -F file=@model.onnx)")
     body = _checked_body(chunks, content_length, max_bytes)
-    temp_dir.mkdir(parents=True, exist_ok=True)
     path = temp_dir / f"upload-{uuid.uuid4().hex}.part"
     sink = _FileSink(path, max_bytes)
     try:
@@ -124,8 +158,7 @@ async def receive_upload(
         sink.close()
         return ReceivedFile(path, filename, name, sink.digest.hexdigest(), sink.size)
     except BaseException:
-        sink.close()
-        path.unlink(missing_ok=True)
+        sink.discard()
         raise
 
 
