@@ -62,6 +62,8 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"  # FUSEFORGE_HOST
     port: int = Field(default=8000, ge=1, le=65535)  # FUSEFORGE_PORT
     max_upload_bytes: int = Field(default=2 * 1024**3, gt=0)  # FUSEFORGE_MAX_UPLOAD_BYTES
+    # /healthz is 503 while the data dir's filesystem has less free space than this.
+    min_free_disk_bytes: int = Field(default=1024**3, ge=0)  # FUSEFORGE_MIN_FREE_DISK_BYTES
     jobs: JobSettings = JobSettings()  # FUSEFORGE_JOBS__MAX_RUNTIME_S=28800
     model_limits: ModelLimitSettings = ModelLimitSettings()  # FUSEFORGE_MODEL_LIMITS__MAX_DIM=4096
     http: HttpSettings = HttpSettings()  # FUSEFORGE_HTTP__BODY_IDLE_TIMEOUT_S=10
