@@ -8,12 +8,15 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
 from optimizer.errors import (
     InternalError,
     InvalidModelError,
     ModelLimitError,
+    OptimizerError,
     UnsupportedModelError,
 )
 from optimizer.model_check import check_model_file
@@ -229,3 +232,26 @@ def test_check_model_file_refuses_unknown_element_types(tmp_path, elem_type):
 
         with pytest.raises(InvalidModelError, match=f"has element type {elem_type}, which is not"):
             check_model_file(_write(tmp_path / "model.onnx", models.model_bytes(model)))
+
+
+_SEED_MODELS = [models.model_bytes(models.small_cnn()), models.model_bytes(models.mlp()),
+                hostile_models.nested_if(3)]
+
+
+@settings(max_examples=300, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.sampled_from(_SEED_MODELS),
+       edits=st.lists(st.tuples(st.floats(0, 1, exclude_max=True), st.binary(max_size=4),
+                                st.integers(0, 4)), min_size=1, max_size=4))
+def test_check_model_file_refuses_corrupted_bytes_only_with_model_errors(tmp_path, seed, edits):
+    # Whatever bytes arrive, the check either accepts them or raises an OptimizerError with a
+    # message (a 422 at the API), never another exception (a 500).
+    data = bytearray(seed)
+    for where, insert, delete in edits:
+        position = int(where * len(data))
+        data[position:position + delete] = insert
+    path = _write(tmp_path / "model.onnx", bytes(data))
+    try:
+        check_model_file(path)
+    except OptimizerError as err:
+        assert str(err)
