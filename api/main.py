@@ -1,4 +1,5 @@
-"""The FastAPI application: routers and the one place errors become JSON."""
+"""The FastAPI application: routers, the request body deadline, and the one place errors become
+JSON."""
 
 import logging
 import uuid
