@@ -6,7 +6,9 @@ from typing import Annotated
 
 from fastapi import Depends, Query, Request
 from sqlalchemy.orm import Session
+from starlette.requests import ClientDisconnect
 
+from api.services.errors import MalformedRequest
 from api.services.uploads import ReceivedFile, receive_upload
 from core.db.session import get_sessionmaker
 from core.dispatch import JobDispatcher, dispatcher_for
@@ -42,15 +44,26 @@ async def get_received_upload(
 ) -> ReceivedFile:
     """The request body streamed to a temporary file (multipart `file` or raw octet-stream);
     the service that takes it must move or delete the file."""
+    try:
+        return await receive_upload(
+            chunks=request.stream(),
+            content_type=request.headers.get("content-type", ""),
+            content_length=_content_length(request),
+            temp_dir=settings.uploads_dir,
+            max_bytes=settings.max_upload_bytes,
+            raw_name=name,
+        )
+    except ClientDisconnect as err:  # nobody reads the answer, but it is no server error
+        raise MalformedRequest("the client disconnected before the request body was complete") from err
+
+
+def _content_length(request: Request) -> int | None:
     length = request.headers.get("content-length")
-    return await receive_upload(
-        chunks=request.stream(),
-        content_type=request.headers.get("content-type", ""),
-        content_length=int(length) if length and length.isdigit() else None,
-        temp_dir=settings.uploads_dir,
-        max_bytes=settings.max_upload_bytes,
-        raw_name=name,
-    )
+    if length is None:
+        return None
+    if not length.isascii() or not length.isdigit():
+        raise MalformedRequest(f"the Content-Length header {length[:40]!r} is not a byte count")
+    return int(length)
 
 
 ReceivedUploadDep = Annotated[ReceivedFile, Depends(get_received_upload)]

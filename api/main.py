@@ -1,17 +1,22 @@
-"""The FastAPI application: routers and the one place errors become JSON."""
+"""The FastAPI application: routers, the request body deadline, and the one place errors become
+JSON."""
 
 import logging
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
+import sqlalchemy.exc
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
+from api.body_deadline import BodyDeadline
 from api.routes import datasets, health, jobs, models, passes, plugins, workers
-from api.services.errors import ServiceError
+from api.services.errors import DatabaseUnavailable, MalformedRequest, ServiceError
 from core.job_config import JOB_CONFIG_ERROR
+from core.settings import Settings, get_settings
 
 __all__ = ["app", "create_app"]
 
@@ -26,7 +31,43 @@ def _field_path(location: tuple[object, ...]) -> str:
 
 async def _service_error(_: Request, err: Exception) -> JSONResponse:
     assert isinstance(err, ServiceError)
-    return JSONResponse({"error": type(err).__name__, "detail": str(err)}, err.status_code)
+    return JSONResponse({"error": type(err).__name__, "detail": str(err)}, err.status_code,
+                        headers=dict(err.headers))
+
+
+async def _internal_error(request: Request, err: Exception) -> JSONResponse:
+    """Any other exception: a bug or a fault we did not foresee. The client gets the API's JSON
+    shape and a reference to quote; the log gets the traceback under that reference. The
+    exception's own text stays in the log, since it may carry internals (URLs, paths, SQL)."""
+    reference = uuid.uuid4().hex[:12]
+    logger.error("internal error %s on %s %s", reference, request.method, request.url.path,
+                 exc_info=err)
+    detail = (f"FuseForge failed on {request.method} {request.url.path} with an internal error "
+              f"({type(err).__name__}); the server log has its traceback under reference "
+              f"{reference}. Please report it with that reference.")
+    return JSONResponse({"error": "InternalError", "detail": detail}, 500)
+
+
+async def _database_error(request: Request, err: Exception) -> JSONResponse:
+    """503 with Retry-After when the database is unreachable (or out of connections); any
+    other database error is a fault of ours (500)."""
+    if not _is_unavailable(err):
+        return await _internal_error(request, err)
+    logger.warning("database unavailable on %s %s: %s", request.method, request.url.path, err)
+    return await _service_error(request, DatabaseUnavailable(
+        f"{request.method} {request.url.path} needs the database, which is unavailable right "
+        f"now; retry in {DatabaseUnavailable.retry_after_s} s (GET /healthz says when it is "
+        "reachable again)"))
+
+
+def _is_unavailable(err: Exception) -> bool:
+    if isinstance(err, sqlalchemy.exc.TimeoutError):  # the pool had no connection to give
+        return True
+    # OperationalError: refused, reset, timed out, server shutting down (and SQLite's "database
+    # is locked"); InterfaceError: a connection the driver already lost.
+    return isinstance(err, sqlalchemy.exc.DBAPIError) and (
+        err.connection_invalidated
+        or isinstance(err, sqlalchemy.exc.OperationalError | sqlalchemy.exc.InterfaceError))
 
 
 def _problem(error: Mapping[str, Any]) -> str:
@@ -41,21 +82,40 @@ async def _validation_error(_: Request, err: Exception) -> JSONResponse:
     return JSONResponse({"error": "ValidationError", "detail": "; ".join(problems)}, 422)
 
 
-async def _http_error(_: Request, err: Exception) -> JSONResponse:
+async def _http_error(request: Request, err: Exception) -> JSONResponse:
     assert isinstance(err, HTTPException)
+    cause = err.__cause__
+    if isinstance(cause, ServiceError):  # raised while FastAPI read the body, which wraps it
+        return await _service_error(request, cause)
+    if err.status_code == 400 and cause is not None:  # FastAPI could not parse the JSON body
+        return await _service_error(request, MalformedRequest(_unparsable_body(cause)))
     name = {404: "NotFound", 405: "MethodNotAllowed"}.get(err.status_code, "HTTPError")
     return JSONResponse({"error": name, "detail": str(err.detail)}, err.status_code)
 
 
-def create_app() -> FastAPI:
+def _unparsable_body(cause: BaseException) -> str:
+    if isinstance(cause, RecursionError):
+        return ("the JSON body is nested deeper than the parser follows; a job body nests a "
+                "few levels (see GET /docs for its schema)")
+    return f"the request body could not be parsed ({type(cause).__name__}: {cause})"
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """The app. `settings` (default: get_settings()) fix what is set up once, at start: the
+    request body deadline. Requests read their settings through SettingsDep."""
+    settings = settings or get_settings()
     app = FastAPI(
         title="FuseForge",
         summary="Upload ONNX models; get fused, validated and benchmarked inference engines.",
         version="0.1.0",
     )
+    app.add_middleware(BodyDeadline, idle_timeout_s=settings.http.body_idle_timeout_s,
+                       min_rate_bytes_s=settings.http.body_min_rate_bytes_s)
     app.add_exception_handler(ServiceError, _service_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(sqlalchemy.exc.SQLAlchemyError, _database_error)
+    app.add_exception_handler(Exception, _internal_error)  # Starlette's last resort: 500
     for router in (
         models.router, datasets.router, jobs.router, passes.router, plugins.router,
         workers.router, health.router,

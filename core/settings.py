@@ -12,8 +12,11 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from optimizer.model_limits import ModelLimits
+
 __all__ = [
-    "JanitorSettings", "JobSettings", "Settings", "StageLimit", "StageLimits", "get_settings",
+    "HttpSettings", "JanitorSettings", "JobSettings", "ModelLimitSettings", "Settings",
+    "StageLimit", "StageLimits", "get_settings",
 ]
 
 
@@ -85,6 +88,31 @@ class JanitorSettings(BaseModel):
     upload_stale_s: float = Field(default=3600.0, gt=0)
 
 
+class ModelLimitSettings(BaseModel):
+    """Structural limits an uploaded model must stay within; the defaults are ModelLimits'."""
+
+    max_dim: int = Field(default=ModelLimits.max_dim, gt=0)  # one declared dim
+    max_rank: int = Field(default=ModelLimits.max_rank, gt=0)  # dims in one shape
+    max_subgraph_depth: int = Field(default=ModelLimits.max_subgraph_depth, ge=0)  # If/Loop/Scan
+    max_name_length: int = Field(default=ModelLimits.max_name_length, gt=0)  # characters
+
+    def to_limits(self) -> ModelLimits:
+        """The plain value optimizer.model_check takes."""
+        return ModelLimits(**self.model_dump())
+
+
+class HttpSettings(BaseModel):
+    """How slowly a client may send a request body before the API answers 408 and closes it.
+
+    A body may pause up to `body_idle_timeout_s`; besides, after that much grace it must keep an
+    average of `body_min_rate_bytes_s` (0: no floor), so a body trickling a byte a second (a
+    slowloris) is cut off although it is never idle for long.
+    """
+
+    body_idle_timeout_s: float = Field(default=30.0, gt=0)
+    body_min_rate_bytes_s: int = Field(default=500, ge=0)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="FUSEFORGE_", env_nested_delimiter="__")
 
@@ -95,8 +123,12 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"  # FUSEFORGE_HOST
     port: int = Field(default=8000, ge=1, le=65535)  # FUSEFORGE_PORT
     max_upload_bytes: int = Field(default=2 * 1024**3, gt=0)  # FUSEFORGE_MAX_UPLOAD_BYTES
+    # /healthz is 503 while the data dir's filesystem has less free space than this.
+    min_free_disk_bytes: int = Field(default=1024**3, ge=0)  # FUSEFORGE_MIN_FREE_DISK_BYTES
     jobs: JobSettings = JobSettings()  # FUSEFORGE_JOBS__MAX_RUNTIME_S=28800
     janitor: JanitorSettings = JanitorSettings()  # FUSEFORGE_JANITOR__INTERVAL_S=10
+    model_limits: ModelLimitSettings = ModelLimitSettings()  # FUSEFORGE_MODEL_LIMITS__MAX_DIM=4096
+    http: HttpSettings = HttpSettings()  # FUSEFORGE_HTTP__BODY_IDLE_TIMEOUT_S=10
     # "module:attribute" of the TensorRT toolkit GPU workers use (optimizer/backends/tensorrt/toolkit.py);
     # unset means TensorRT itself. The test suite names its FakeTensorRT here.
     tensorrt_toolkit: str | None = None

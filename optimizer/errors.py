@@ -8,6 +8,7 @@ is a broken assumption of ours and is kept apart so it is never blamed on the us
     ├── OptimizerError              the user can act on it
     │   ├── InvalidModelError       not a valid ONNX model
     │   ├── UnsupportedModelError   valid, but refused (e.g. external data)
+    │   │   └── ModelLimitError     over one of the configured ModelLimits
     │   ├── InputShapeError         input shapes that do not fit the model
     │   ├── InputRangeError         random-input ranges that do not fit the model
     │   ├── DatasetError            evaluation data that does not fit the contract or the model
@@ -28,6 +29,7 @@ __all__ = [
     "InputShapeError",
     "InternalError",
     "InvalidModelError",
+    "ModelLimitError",
     "OptimizerError",
     "PassError",
     "PluginNotFoundError",
@@ -45,6 +47,18 @@ class InvalidModelError(OptimizerError):
 
 class UnsupportedModelError(OptimizerError):
     """A valid model that FuseForge refuses to handle (e.g. external data outside the upload)."""
+
+
+class ModelLimitError(UnsupportedModelError):
+    """The model exceeds one of the `ModelLimits` it was checked against.
+
+    `limit` names the `ModelLimits` field (e.g. "max_dim"), so a caller that configures the
+    limits can say which setting would raise it.
+    """
+
+    def __init__(self, message: str, *, limit: str) -> None:
+        super().__init__(message)
+        self.limit = limit
 
 
 class InputShapeError(OptimizerError):

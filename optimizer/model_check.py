@@ -1,4 +1,10 @@
-"""Check that an uploaded file is a self-contained ONNX model FuseForge can work on."""
+"""Check that an uploaded file is a self-contained ONNX model FuseForge can work on.
+
+The checks run cheapest and most defensive first: the file parses, it has a model's fields, it
+stays within the structural `ModelLimits` and holds storable names, its opsets and operator
+domains are ones the installed runtimes load, it refers to no external data, and only then
+does the ONNX checker (which trusts the structure) see it.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +13,16 @@ from pathlib import Path
 
 import onnx
 from google.protobuf.message import DecodeError
-from onnx.external_data_helper import ExternalDataInfo
 
 from optimizer.errors import InternalError, InvalidModelError, UnsupportedModelError
 from optimizer.graphs import iter_tensors
+from optimizer.model_limits import ModelLimits, check_limits
+from optimizer.op_support import check_op_support
 from optimizer.tensor_specs import ModelSummary, summarize_model
 
 __all__ = ["check_model_file"]
 
+_KNOWN_TYPES = frozenset(onnx.TensorProto.DataType.values())
 # Protobuf cannot serialize a message this large, so the checker must be given the path.
 _PROTOBUF_LIMIT_BYTES = 2**31 - 1
 _SAVE_INLINE_HINT = (
@@ -23,7 +31,7 @@ _SAVE_INLINE_HINT = (
 )
 
 
-def check_model_file(path: Path) -> ModelSummary:
+def check_model_file(path: Path, limits: ModelLimits | None = None) -> ModelSummary:
     """Parse and check the uploaded model at `path`, and summarize its inputs and outputs.
 
     Reads no file other than `path`: tensors stored as external data are refused before the
@@ -31,9 +39,13 @@ def check_model_file(path: Path) -> ModelSummary:
 
     Raises:
         InvalidModelError: the file is empty, is not an ONNX protobuf, parses but is not a model,
-            or fails the ONNX checker (whose message is included).
-        UnsupportedModelError: a tensor refers to external data (the upload is a single file),
-            or an input or output is not a tensor.
+            has a name with a NUL character or invalid UTF-8, or fails the ONNX checker (whose
+            message is included).
+        ModelLimitError: the model is over one of `limits` (default `ModelLimits()`:
+            control-flow depth, rank, a dim, a name's length); its `limit` names the field.
+        UnsupportedModelError: an opset newer than the installed onnx or ONNX Runtime knows, a
+            node of a domain nothing implements, a tensor referring to external data (the
+            upload is a single file), or an input or output that is not a tensor.
         InternalError: `path` does not exist, which means the upload was not stored.
     """
     path = Path(path)
@@ -53,7 +65,10 @@ def check_model_file(path: Path) -> ModelSummary:
             "Upload the binary .onnx file written by onnx.save or torch.onnx.export."
         ) from err
     _require_model_fields(model, path)
+    check_limits(model, limits or ModelLimits(), path.name)
+    check_op_support(model, path.name)
     _refuse_external_data(model, path)
+    _require_known_tensor_types(model, path)
     _run_checker(model, path)
     _require_tensor_io(model, path)
     return summarize_model(model)
@@ -80,7 +95,7 @@ def _refuse_external_data(model: onnx.ModelProto, path: Path) -> None:
     for tensor in iter_tensors(model):
         if tensor.data_location != onnx.TensorProto.EXTERNAL:
             continue
-        location = ExternalDataInfo(tensor).location
+        location = _external_location(tensor)
         if _escapes_directory(location):
             raise UnsupportedModelError(
                 f"Model file {path.name!r}: tensor {tensor.name!r} stores its data at "
@@ -91,6 +106,13 @@ def _refuse_external_data(model: onnx.ModelProto, path: Path) -> None:
             f"not available. {_SAVE_INLINE_HINT}")
 
 
+def _external_location(tensor: onnx.TensorProto) -> str:
+    # Read the one entry the message needs by hand: onnx's ExternalDataInfo also parses
+    # `offset` and `length` and raises ValueError for malformed ones, while this check refuses
+    # external data whatever its entries say.
+    return next((entry.value for entry in tensor.external_data if entry.key == "location"), "")
+
+
 def _escapes_directory(location: str) -> bool:
     """True if `location` is absolute or, once normalized, climbs out of the model's folder."""
     unified = location.replace("\\", "/")
@@ -98,6 +120,20 @@ def _escapes_directory(location: str) -> bool:
         return True
     normalized = posixpath.normpath(unified)
     return normalized == ".." or normalized.startswith("../")
+
+
+def _require_known_tensor_types(model: onnx.ModelProto, path: Path) -> None:
+    # The ONNX checker lets a stored tensor of data type 9999 through; every runtime refuses it.
+    for tensor in iter_tensors(model):
+        if not _is_known_type(tensor.data_type):
+            raise InvalidModelError(
+                f"Model file {path.name!r}: tensor {tensor.name!r} has element type "
+                f"{tensor.data_type}, which is not an ONNX TensorProto.DataType. Re-export "
+                "the model.")
+
+
+def _is_known_type(elem_type: int) -> bool:
+    return elem_type != onnx.TensorProto.UNDEFINED and elem_type in _KNOWN_TYPES
 
 
 def _run_checker(model: onnx.ModelProto, path: Path) -> None:
@@ -130,3 +166,8 @@ def _require_tensor_io(model: onnx.ModelProto, path: Path) -> None:
                 f"{kind.removesuffix('_type')} value, not a tensor; only tensor inputs and "
                 "outputs are supported. Export the model so that it takes and returns plain "
                 "tensors.")
+        if not _is_known_type(value.type.tensor_type.elem_type):
+            raise InvalidModelError(
+                f"Model file {path.name!r}: {role} {value.name!r} has element type "
+                f"{value.type.tensor_type.elem_type}, which is not an ONNX "
+                "TensorProto.DataType. Re-export the model.")

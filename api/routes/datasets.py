@@ -1,12 +1,12 @@
 """/v1/datasets: upload, list and read .npz datasets that jobs validate on."""
 
-import uuid
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 from starlette.concurrency import run_in_threadpool
 
 from api.deps import ReceivedUploadDep, SessionDep, StoreDep
+from api.path_ids import DatasetIdPath
 from api.schemas.common import PageParams
 from api.schemas.datasets import DatasetList, DatasetRead
 from api.services import datasets
@@ -53,5 +53,5 @@ def list_datasets(session: SessionDep, page: Annotated[PageParams, Query()]) -> 
 
 
 @router.get("/{dataset_id}", response_model=DatasetRead)
-def read_dataset(dataset_id: uuid.UUID, session: SessionDep) -> DatasetRead:
+def read_dataset(dataset_id: DatasetIdPath, session: SessionDep) -> DatasetRead:
     return DatasetRead.model_validate(datasets.get_dataset(session=session, dataset_id=dataset_id))

@@ -1,11 +1,11 @@
-"""/healthz: is the database reachable, is the broker reachable."""
+"""/healthz: is the database reachable, is the broker reachable, is there room on the disk."""
 
 from fastapi import APIRouter, Response
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
-from api.deps import DispatcherDep, SessionDep
-from api.services.health import check_broker, check_database
+from api.deps import DispatcherDep, SessionDep, SettingsDep
+from api.services.health import check_broker, check_database, check_disk
 
 router = APIRouter(tags=["health"])
 
@@ -15,20 +15,35 @@ class ComponentHealth(BaseModel):
     error: str | None = None
 
 
+class DiskHealth(ComponentHealth):
+    path: str  # the data dir (or its nearest existing parent)
+    free_bytes: int | None
+    min_free_bytes: int  # FUSEFORGE_MIN_FREE_DISK_BYTES
+
+
 class Health(BaseModel):
     status: str  # "ok" or "degraded"
     database: ComponentHealth
     broker: ComponentHealth
+    disk: DiskHealth
 
 
 @router.get("/healthz", response_model=Health)
-async def healthz(session: SessionDep, dispatcher: DispatcherDep, response: Response) -> Health:
+async def healthz(
+    session: SessionDep, dispatcher: DispatcherDep, settings: SettingsDep, response: Response
+) -> Health:
+    """200 when all is well; 503 when the database or broker is unreachable or the data dir's
+    disk has less free space than FUSEFORGE_MIN_FREE_DISK_BYTES."""
     db_error = await run_in_threadpool(check_database, session=session)
     broker_error = await run_in_threadpool(check_broker, dispatcher=dispatcher)
-    healthy = db_error is None and broker_error is None
+    disk = await run_in_threadpool(check_disk, data_dir=settings.data_dir,
+                                   min_free_bytes=settings.min_free_disk_bytes)
+    healthy = db_error is None and broker_error is None and disk.error is None
     response.status_code = 200 if healthy else 503
     return Health(
         status="ok" if healthy else "degraded",
         database=ComponentHealth(ok=db_error is None, error=db_error),
         broker=ComponentHealth(ok=broker_error is None, error=broker_error),
+        disk=DiskHealth(ok=disk.error is None, error=disk.error, path=str(disk.path),
+                        free_bytes=disk.free_bytes, min_free_bytes=disk.min_free_bytes),
     )

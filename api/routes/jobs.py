@@ -7,6 +7,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import FileResponse
 
 from api.deps import DispatcherDep, SessionDep, StoreDep
+from api.path_ids import ArtifactNamePath, JobIdPath
 from api.schemas.common import PageParams
 from api.schemas.jobs import JobCreate, JobList, JobRead
 from api.services import jobs
@@ -38,17 +39,19 @@ def list_jobs(
 
 
 @router.get("/{job_id}", response_model=JobRead)
-def read_job(job_id: uuid.UUID, session: SessionDep) -> JobRead:
+def read_job(job_id: JobIdPath, session: SessionDep) -> JobRead:
     return job_read(jobs.get_job(session=session, job_id=job_id))
 
 
 @router.post("/{job_id}/cancel", response_model=JobRead)
-def cancel_job(job_id: uuid.UUID, session: SessionDep) -> JobRead:
+def cancel_job(job_id: JobIdPath, session: SessionDep) -> JobRead:
     return job_read(jobs.cancel_job(session=session, job_id=job_id))
 
 
 @router.get("/{job_id}/artifacts/{name}", response_class=FileResponse)
-def download_artifact(job_id: uuid.UUID, name: str, session: SessionDep, store: StoreDep) -> FileResponse:
+def download_artifact(
+    job_id: JobIdPath, name: ArtifactNamePath, session: SessionDep, store: StoreDep
+) -> FileResponse:
     artifact = jobs.get_artifact(session=session, job_id=job_id, name=name)
     return FileResponse(
         store.local_path(artifact.uri),

@@ -1,12 +1,12 @@
 """/v1/models: upload, list and read ONNX models."""
 
-import uuid
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 from starlette.concurrency import run_in_threadpool
 
-from api.deps import ReceivedUploadDep, SessionDep, StoreDep
+from api.deps import ReceivedUploadDep, SessionDep, SettingsDep, StoreDep
+from api.path_ids import ModelIdPath
 from api.schemas.common import PageParams
 from api.schemas.models import ModelList, ModelRead
 from api.services import models
@@ -25,10 +25,17 @@ async def upload_model(
     response: Response,
     session: SessionDep,
     store: StoreDep,
+    settings: SettingsDep,
 ) -> ModelRead:
-    """Upload an ONNX model: `curl -F file=@model.onnx .../v1/models` (or a raw octet-stream body)."""
+    """Upload an ONNX model: `curl -F file=@model.onnx .../v1/models` (or a raw octet-stream body).
+
+    A model over FUSEFORGE_MODEL_LIMITS__* (control-flow depth, rank, a declared dim, a name's
+    length), with an opset or op domain the installed runtimes cannot load, or with names that
+    are not storable text is refused with 422, and nothing is kept.
+    """
     model, created = await run_in_threadpool(
-        models.register_upload, session=session, store=store, received=received
+        models.register_upload, session=session, store=store, received=received,
+        limits=settings.model_limits.to_limits(),
     )
     response.status_code = 201 if created else 200
     return ModelRead.model_validate(model)
@@ -46,5 +53,5 @@ def list_models(session: SessionDep, page: Annotated[PageParams, Query()]) -> Mo
 
 
 @router.get("/{model_id}", response_model=ModelRead)
-def read_model(model_id: uuid.UUID, session: SessionDep) -> ModelRead:
+def read_model(model_id: ModelIdPath, session: SessionDep) -> ModelRead:
     return ModelRead.model_validate(models.get_model(session=session, model_id=model_id))

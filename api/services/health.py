@@ -1,11 +1,23 @@
-"""Reachability of the database and the broker, for /healthz."""
+"""What /healthz reports: the database and the broker reachable, room left on the data disk."""
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
 
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from core.dispatch import JobDispatcher
 
-__all__ = ["check_broker", "check_database"]
+__all__ = ["DiskSpace", "check_broker", "check_database", "check_disk"]
+
+
+@dataclass(frozen=True)
+class DiskSpace:
+    path: Path  # the data dir, or its nearest existing parent before it is created
+    free_bytes: int | None  # None when it could not be measured
+    min_free_bytes: int
+    error: str | None  # None when there is room
 
 
 def check_database(*, session: Session) -> str | None:
@@ -20,3 +32,20 @@ def check_database(*, session: Session) -> str | None:
 def check_broker(*, dispatcher: JobDispatcher) -> str | None:
     """None when the broker the API sends jobs to answers, else the error."""
     return dispatcher.broker_error()
+
+
+def check_disk(*, data_dir: Path, min_free_bytes: int) -> DiskSpace:
+    """Free space on the filesystem holding `data_dir` (uploads, artifacts, scratch space)
+    against `min_free_bytes` (FUSEFORGE_MIN_FREE_DISK_BYTES)."""
+    path = data_dir.resolve()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    try:
+        free = shutil.disk_usage(path).free
+    except OSError as err:
+        return DiskSpace(path, None, min_free_bytes, f"cannot measure free space: {err}")
+    error = None
+    if free < min_free_bytes:
+        error = (f"{free} bytes free under {path}, below the minimum of {min_free_bytes} "
+                 "(FUSEFORGE_MIN_FREE_DISK_BYTES); uploads and jobs may fail: free space")
+    return DiskSpace(path, free, min_free_bytes, error)

@@ -11,23 +11,33 @@ from api.services.stored_uploads import display_name, store_upload
 from api.services.uploads import ReceivedFile
 from core.db.models import Model
 from core.storage import ArtifactStore
-from optimizer.errors import InvalidModelError, UnsupportedModelError
+from optimizer.errors import InvalidModelError, ModelLimitError, UnsupportedModelError
 from optimizer.model_check import check_model_file
+from optimizer.model_limits import ModelLimits
 
 __all__ = ["get_model", "list_models", "register_upload"]
 
 
 def register_upload(
-    *, session: Session, store: ArtifactStore, received: ReceivedFile
+    *, session: Session, store: ArtifactStore, received: ReceivedFile, limits: ModelLimits
 ) -> tuple[Model, bool]:
     """Turn a received file into a Model row; (model, created). Same bytes again → existing model.
 
+    The model is checked against `limits` (FUSEFORGE_MODEL_LIMITS__*) besides the ONNX rules.
     The temporary file is always consumed: moved into the store or deleted.
+
+    Raises:
+        InvalidModelFile: see `optimizer.model_check.check_model_file`; a limit's message names
+            the variable that sets it. Nothing is stored.
     """
 
     def describe(path: Path) -> Model:
         try:
-            summary = check_model_file(path)
+            summary = check_model_file(path, limits)
+        except ModelLimitError as err:
+            raise InvalidModelFile(
+                f"the uploaded file is not a usable ONNX model: {err} (the limit is "
+                f"FUSEFORGE_MODEL_LIMITS__{err.limit.upper()})") from err
         except (InvalidModelError, UnsupportedModelError) as err:
             raise InvalidModelFile(f"the uploaded file is not a usable ONNX model: {err}") from err
         return Model(
@@ -36,13 +46,20 @@ def register_upload(
             size_bytes=received.size_bytes,
             ir_version=summary.ir_version,
             opset=summary.opset,
-            producer=summary.producer,
+            producer=_cut(summary.producer, Model.producer.type.length),
             inputs=[spec.to_dict() for spec in summary.inputs],
             outputs=[spec.to_dict() for spec in summary.outputs],
         )
 
     return store_upload(session=session, store=store, received=received, kind=Model,
                         key=f"models/{received.sha256}.onnx", describe=describe)
+
+
+def _cut(text: str, length: int | None) -> str:
+    """`text` fitted to a column of `length` characters, marking a cut with an ellipsis."""
+    if length is None or len(text) <= length:
+        return text
+    return text[: length - 1] + "…"
 
 
 def get_model(*, session: Session, model_id: uuid.UUID) -> Model:

@@ -2,23 +2,36 @@
 
 Memory stays flat whatever the file size, and the size limit is enforced while bytes arrive, so an
 oversized upload is cut off early instead of being written out first. Accepts multipart/form-data
-(field `file`, optional field `name`) or a raw `application/octet-stream` body.
+(field `file`, optional field `name`; see upload_form.py) or a raw `application/octet-stream`
+body. The body must be as long as its Content-Length says.
 """
 
+import errno
 import hashlib
+import os
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
 
-from api.services.errors import InvalidUpload, UploadTooLarge
+from api.services.errors import (
+    InsufficientStorage,
+    InvalidUpload,
+    MalformedRequest,
+    UploadTooLarge,
+)
+from api.services.upload_form import FormReader, refuse_control_characters
 
 __all__ = ["ReceivedFile", "receive_upload"]
 
-_MAX_TEXT_FIELD_BYTES = 4096
+_FRAMING_ALLOWANCE_BYTES = 64 * 1024  # multipart boundaries and part headers around the file
+# A full disk, a full quota, and a file-size limit (RLIMIT_FSIZE or the filesystem's own).
+_NO_ROOM_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 @dataclass(frozen=True)
@@ -30,6 +43,25 @@ class ReceivedFile:
     size_bytes: int
 
 
+def _too_large(max_bytes: int, size: int | None = None) -> UploadTooLarge:
+    found = f"the upload is {size} bytes" if size is not None else "the upload exceeds the limit"
+    return UploadTooLarge(f"{found}; the limit is {max_bytes} bytes (FUSEFORGE_MAX_UPLOAD_BYTES)")
+
+
+@contextmanager
+def _no_room_is_507(path: Path, written: int) -> Iterator[None]:
+    """Turn the OSErrors of a full disk into InsufficientStorage naming what was written."""
+    try:
+        yield
+    except OSError as err:
+        if err.errno not in _NO_ROOM_ERRNOS:
+            raise
+        raise InsufficientStorage(
+            f"the server has no room to store the upload: writing {path.parent} failed after "
+            f"{written} bytes ({errno.errorcode[err.errno]}: {os.strerror(err.errno)}); retry "
+            "later, once the operator has freed space in FUSEFORGE_DATA_DIR") from err
+
+
 class _FileSink:
     """Writes and hashes one file, refusing to grow past `max_bytes`."""
 
@@ -38,89 +70,46 @@ class _FileSink:
         self.max_bytes = max_bytes
         self.digest = hashlib.sha256()
         self.size = 0
-        self._handle: BinaryIO = path.open("wb")
+        with _no_room_is_507(path, 0):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._handle: BinaryIO = path.open("wb")
 
     def write(self, data: bytes) -> None:
+        if self.size + len(data) > self.max_bytes:
+            raise _too_large(self.max_bytes)
+        with _no_room_is_507(self.path, self.size):
+            self._handle.write(data)
         self.size += len(data)
-        if self.size > self.max_bytes:
-            raise UploadTooLarge(
-                f"the upload exceeds the limit of {self.max_bytes} bytes "
-                "(FUSEFORGE_MAX_UPLOAD_BYTES)"
-            )
         self.digest.update(data)
-        self._handle.write(data)
 
     def close(self) -> None:
-        self._handle.close()
+        with _no_room_is_507(self.path, self.size):  # buffered bytes are written now
+            self._handle.close()
+
+    def discard(self) -> None:
+        """Close and delete the file after a failure; its own write errors no longer matter."""
+        with suppress(OSError):
+            self._handle.close()
+        self.path.unlink(missing_ok=True)
 
 
-class _FormReader:
-    """Callbacks for python-multipart's streaming parser: field `file` goes to the sink."""
-
-    def __init__(self, sink: _FileSink) -> None:
-        self.sink = sink
-        self.filename: str | None = None
-        self.name: str | None = None
-        self.saw_file = False
-        self._header_field = b""
-        self._header_value = b""
-        self._headers: dict[bytes, bytes] = {}
-        self._field: str | None = None
-        self._text = bytearray()
-
-    def on_part_begin(self) -> None:
-        self._headers = {}
-        self._field = None
-        self._text = bytearray()
-
-    def on_header_field(self, data: bytes, start: int, end: int) -> None:
-        self._header_field += data[start:end]
-
-    def on_header_value(self, data: bytes, start: int, end: int) -> None:
-        self._header_value += data[start:end]
-
-    def on_header_end(self) -> None:
-        self._headers[self._header_field.lower()] = self._header_value
-        self._header_field = self._header_value = b""
-
-    def on_headers_finished(self) -> None:
-        _, params = parse_options_header(self._headers.get(b"content-disposition", b""))
-        field = params.get(b"name", b"").decode("utf-8", "replace")
-        if field == "file":
-            if self.saw_file:
-                raise InvalidUpload("the form has more than one 'file' field; upload one model")
-            self.saw_file = True
-            raw_filename = params.get(b"filename")
-            self.filename = raw_filename.decode("utf-8", "replace") if raw_filename else None
-        elif field != "name":
-            raise InvalidUpload(f"unexpected form field {field!r}; send 'file' and optionally 'name'")
-        self._field = field
-
-    def on_part_data(self, data: bytes, start: int, end: int) -> None:
-        if self._field == "file":
-            self.sink.write(data[start:end])
-            return
-        self._text += data[start:end]
-        if len(self._text) > _MAX_TEXT_FIELD_BYTES:
-            raise InvalidUpload(f"form field 'name' is longer than {_MAX_TEXT_FIELD_BYTES} bytes")
-
-    def on_part_end(self) -> None:
-        if self._field == "name":
-            self.name = self._text.decode("utf-8", "replace").strip() or None
-
-    def callbacks(self) -> dict[str, object]:
-        return {
-            name: getattr(self, name)
-            for name in (
-                "on_part_begin",
-                "on_header_field",
-                "on_header_value",
-                "on_header_end",
-                "on_headers_finished",
-                "on_part_data",
-                "on_part_end",
-            )
-        }
+async def _checked_body(
+    chunks: AsyncIterator[bytes], content_length: int | None, max_bytes: int
+) -> AsyncIterator[bytes]:
+    """`chunks`, held to the declared Content-Length and to the upload limit plus framing."""
+    received = 0
+    async for chunk in chunks:
+        received += len(chunk)
+        if content_length is not None and received > content_length:
+            raise MalformedRequest(
+                f"the request body is longer than its Content-Length of {content_length} bytes")
+        if received > max_bytes + _FRAMING_ALLOWANCE_BYTES:
+            raise _too_large(max_bytes)
+        yield chunk
+    if content_length is not None and received < content_length:
+        raise MalformedRequest(
+            f"the request body ended after {received} of the {content_length} bytes its "
+            "Content-Length announced")
 
 
 async def receive_upload(
@@ -132,54 +121,56 @@ async def receive_upload(
     max_bytes: int,
     raw_name: str | None = None,
 ) -> ReceivedFile:
-    """Stream the request body into a temporary file under `temp_dir`; delete it on any error."""
-    # Multipart framing adds a little; refuse early only what is certainly too large.
-    if content_length is not None and content_length > max_bytes + 64 * 1024:
-        raise UploadTooLarge(
-            f"the upload is {content_length} bytes; the limit is {max_bytes} bytes "
-            "(FUSEFORGE_MAX_UPLOAD_BYTES)"
+    """Stream the request body into a temporary file under `temp_dir`; delete it on any error.
+
+    Raises:
+        MalformedRequest: a body that does not match its Content-Length, or a multipart body
+            without a boundary, with broken framing or over the form's limits (upload_form.py).
+        InvalidUpload: a well-formed body with unusable contents; 415 for another media type.
+        UploadTooLarge: over `max_bytes`, said as soon as it is certain.
+        InsufficientStorage: the disk (or quota, or file-size limit) under `temp_dir` is full.
+    """
+    if content_length is not None and content_length > max_bytes + _FRAMING_ALLOWANCE_BYTES:
+        raise _too_large(max_bytes, content_length)  # refuse early only what is certainly too large
+    if raw_name is not None:
+        refuse_control_characters(raw_name, "query parameter 'name'")
+    media_type, params = parse_options_header(content_type)
+    if media_type not in (b"multipart/form-data", b"application/octet-stream"):
+        raise InvalidUpload(
+            f"unsupported Content-Type {content_type or '(none)'!r}: send multipart/form-data "
+            "with a 'file' field (curl -F file=@model.onnx) or application/octet-stream",
+            status_code=415,
         )
-    temp_dir.mkdir(parents=True, exist_ok=True)
+    if media_type == b"multipart/form-data" and not params.get(b"boundary"):
+        raise MalformedRequest(
+            "the multipart/form-data Content-Type has no boundary parameter; let the client "
+            "library build the header (curl -F file=@model.onnx)")
+    body = _checked_body(chunks, content_length, max_bytes)
     path = temp_dir / f"upload-{uuid.uuid4().hex}.part"
     sink = _FileSink(path, max_bytes)
     try:
-        media_type, params = parse_options_header(content_type)
         if media_type == b"multipart/form-data":
-            filename, name = await _read_multipart(chunks, params, sink)
-        elif media_type == b"application/octet-stream":
-            async for chunk in chunks:
+            filename, name = await _read_multipart(body, params[b"boundary"], sink)
+        else:
+            async for chunk in body:
                 sink.write(chunk)
             filename, name = None, raw_name
-        else:
-            raise InvalidUpload(
-                f"unsupported Content-Type {content_type or '(none)'!r}: send multipart/form-data "
-                "with a 'file' field (curl -F file=@model.onnx) or application/octet-stream",
-                status_code=415,
-            )
         sink.close()
         return ReceivedFile(path, filename, name, sink.digest.hexdigest(), sink.size)
     except BaseException:
-        sink.close()
-        path.unlink(missing_ok=True)
+        sink.discard()
         raise
 
 
 async def _read_multipart(
-    chunks: AsyncIterator[bytes], params: dict[bytes, bytes], sink: _FileSink
+    chunks: AsyncIterator[bytes], boundary: bytes, sink: _FileSink
 ) -> tuple[str | None, str | None]:
-    boundary = params.get(b"boundary")
-    if not boundary:
-        raise InvalidUpload("the multipart/form-data Content-Type has no boundary")
-    reader = _FormReader(sink)
+    reader = FormReader(sink.write)
     parser = MultipartParser(boundary, reader.callbacks())  # type: ignore[arg-type]
     try:
         async for chunk in chunks:
             parser.write(chunk)
         parser.finalize()
-    except (InvalidUpload, UploadTooLarge):
-        raise
-    except Exception as err:  # python-multipart raises its own errors for broken framing
-        raise InvalidUpload(f"the multipart body is malformed: {err}") from err
-    if not reader.saw_file:
-        raise InvalidUpload("the form has no 'file' field; upload with curl -F file=@model.onnx")
-    return reader.filename, reader.name
+    except FormParserError as err:  # python-multipart's own errors for broken framing
+        raise MalformedRequest(f"the multipart body is malformed: {err}") from err
+    return reader.finish()

@@ -1,4 +1,5 @@
-"""check_model_file: every way an upload can fail, and that it never reads beyond the upload."""
+"""check_model_file: every way an upload can fail (the hostile corpus included), and that it never
+reads beyond the upload."""
 
 from __future__ import annotations
 
@@ -7,12 +8,22 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
-from optimizer.errors import InternalError, InvalidModelError, UnsupportedModelError
+from optimizer.errors import (
+    InternalError,
+    InvalidModelError,
+    ModelLimitError,
+    OptimizerError,
+    UnsupportedModelError,
+)
 from optimizer.model_check import check_model_file
+from optimizer.model_limits import ModelLimits
 from optimizer.tensor_specs import TensorSpec
 from optimizer.testing import models
+from tests.support import hostile_models
 
 
 def _write(path: Path, data: bytes) -> Path:
@@ -119,6 +130,20 @@ def test_check_model_file_refuses_external_data_inside_the_upload_folder(tmp_pat
     assert opened_files == [str(path.resolve())]
 
 
+@pytest.mark.parametrize(("key", "value"), [("offset", "-1"), ("length", "-1"),
+                                            ("offset", "not-a-number"), ("length", "9" * 400)])
+def test_check_model_file_refuses_external_data_with_a_malformed_entry(tmp_path, key, value):
+    # onnx's ExternalDataInfo raises ValueError for these; the upload must be refused as a
+    # model fault (external data is refused whatever its entries say), never crash the check.
+    path = _with_external_data(tmp_path, "weights.bin")
+    model = onnx.load(path, load_external_data=False)
+    model.graph.initializer[0].external_data.add(key=key, value=value)
+    path.write_bytes(model.SerializeToString())
+
+    with pytest.raises(UnsupportedModelError, match="external file 'weights.bin'"):
+        check_model_file(path)
+
+
 def test_check_model_file_finds_external_data_in_a_constant_node(tmp_path):
     value = helper.make_tensor("c", TensorProto.FLOAT, [4], [0.0] * 4)
     value.ClearField("float_data")
@@ -165,3 +190,68 @@ def test_check_model_file_rejects_a_graph_without_outputs(tmp_path):
 
     with pytest.raises(InvalidModelError, match="declares no outputs"):
         check_model_file(_write(tmp_path / "model.onnx", model.SerializeToString()))
+
+
+@pytest.mark.parametrize(("data", "expected"),
+                         [pytest.param(data, expected, id=name)
+                          for name, data, expected in hostile_models.HOSTILE_UPLOADS])
+def test_check_model_file_refuses_each_hostile_upload(tmp_path, data, expected):
+    with pytest.raises((InvalidModelError, UnsupportedModelError)) as caught:
+        check_model_file(_write(tmp_path / "model.onnx", data))
+
+    assert expected in str(caught.value)
+    assert str(caught.value).startswith("Model file 'model.onnx'")
+
+
+def test_check_model_file_accepts_control_flow_nested_to_the_default_limit(tmp_path):
+    depth = ModelLimits().max_subgraph_depth
+
+    summary = check_model_file(_write(tmp_path / "model.onnx", hostile_models.nested_if(depth)))
+
+    assert summary.outputs[0].name == "y0"
+
+
+def test_check_model_file_applies_the_limits_it_is_given(tmp_path):
+    path = _write(tmp_path / "model.onnx", models.model_bytes(models.small_cnn()))
+
+    with pytest.raises(ModelLimitError, match="has rank 4; the limit is 3") as caught:
+        check_model_file(path, ModelLimits(max_rank=3))
+
+    assert caught.value.limit == "max_rank"
+
+
+@pytest.mark.parametrize("elem_type", [9999, TensorProto.UNDEFINED])
+def test_check_model_file_refuses_unknown_element_types(tmp_path, elem_type):
+    # The ONNX checker passes all three; every runtime refuses them.
+    for where in ("input", "output", "initializer"):
+        model = models.mlp()
+        if where == "initializer":
+            model.graph.initializer[0].data_type = elem_type
+        else:
+            getattr(model.graph, where)[0].type.tensor_type.elem_type = elem_type
+
+        with pytest.raises(InvalidModelError, match=f"has element type {elem_type}, which is not"):
+            check_model_file(_write(tmp_path / "model.onnx", models.model_bytes(model)))
+
+
+_SEED_MODELS = [models.model_bytes(models.small_cnn()), models.model_bytes(models.mlp()),
+                hostile_models.nested_if(3)]
+
+
+@settings(max_examples=300, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.sampled_from(_SEED_MODELS),
+       edits=st.lists(st.tuples(st.floats(0, 1, exclude_max=True), st.binary(max_size=4),
+                                st.integers(0, 4)), min_size=1, max_size=4))
+def test_check_model_file_refuses_corrupted_bytes_only_with_model_errors(tmp_path, seed, edits):
+    # Whatever bytes arrive, the check either accepts them or raises an OptimizerError with a
+    # message (a 422 at the API), never another exception (a 500).
+    data = bytearray(seed)
+    for where, insert, delete in edits:
+        position = int(where * len(data))
+        data[position:position + delete] = insert
+    path = _write(tmp_path / "model.onnx", bytes(data))
+    try:
+        check_model_file(path)
+    except OptimizerError as err:
+        assert str(err)

@@ -12,8 +12,9 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from core.db.models import Model
-from core.settings import Settings
-from optimizer.testing.models import model_bytes, small_cnn
+from core.settings import ModelLimitSettings, Settings
+from optimizer.testing.models import mlp, model_bytes, small_cnn
+from tests.support import hostile_models
 
 
 def _model_with_unknown_op() -> onnx.ModelProto:
@@ -89,6 +90,60 @@ def test_invalid_file_is_422_and_nothing_is_stored(
     _assert_nothing_stored(db_session, settings)
 
 
+@pytest.mark.parametrize(("payload", "expected"),
+                         [pytest.param(data, expected, id=name)
+                          for name, data, expected in hostile_models.HOSTILE_UPLOADS])
+def test_hostile_model_is_422_naming_the_reason_and_nothing_is_stored(
+    client: TestClient, db_session: Session, settings: Settings, payload: bytes, expected: str
+) -> None:
+    response = client.post("/v1/models", files={"file": ("hostile.onnx", payload)})
+    assert response.status_code == 422, response.text
+    body = response.json()
+    assert body["error"] == "InvalidModelFile"
+    assert expected in body["detail"]
+    assert len(body["detail"]) < 1000  # a 100k-character name is not echoed back
+    _assert_nothing_stored(db_session, settings)
+
+
+@pytest.mark.parametrize(
+    ("field", "expected"),
+    [("input", "input 'input' has element type 9999"),
+     ("output", "output 'output' has element type 9999"),
+     ("initializer", "tensor 'fc1.w' has element type 9999")],
+)
+def test_unknown_element_type_is_422_and_nothing_is_stored(
+    client: TestClient, db_session: Session, settings: Settings, field: str, expected: str
+) -> None:
+    model = mlp()
+    if field == "initializer":
+        model.graph.initializer[0].data_type = 9999
+    else:
+        getattr(model.graph, field)[0].type.tensor_type.elem_type = 9999
+    response = client.post("/v1/models", files={"file": ("m.onnx", model.SerializeToString())})
+    assert response.status_code == 422, response.text
+    assert expected in response.json()["detail"]
+    _assert_nothing_stored(db_session, settings)
+
+
+def test_a_producer_longer_than_its_column_is_stored_cut_short(client: TestClient) -> None:
+    model = small_cnn()
+    model.producer_name = "p" * 300
+    response = client.post("/v1/models", files={"file": ("m.onnx", model.SerializeToString())})
+    assert response.status_code == 201, response.text
+    assert response.json()["producer"] == "p" * 254 + "…"
+
+
+def test_model_limits_come_from_settings_and_the_message_names_the_variable(
+    client: TestClient, db_session: Session, settings: Settings
+) -> None:
+    settings.model_limits = ModelLimitSettings(max_rank=3)
+    response = client.post("/v1/models", files={"file": ("cnn.onnx", model_bytes(small_cnn()))})
+    assert response.status_code == 422, response.text
+    assert "rank 4; the limit is 3" in response.json()["detail"]
+    assert "FUSEFORGE_MODEL_LIMITS__MAX_RANK" in response.json()["detail"]
+    _assert_nothing_stored(db_session, settings)
+
+
 def test_external_data_path_traversal_is_422_and_never_read(
     client: TestClient, db_session: Session, settings: Settings, tmp_path: Path
 ) -> None:
@@ -110,6 +165,29 @@ def test_external_data_path_traversal_is_422_and_never_read(
     response = client.post("/v1/models", files={"file": ("ext.onnx", model.SerializeToString())})
     assert response.status_code == 422, response.text
     assert "outside" in response.json()["detail"]
+    _assert_nothing_stored(db_session, settings)
+
+
+def test_external_data_with_a_negative_offset_is_422_not_500(
+    client: TestClient, db_session: Session, settings: Settings
+) -> None:
+    weights = numpy_helper.from_array(np.zeros(16, np.float32), "w")
+    weights.data_location = TensorProto.EXTERNAL
+    weights.ClearField("raw_data")
+    for key, value in (("location", "weights.bin"), ("offset", "-1"), ("length", "64")):
+        weights.external_data.add(key=key, value=value)
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "w"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16])],
+        initializer=[weights],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    response = client.post("/v1/models", files={"file": ("ext.onnx", model.SerializeToString())})
+    assert response.status_code == 422, response.text
+    assert response.json()["error"] == "InvalidModelFile"
+    assert "'weights.bin'" in response.json()["detail"]
     _assert_nothing_stored(db_session, settings)
 
 

@@ -1,0 +1,137 @@
+"""Hostile ONNX uploads, built in code: each is valid protobuf that a careless loader accepts.
+
+Some need bytes onnx.helper would never write (a name that is not UTF-8), so they are built
+with a marker name and the serialized bytes patched; a same-length patch keeps every protobuf
+length prefix right.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from optimizer.testing.models import IR_VERSION, OPSET, mlp
+
+__all__ = [
+    "HOSTILE_UPLOADS",
+    "NAME_FIELDS",
+    "declared_dim",
+    "long_name",
+    "name_bytes",
+    "nested_if",
+    "rank_bomb",
+    "unknown_domain",
+    "with_opset",
+]
+
+# Fields holding names, each set by `_with_name(field, name)` on an otherwise fine model.
+NAME_FIELDS = ("graph", "node", "value", "initializer", "input", "output")
+
+
+def with_opset(version: int) -> bytes:
+    """mlp() stamped with default-domain opset `version`."""
+    model = mlp()
+    model.opset_import[0].version = version
+    return model.SerializeToString()
+
+
+def unknown_domain(domain: str = "evil.example", op_type: str = "Exfiltrate") -> bytes:
+    """One node of an op in `domain`, which the model imports (so the checker lets it pass)."""
+    graph = helper.make_graph(
+        [helper.make_node(op_type, ["x"], ["y"], name="custom", domain=domain)], "custom_op",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    return _model(graph, extra_opsets=[helper.make_opsetid(domain, 1)]).SerializeToString()
+
+
+def nested_if(depth: int) -> bytes:
+    """`depth` If nodes, each the then-branch of the one outside it (else: an Identity)."""
+    cond = helper.make_tensor_value_info("cond", TensorProto.BOOL, [])
+
+    def leaf(output: str) -> onnx.GraphProto:
+        return helper.make_graph(
+            [helper.make_node("Identity", ["x"], [output])], f"leaf_{output}", [],
+            [helper.make_tensor_value_info(output, TensorProto.FLOAT, [1])])
+
+    inner = leaf(f"y{depth}")
+    for level in range(depth - 1, -1, -1):
+        node = helper.make_node("If", ["cond"], [f"y{level}"], name=f"if{level}",
+                                then_branch=inner, else_branch=leaf(f"e{level}"))
+        inner = helper.make_graph(
+            [node], f"level{level}", [],
+            [helper.make_tensor_value_info(f"y{level}", TensorProto.FLOAT, [1])])
+    main = helper.make_graph(
+        list(inner.node), "main",
+        [cond, helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        list(inner.output))
+    return _model(main).SerializeToString()
+
+
+def declared_dim(dim: int) -> bytes:
+    """An Identity whose input and output declare dim 1 = `dim`."""
+    return _identity([1, dim]).SerializeToString()
+
+
+def rank_bomb(rank: int) -> bytes:
+    """An Identity whose input and output have `rank` dims of size 1."""
+    return _identity([1] * rank).SerializeToString()
+
+
+def long_name(field: str, length: int) -> bytes:
+    """An Identity with a name of `length` characters in `field` (one of NAME_FIELDS)."""
+    return _with_name(field, "n" * length).SerializeToString()
+
+
+def name_bytes(field: str, raw: bytes) -> bytes:
+    """An Identity whose `field` name is exactly the bytes `raw` (NUL, invalid UTF-8...)."""
+    marker = "Q" * len(raw)  # no other byte run of the model spells it
+    data = _with_name(field, marker).SerializeToString()
+    assert data.count(marker.encode()) >= 1
+    return data.replace(marker.encode(), raw)
+
+
+def _with_name(field: str, name: str) -> onnx.ModelProto:
+    names = {key: key for key in NAME_FIELDS} | {field: name}
+    weight = numpy_helper.from_array(np.zeros(4, np.float32), names["initializer"])
+    graph = helper.make_graph(
+        [helper.make_node("Add", [names["input"], names["initializer"]], [names["value"]],
+                          name=names["node"]),
+         helper.make_node("Identity", [names["value"]], [names["output"]])],
+        names["graph"],
+        [helper.make_tensor_value_info(names["input"], TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info(names["output"], TensorProto.FLOAT, [1, 4])],
+        initializer=[weight],
+    )
+    return _model(graph)
+
+
+def _identity(dims: list[int]) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"])], "identity",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, dims)])
+    return _model(graph)
+
+
+def _model(graph: onnx.GraphProto,
+           extra_opsets: list[onnx.OperatorSetIdProto] | None = None) -> onnx.ModelProto:
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", OPSET), *(extra_opsets or [])])
+    model.ir_version = IR_VERSION
+    return model
+
+
+# (id, upload bytes, text the refusal must contain): the API and the library tests share these.
+HOSTILE_UPLOADS: list[tuple[str, bytes, str]] = [
+    ("opset-newer-than-installed", with_opset(10_000), "imports opset 10000"),
+    ("unknown-domain", unknown_domain(), "'evil.example'"),
+    ("if-nested-20-deep", nested_if(20), "nested 9 deep in If/Loop/Scan bodies"),
+    ("dim-2-to-the-40", declared_dim(2**40), f"dim 1 = {2**40}"),
+    ("rank-10000", rank_bomb(10_000), "rank 10000"),
+    *[(f"{field}-name-100k-chars", long_name(field, 100_000), "100000 characters")
+      for field in NAME_FIELDS],
+    *[(f"{field}-name-with-nul", name_bytes(field, b"a\0b"), "NUL") for field in NAME_FIELDS],
+    *[(f"{field}-name-not-utf8", name_bytes(field, b"\xff\xfe"), "not valid UTF-8")
+      for field in NAME_FIELDS],
+]
