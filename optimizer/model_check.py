@@ -31,8 +31,10 @@ _SAVE_INLINE_HINT = (
 )
 
 
-def check_model_file(path: Path, limits: ModelLimits | None = None) -> ModelSummary:
+def check_model_file(path: Path, limits: ModelLimits | None = None, *,
+                     name: str | None = None) -> ModelSummary:
     """Parse and check the uploaded model at `path`, and summarize its inputs and outputs.
+    Messages call the file `name` (the name the user knows it by), else its own name.
 
     Reads no file other than `path`: tensors stored as external data are refused before the
     ONNX checker runs, since the checker would open the files they name.
@@ -49,32 +51,33 @@ def check_model_file(path: Path, limits: ModelLimits | None = None) -> ModelSumm
         InternalError: `path` does not exist, which means the upload was not stored.
     """
     path = Path(path)
+    file_name = name or path.name
     try:
         size = path.stat().st_size
     except FileNotFoundError as err:
         raise InternalError(f"Uploaded model file {str(path)!r} does not exist.") from err
     if size == 0:
         raise InvalidModelError(
-            f"Model file {path.name!r} is not a valid ONNX model: the file is empty.")
+            f"Model file {file_name!r} is not a valid ONNX model: the file is empty.")
     try:
         # format="protobuf": without it onnx picks a parser from the file's extension.
         model = onnx.load(path, format="protobuf", load_external_data=False)
     except DecodeError as err:
         raise InvalidModelError(
-            f"Model file {path.name!r} ({size} bytes) is not an ONNX protobuf: {err}. "
+            f"Model file {file_name!r} ({size} bytes) is not an ONNX protobuf: {err}. "
             "Upload the binary .onnx file written by onnx.save or torch.onnx.export."
         ) from err
-    _require_model_fields(model, path)
-    check_limits(model, limits or ModelLimits(), path.name)
-    check_op_support(model, path.name)
-    _refuse_external_data(model, path)
-    _require_known_tensor_types(model, path)
-    _run_checker(model, path)
-    _require_tensor_io(model, path)
+    _require_model_fields(model, file_name)
+    check_limits(model, limits or ModelLimits(), file_name)
+    check_op_support(model, file_name)
+    _refuse_external_data(model, file_name)
+    _require_known_tensor_types(model, file_name)
+    _run_checker(model, path, file_name)
+    _require_tensor_io(model, file_name)
     return summarize_model(model)
 
 
-def _require_model_fields(model: onnx.ModelProto, path: Path) -> None:
+def _require_model_fields(model: onnx.ModelProto, file_name: str) -> None:
     # Arbitrary bytes often parse as a ModelProto with nothing in it; say so plainly rather
     # than let the checker report a confusing detail.
     missing = []
@@ -86,22 +89,22 @@ def _require_model_fields(model: onnx.ModelProto, path: Path) -> None:
         missing.append("no graph")
     if missing:
         raise InvalidModelError(
-            f"Model file {path.name!r} parses as protobuf but is not an ONNX model: it has "
+            f"Model file {file_name!r} parses as protobuf but is not an ONNX model: it has "
             f"{', '.join(missing)}. Upload the binary .onnx file written by onnx.save or "
             "torch.onnx.export.")
 
 
-def _refuse_external_data(model: onnx.ModelProto, path: Path) -> None:
+def _refuse_external_data(model: onnx.ModelProto, file_name: str) -> None:
     for tensor in iter_tensors(model):
         if tensor.data_location != onnx.TensorProto.EXTERNAL:
             continue
         location = _external_location(tensor)
         if _escapes_directory(location):
             raise UnsupportedModelError(
-                f"Model file {path.name!r}: tensor {tensor.name!r} stores its data at "
+                f"Model file {file_name!r}: tensor {tensor.name!r} stores its data at "
                 f"{location!r}, which refers outside the upload. {_SAVE_INLINE_HINT}")
         raise UnsupportedModelError(
-            f"Model file {path.name!r}: tensor {tensor.name!r} stores its data in the external "
+            f"Model file {file_name!r}: tensor {tensor.name!r} stores its data in the external "
             f"file {location!r}, but an upload is a single file, so external data files are "
             f"not available. {_SAVE_INLINE_HINT}")
 
@@ -122,12 +125,12 @@ def _escapes_directory(location: str) -> bool:
     return normalized == ".." or normalized.startswith("../")
 
 
-def _require_known_tensor_types(model: onnx.ModelProto, path: Path) -> None:
+def _require_known_tensor_types(model: onnx.ModelProto, file_name: str) -> None:
     # The ONNX checker lets a stored tensor of data type 9999 through; every runtime refuses it.
     for tensor in iter_tensors(model):
         if not _is_known_type(tensor.data_type):
             raise InvalidModelError(
-                f"Model file {path.name!r}: tensor {tensor.name!r} has element type "
+                f"Model file {file_name!r}: tensor {tensor.name!r} has element type "
                 f"{tensor.data_type}, which is not an ONNX TensorProto.DataType. Re-export "
                 "the model.")
 
@@ -136,7 +139,7 @@ def _is_known_type(elem_type: int) -> bool:
     return elem_type != onnx.TensorProto.UNDEFINED and elem_type in _KNOWN_TYPES
 
 
-def _run_checker(model: onnx.ModelProto, path: Path) -> None:
+def _run_checker(model: onnx.ModelProto, path: Path, file_name: str) -> None:
     try:
         too_large = model.ByteSize() > _PROTOBUF_LIMIT_BYTES
     except ValueError:
@@ -146,13 +149,13 @@ def _run_checker(model: onnx.ModelProto, path: Path) -> None:
         onnx.checker.check_model(str(path) if too_large else model, full_check=False)
     except onnx.checker.ValidationError as err:
         raise InvalidModelError(
-            f"Model file {path.name!r} fails the ONNX checker: {err}") from err
+            f"Model file {file_name!r} fails the ONNX checker: {err}") from err
 
 
-def _require_tensor_io(model: onnx.ModelProto, path: Path) -> None:
+def _require_tensor_io(model: onnx.ModelProto, file_name: str) -> None:
     if not model.graph.output:
         raise InvalidModelError(
-            f"Model file {path.name!r}: the graph declares no outputs, so there is nothing to "
+            f"Model file {file_name!r}: the graph declares no outputs, so there is nothing to "
             "compute. Export the model with its outputs.")
     initializer_names = {tensor.name for tensor in model.graph.initializer}
     values = [("input", value) for value in model.graph.input
@@ -162,12 +165,12 @@ def _require_tensor_io(model: onnx.ModelProto, path: Path) -> None:
         kind = value.type.WhichOneof("value") or "untyped"
         if kind != "tensor_type":
             raise UnsupportedModelError(
-                f"Model file {path.name!r}: {role} {value.name!r} is a "
+                f"Model file {file_name!r}: {role} {value.name!r} is a "
                 f"{kind.removesuffix('_type')} value, not a tensor; only tensor inputs and "
                 "outputs are supported. Export the model so that it takes and returns plain "
                 "tensors.")
         if not _is_known_type(value.type.tensor_type.elem_type):
             raise InvalidModelError(
-                f"Model file {path.name!r}: {role} {value.name!r} has element type "
+                f"Model file {file_name!r}: {role} {value.name!r} has element type "
                 f"{value.type.tensor_type.elem_type}, which is not an ONNX "
                 "TensorProto.DataType. Re-export the model.")

@@ -140,20 +140,23 @@ class IsolatedChild:
     what it returned or raised. Use it in a `with` block: leaving kills the child (and anything
     it started) if it still runs, and removes its work folder.
 
-    `fn` (module-level, imported by name) and its arguments are pickled into the child.
+    `fn` (module-level, imported by name) and its arguments are pickled into the child; `env`
+    adds to (or replaces in) the environment it inherits.
     """
 
     def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...] = (),
                  kwargs: Mapping[str, Any] | None = None, *,
-                 max_address_space_bytes: int | None = None) -> None:
+                 max_address_space_bytes: int | None = None,
+                 env: Mapping[str, str] | None = None) -> None:
         self._work_dir = Path(tempfile.mkdtemp(prefix="fuseforge-isolated-"))
         try:
             with (self._work_dir / _CALL_FILE).open("wb") as call_file:
                 pickle.dump((os.getpid(), max_address_space_bytes), call_file)
                 pickle.dump((fn, tuple(args), dict(kwargs or {})), call_file)
-            env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+            environment = dict(os.environ, **(env or {}),
+                               PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
             self.process = subprocess.Popen(
-                [sys.executable, "-c", _BOOTSTRAP, str(self._work_dir)], env=env,
+                [sys.executable, "-c", _BOOTSTRAP, str(self._work_dir)], env=environment,
                 start_new_session=True)
         except BaseException:
             shutil.rmtree(self._work_dir, ignore_errors=True)

@@ -33,7 +33,7 @@ def register_upload(
 
     def describe(path: Path) -> Model:
         try:
-            summary = check_model_file(path, limits)
+            summary = check_model_file(path, limits, name=display_name(received, "model.onnx"))
         except ModelLimitError as err:
             raise InvalidModelFile(
                 f"the uploaded file is not a usable ONNX model: {err} (the limit is "

@@ -257,7 +257,7 @@ def test_a_message_that_meets_a_postgres_outage_is_sent_again_by_the_janitor(
     assert time.monotonic() - started < 120
 
 
-def test_a_postgres_outage_during_a_job_is_survived(
+def test_a_postgres_outage_during_a_job_is_survived_and_the_api_answers_503(
         live: Stack, services: tuple[PrivatePostgres, PrivateRedis]) -> None:
     postgres, _ = services
     model = _cnn(live, 48)
@@ -266,8 +266,13 @@ def test_a_postgres_outage_during_a_job_is_survived(
     _wait_stage(live, job_id, "benchmark")
     postgres.stop()
     try:
-        time.sleep(15)  # across the benchmark → store boundary, past the 10 s stale limit,
-        # within the 20 s its writes wait
+        outage = time.monotonic()
+        answer = httpx.get(f"{live.base_url}/v1/jobs/{job_id}", timeout=30)
+        assert answer.status_code == 503 and "Retry-After" in answer.headers, answer.text
+        assert answer.json()["error"] == "DatabaseUnavailable"
+        # across the benchmark → store boundary, past the 10 s stale limit, within the 20 s its
+        # writes wait
+        time.sleep(max(0.0, 15 - (time.monotonic() - outage)))
     finally:
         postgres.start()
     job = wait_for_job(live.base_url, job_id, timeout=180)

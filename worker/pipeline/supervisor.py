@@ -87,8 +87,10 @@ def supervise_job(job_id: uuid.UUID, runtime: WorkerRuntime) -> None:
     spec = JobProcessSpec(job_id=job_id, claimed=claimed, settings=settings,
                           capabilities=runtime.capabilities, scratch_dir=scratch,
                           stage_file=settings.scratch_dir / f"{job_id}.stage.json")
+    temp = scratch / "tmp"  # the job's temporary files go with its scratch, even if it is killed
+    temp.mkdir()
     try:
-        with IsolatedChild(run_job_process, (spec,)) as child:
+        with IsolatedChild(run_job_process, (spec,), env={"TMPDIR": str(temp)}) as child:
             stop = _watch(child, recorder, settings, spec.stage_file)
             stage = _stage_name(read_stage_mark(spec.stage_file))
             if stop is not None:
