@@ -68,8 +68,11 @@ class JobDispatcher:
                 queue(channel).declare()  # type: ignore[no-untyped-call]
 
     def held_job_ids(self, queues: Iterable[str]) -> set[uuid.UUID] | None:
-        """The ids of the jobs whose `jobs.run` message the broker holds in `queues`, waiting or
-        delivered and not yet acknowledged; None where this broker cannot be looked into."""
+        """The ids of the jobs whose `jobs.run` message the broker holds in `queues`: waiting,
+        or (Redis) delivered and not yet acknowledged; None where this broker cannot be looked
+        into. kombu's SQL transport keeps no trace that tells a message in flight from one
+        acknowledged, so there only waiting messages count (a job claimed meanwhile is not
+        queued, and a duplicate finds it claimed)."""
         url = make_url(self.broker_url) if "://" in self.broker_url else None
         if url is None:
             return None
@@ -106,8 +109,11 @@ def _sql_messages(url: str, queues: Iterable[str]) -> list[dict[str, Any]]:
     try:
         with engine.connect() as connection:
             rows = connection.execute(text(
+                # kombu's SQL transport never deletes a delivered message: it only hides it
+                # (visible false), acked or not. Only the waiting ones are still held.
                 "SELECT m.payload FROM kombu_message m JOIN kombu_queue q ON m.queue_id = q.id "
-                "WHERE q.name IN :names").bindparams(bindparam("names", expanding=True)),
+                "WHERE q.name IN :names AND m.visible").bindparams(
+                    bindparam("names", expanding=True)),
                 {"names": names}).all()
     except Exception as err:  # no kombu tables yet: nothing was ever sent
         logger.debug("broker tables not readable: %s", err)

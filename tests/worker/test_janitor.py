@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from kombu.connection import Connection
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -109,11 +110,14 @@ def test_the_embedded_sql_broker_is_looked_into_too(
     settings = _settings(tmp_path, broker_url=url)
     dispatcher = JobDispatcher(url)
     dispatcher.declare_queues()
-    lost, held = _job(sessions), _job(sessions)
+    lost, held, delivered = _job(sessions), _job(sessions), _job(sessions)
+    dispatcher.send_job(delivered, JobConfig())
+    with Connection(url) as connection:  # a worker took it (and lost it before the claim)
+        connection.SimpleQueue("cpu").get(timeout=5).ack()
     dispatcher.send_job(held, JobConfig())
 
-    assert _janitor(settings, sessions).requeue_lost_jobs() == [lost]
-    assert dispatcher.held_job_ids(["cpu"]) == {lost, held}
+    assert sorted(_janitor(settings, sessions).requeue_lost_jobs()) == sorted([lost, delivered])
+    assert dispatcher.held_job_ids(["cpu"]) == {lost, held, delivered}
 
 
 def test_a_stale_running_job_fails_but_not_right_after_a_database_outage(
