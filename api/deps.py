@@ -1,7 +1,8 @@
 """FastAPI dependencies: settings, a database session, the artifact store, the upload body and
 the job dispatcher (which also answers for the broker's health)."""
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from typing import Annotated
 
 from fastapi import Depends, Query, Request
@@ -9,28 +10,45 @@ from sqlalchemy.orm import Session
 from starlette.requests import ClientDisconnect
 
 from api.services.errors import MalformedRequest
+from api.services.job_documents import JobDocumentCache
 from api.services.uploads import ReceivedFile, receive_upload
-from core.db.session import get_sessionmaker
+from core.db.session import get_read_sessionmaker, get_sessionmaker
 from core.dispatch import JobDispatcher, dispatcher_for
 from core.settings import Settings, get_settings
 from core.storage import ArtifactStore, artifact_store
 
 __all__ = [
     "DispatcherDep",
+    "JobCacheDep",
+    "ReadSessionsDep",
     "ReceivedUploadDep",
     "SessionDep",
+    "Sessions",
     "SettingsDep",
     "StoreDep",
+    "get_api_settings",
     "get_dispatcher",
+    "get_job_cache",
+    "get_read_sessions",
     "get_session",
     "get_store",
 ]
 
-SettingsDep = Annotated[Settings, Depends(get_settings)]
+async def get_api_settings() -> Settings:
+    """The settings (tests override this). Cheap dependencies are `async`: FastAPI runs a sync
+    one on a worker thread, and on the status-read path those hops cost more than the work."""
+    return get_settings()
 
 
-def get_session() -> Iterator[Session]:
-    with get_sessionmaker()() as session:
+SettingsDep = Annotated[Settings, Depends(get_api_settings)]
+
+
+def get_session(request: Request) -> Iterator[Session]:
+    """A session for the request: GET and HEAD read only (on SQLite, without taking the write
+    lock every status read would otherwise queue on), other methods may write."""
+    reads_only = request.method in ("GET", "HEAD")
+    sessions = get_read_sessionmaker() if reads_only else get_sessionmaker()
+    with sessions() as session:
         yield session
 
 
@@ -69,16 +87,36 @@ def _content_length(request: Request) -> int | None:
 ReceivedUploadDep = Annotated[ReceivedFile, Depends(get_received_upload)]
 
 
-def get_store(settings: SettingsDep) -> ArtifactStore:
+async def get_store(settings: SettingsDep) -> ArtifactStore:
     return artifact_store(settings)
 
 
 StoreDep = Annotated[ArtifactStore, Depends(get_store)]
 
 
-def get_dispatcher(settings: SettingsDep) -> JobDispatcher:
+async def get_dispatcher(settings: SettingsDep) -> JobDispatcher:
     """Sends jobs to the configured broker; tests override it to point at another broker."""
     return dispatcher_for(settings.resolved_broker_url)
 
 
 DispatcherDep = Annotated[JobDispatcher, Depends(get_dispatcher)]
+
+
+async def get_job_cache(request: Request) -> JobDocumentCache:
+    """This app's cache of job documents (made with the app: tests get a fresh one)."""
+    cache: JobDocumentCache = request.app.state.job_cache
+    return cache
+
+
+JobCacheDep = Annotated[JobDocumentCache, Depends(get_job_cache)]
+
+Sessions = Callable[[], AbstractContextManager[Session]]
+
+
+async def get_read_sessions() -> Sessions:
+    """Opens read-only sessions, for routes that answer from a cache when they can and open a
+    session (on a worker thread) only when they must."""
+    return get_read_sessionmaker()
+
+
+ReadSessionsDep = Annotated[Sessions, Depends(get_read_sessions)]

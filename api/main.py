@@ -15,6 +15,8 @@ from starlette.exceptions import HTTPException
 from api.body_deadline import BodyDeadline
 from api.routes import datasets, health, jobs, models, passes, plugins, workers
 from api.services.errors import DatabaseUnavailable, MalformedRequest, ServiceError
+from api.services.health import HealthCache
+from api.services.job_documents import JobDocumentCache
 from core.job_config import JOB_CONFIG_ERROR
 from core.settings import Settings, get_settings
 
@@ -109,6 +111,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         summary="Upload ONNX models; get fused, validated and benchmarked inference engines.",
         version="0.1.0",
     )
+    app.state.job_cache = JobDocumentCache(fresh_s=settings.http.read_cache_s)
+    app.state.health_cache = HealthCache(fresh_s=settings.http.health_cache_s)
     app.add_middleware(BodyDeadline, idle_timeout_s=settings.http.body_idle_timeout_s,
                        min_rate_bytes_s=settings.http.body_min_rate_bytes_s)
     app.add_exception_handler(ServiceError, _service_error)

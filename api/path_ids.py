@@ -1,6 +1,7 @@
 """Ids in URL paths. A malformed id names no object, so it answers like an unknown one: 404 with
 the resource's NotFound error, not 422 from path validation. Each `...IdPath` is a dependency
-a route takes in place of `uuid.UUID`."""
+a route takes in place of `uuid.UUID`. They are `async` on purpose: FastAPI would run a sync
+one on a worker thread, a hop that costs more than the parsing."""
 
 import uuid
 from typing import Annotated
@@ -32,21 +33,21 @@ def _shown(raw: str) -> str:
     return repr(raw[:_SHOWN_CHARS]) + ("..." if len(raw) > _SHOWN_CHARS else "")
 
 
-def _model_id(model_id: Annotated[str, Path(description="the model's id, a UUID")]) -> uuid.UUID:
+async def _model_id(model_id: Annotated[str, Path(description="the model's id, a UUID")]) -> uuid.UUID:
     return _parse(model_id, ModelNotFound, "model", "/v1/models")
 
 
-def _dataset_id(
+async def _dataset_id(
     dataset_id: Annotated[str, Path(description="the dataset's id, a UUID")],
 ) -> uuid.UUID:
     return _parse(dataset_id, DatasetNotFound, "dataset", "/v1/datasets")
 
 
-def _job_id(job_id: Annotated[str, Path(description="the job's id, a UUID")]) -> uuid.UUID:
+async def _job_id(job_id: Annotated[str, Path(description="the job's id, a UUID")]) -> uuid.UUID:
     return _parse(job_id, JobNotFound, "job", "/v1/jobs")
 
 
-def _artifact_name(name: Annotated[str, Path(description="the artifact's file name")]) -> str:
+async def _artifact_name(name: Annotated[str, Path(description="the artifact's file name")]) -> str:
     # No artifact is named with a control character, and PostgreSQL refuses NUL in a query.
     if any(ord(char) < 0x20 or char == "\x7f" for char in name):
         raise ArtifactNotFound(f"no artifact is named {_shown(name)}: artifact names are plain "

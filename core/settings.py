@@ -102,15 +102,22 @@ class ModelLimitSettings(BaseModel):
 
 
 class HttpSettings(BaseModel):
-    """How slowly a client may send a request body before the API answers 408 and closes it.
+    """How the API serves requests.
 
-    A body may pause up to `body_idle_timeout_s`; besides, after that much grace it must keep an
-    average of `body_min_rate_bytes_s` (0: no floor), so a body trickling a byte a second (a
-    slowloris) is cut off although it is never idle for long.
+    A request body may pause up to `body_idle_timeout_s`; besides, after that much grace it must
+    keep an average of `body_min_rate_bytes_s` (0: no floor), so a body trickling a byte a second
+    (a slowloris) is cut off with 408 although it is never idle for long.
+
+    `read_cache_s`: a job's status and a page of the job list may be served up to this old to
+    clients polling them (a job that has ended is cached for good: it never changes again); the
+    API's own writes (create, cancel) are seen at once. 0 reads every request fresh.
+    `health_cache_s`: how long /healthz reuses its probes of the database, broker and disk.
     """
 
     body_idle_timeout_s: float = Field(default=30.0, gt=0)
     body_min_rate_bytes_s: int = Field(default=500, ge=0)
+    read_cache_s: float = Field(default=0.5, ge=0)
+    health_cache_s: float = Field(default=2.0, ge=0)
 
 
 class Settings(BaseSettings):

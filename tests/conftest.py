@@ -7,9 +7,13 @@ import os
 # api/worker module builds the Celery app from them.
 os.environ.setdefault("FUSEFORGE_ENV", "test")
 os.environ.setdefault("FUSEFORGE_BROKER_URL", "redis://127.0.0.1:6379/15")
+# Tests change jobs behind the API's back and read them at once: no read cache (the tests of
+# the cache build their app with one).
+os.environ.setdefault("FUSEFORGE_HTTP__READ_CACHE_S", "0")
 
 import uuid  # noqa: E402
 from collections.abc import Iterator  # noqa: E402
+from contextlib import nullcontext  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
@@ -18,9 +22,9 @@ from fastapi.testclient import TestClient  # noqa: E402
 from sqlalchemy import Engine  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
-from api.deps import get_session  # noqa: E402
+from api.deps import get_api_settings, get_read_sessions, get_session  # noqa: E402
 from api.main import create_app  # noqa: E402
-from core.settings import Settings, get_settings  # noqa: E402
+from core.settings import Settings  # noqa: E402
 from tests.support.databases import (  # noqa: E402
     create_postgres_database,
     drop_postgres_database,
@@ -81,6 +85,7 @@ def broker() -> Iterator[redis.Redis]:
 def client(db_session: Session, settings: Settings, broker: redis.Redis) -> Iterator[TestClient]:
     app = create_app()
     app.dependency_overrides[get_session] = lambda: db_session
-    app.dependency_overrides[get_settings] = lambda: settings
+    app.dependency_overrides[get_read_sessions] = lambda: lambda: nullcontext(db_session)
+    app.dependency_overrides[get_api_settings] = lambda: settings
     with TestClient(app) as test_client:
         yield test_client

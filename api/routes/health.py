@@ -1,11 +1,13 @@
 """/healthz: is the database reachable, is the broker reachable, is there room on the disk."""
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
-from api.deps import DispatcherDep, SessionDep, SettingsDep
-from api.services.health import check_broker, check_database, check_disk
+from api.deps import DispatcherDep, ReadSessionsDep, Sessions, SettingsDep
+from api.services.health import HealthCache, check_broker, check_database, check_disk
+from core.dispatch import JobDispatcher
+from core.settings import Settings
 
 router = APIRouter(tags=["health"])
 
@@ -30,16 +32,27 @@ class Health(BaseModel):
 
 @router.get("/healthz", response_model=Health)
 async def healthz(
-    session: SessionDep, dispatcher: DispatcherDep, settings: SettingsDep, response: Response
+    request: Request, sessions: ReadSessionsDep, dispatcher: DispatcherDep, settings: SettingsDep,
+    response: Response,
 ) -> Health:
     """200 when all is well; 503 when the database or broker is unreachable or the data dir's
-    disk has less free space than FUSEFORGE_MIN_FREE_DISK_BYTES."""
-    db_error = await run_in_threadpool(check_database, session=session)
-    broker_error = await run_in_threadpool(check_broker, dispatcher=dispatcher)
-    disk = await run_in_threadpool(check_disk, data_dir=settings.data_dir,
-                                   min_free_bytes=settings.min_free_disk_bytes)
+    disk has less free space than FUSEFORGE_MIN_FREE_DISK_BYTES. The probes' results are reused
+    for FUSEFORGE_HTTP__HEALTH_CACHE_S seconds."""
+    cache: HealthCache[Health] = request.app.state.health_cache
+    health = cache.get()
+    if health is None:
+        health = await run_in_threadpool(
+            cache.refresh, lambda: _probe(sessions, dispatcher, settings))
+    response.status_code = 200 if health.status == "ok" else 503
+    return health
+
+
+def _probe(sessions: Sessions, dispatcher: JobDispatcher, settings: Settings) -> Health:
+    with sessions() as session:
+        db_error = check_database(session=session)
+    broker_error = check_broker(dispatcher=dispatcher)
+    disk = check_disk(data_dir=settings.data_dir, min_free_bytes=settings.min_free_disk_bytes)
     healthy = db_error is None and broker_error is None and disk.error is None
-    response.status_code = 200 if healthy else 503
     return Health(
         status="ok" if healthy else "degraded",
         database=ComponentHealth(ok=db_error is None, error=db_error),

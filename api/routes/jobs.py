@@ -1,51 +1,81 @@
 """/v1/jobs: start, follow, list and cancel optimization jobs; download their artifacts."""
 
 import uuid
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, TypeVar
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 from fastapi.responses import FileResponse
+from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
-from api.deps import DispatcherDep, SessionDep, StoreDep
+from api.deps import DispatcherDep, JobCacheDep, ReadSessionsDep, SessionDep, Sessions, StoreDep
 from api.path_ids import ArtifactNamePath, JobIdPath
 from api.schemas.common import PageParams
 from api.schemas.jobs import JobCreate, JobList, JobRead
 from api.services import jobs
-from api.services.job_views import job_read, job_summary
+from api.services.errors import JobNotFound
+from api.services.job_documents import job_document, job_list_document, list_key
+from api.services.job_views import job_read
 from core.db.models import JobStatus
+from optimizer.errors import InternalError
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
+T = TypeVar("T")
+
 
 @router.post("", response_model=JobRead, status_code=202)
-def create_job(body: JobCreate, session: SessionDep, dispatcher: DispatcherDep) -> JobRead:
+def create_job(body: JobCreate, session: SessionDep, dispatcher: DispatcherDep,
+               cache: JobCacheDep) -> JobRead:
     job = jobs.create_job(session=session, spec=body, dispatcher=dispatcher)
+    cache.forget_changing()  # the list this client reads next shows its job
     return job_read(jobs.get_job(session=session, job_id=job.id))
 
 
 @router.get("", response_model=JobList)
-def list_jobs(
-    session: SessionDep,
+async def list_jobs(
     page: Annotated[PageParams, Query()],
+    cache: JobCacheDep,
+    sessions: ReadSessionsDep,
     status: JobStatus | None = None,
     model_id: uuid.UUID | None = None,
-) -> JobList:
-    rows, total = jobs.list_jobs(
-        session=session, limit=page.limit, offset=page.offset, status=status, model_id=model_id
-    )
-    return JobList(
-        items=[job_summary(j) for j in rows], total=total, limit=page.limit, offset=page.offset
-    )
+) -> Response:
+    # async, answered from the cache without a worker thread when it can (see job_documents).
+    document = await cache.fetch(
+        list_key(limit=page.limit, offset=page.offset, status=status, model_id=model_id),
+        lambda: run_in_threadpool(_read, sessions, lambda session: job_list_document(
+            session, cache, limit=page.limit, offset=page.offset, status=status,
+            model_id=model_id)))
+    if document is None:
+        raise InternalError("a page of the job list came back empty-handed")
+    return _json(document)
 
 
 @router.get("/{job_id}", response_model=JobRead)
-def read_job(job_id: JobIdPath, session: SessionDep) -> JobRead:
-    return job_read(jobs.get_job(session=session, job_id=job_id))
+async def read_job(job_id: JobIdPath, cache: JobCacheDep, sessions: ReadSessionsDep) -> Response:
+    document = await cache.fetch(job_id, lambda: run_in_threadpool(
+        _read, sessions, lambda session: job_document(session, job_id, cache)))
+    if document is None:
+        raise JobNotFound(f"job {job_id} does not exist; GET /v1/jobs lists jobs")
+    return _json(document)
 
 
 @router.post("/{job_id}/cancel", response_model=JobRead)
-def cancel_job(job_id: JobIdPath, session: SessionDep) -> JobRead:
-    return job_read(jobs.cancel_job(session=session, job_id=job_id))
+def cancel_job(job_id: JobIdPath, session: SessionDep, cache: JobCacheDep) -> JobRead:
+    cancelled = jobs.cancel_job(session=session, job_id=job_id)
+    cache.forget_changing()
+    return job_read(cancelled)
+
+
+def _read(sessions: Sessions, read: Callable[[Session], T]) -> T:
+    with sessions() as session:
+        return read(session)
+
+
+def _json(document: bytes) -> Response:
+    # Already the response schema's JSON: FastAPI would validate and serialize it again.
+    return Response(content=document, media_type="application/json")
 
 
 @router.get("/{job_id}/artifacts/{name}", response_class=FileResponse)

@@ -1,15 +1,21 @@
 """What /healthz reports: the database and the broker reachable, room left on the data disk."""
 
 import shutil
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from core.dispatch import JobDispatcher
 
-__all__ = ["DiskSpace", "check_broker", "check_database", "check_disk"]
+__all__ = ["DiskSpace", "HealthCache", "check_broker", "check_database", "check_disk"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -49,3 +55,31 @@ def check_disk(*, data_dir: Path, min_free_bytes: int) -> DiskSpace:
         error = (f"{free} bytes free under {path}, below the minimum of {min_free_bytes} "
                  "(FUSEFORGE_MIN_FREE_DISK_BYTES); uploads and jobs may fail: free space")
     return DiskSpace(path, free, min_free_bytes, error)
+
+
+class HealthCache(Generic[T]):
+    """The last health report, reused for `fresh_s` seconds: a load balancer or a dashboard
+    polling /healthz hundreds of times a second must not open a broker connection each time,
+    and the probe must never be what falls over first."""
+
+    def __init__(self, fresh_s: float) -> None:
+        self._fresh_s = fresh_s
+        self._report: tuple[float, T] | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> T | None:
+        report = self._report
+        if report is None or time.monotonic() - report[0] > self._fresh_s:
+            return None
+        return report[1]
+
+    def refresh(self, probe: Callable[[], T]) -> T:
+        """`probe()`'s report, unless another request refreshed it meanwhile (one probe at a
+        time; the others wait for its result)."""
+        with self._lock:
+            fresh = self.get()
+            if fresh is not None:
+                return fresh
+            report = probe()
+            self._report = (time.monotonic(), report)
+            return report

@@ -13,10 +13,10 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from api.deps import get_session
+from api.deps import get_api_settings, get_read_sessions, get_session
 from api.main import create_app
 from core.db.session import make_engine
-from core.settings import Settings, get_settings
+from core.settings import Settings
 from optimizer.testing.models import model_bytes, small_cnn
 from tests.support.databases import fresh_database
 from tests.support.processes import free_port
@@ -53,7 +53,8 @@ def outage_client(dead_database: Engine, settings: Settings) -> Iterator[TestCli
 
     app = create_app()
     app.dependency_overrides[get_session] = dead_session
-    app.dependency_overrides[get_settings] = lambda: settings
+    app.dependency_overrides[get_read_sessions] = lambda: lambda: Session(dead_database)
+    app.dependency_overrides[get_api_settings] = lambda: settings
     with TestClient(app, raise_server_exceptions=False) as client:
         yield client
 
@@ -90,6 +91,7 @@ def test_a_database_error_that_is_no_outage_is_a_json_500(tmp_path: Path) -> Non
 
         app = create_app()
         app.dependency_overrides[get_session] = unmigrated_session
+        app.dependency_overrides[get_read_sessions] = lambda: lambda: Session(engine)
         with TestClient(app, raise_server_exceptions=False) as client:
             response = client.get("/v1/models")
 

@@ -21,9 +21,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from api.deps import get_session
+from api.deps import get_api_settings, get_read_sessions, get_session
 from api.main import create_app
-from core.settings import Settings, StageLimit, StageLimits, get_settings
+from core.settings import Settings, StageLimit, StageLimits
 from core.storage import LocalArtifactStore
 from optimizer.capabilities import HostCapabilities
 from tests.conftest import TEST_REDIS_URL
@@ -112,7 +112,8 @@ def embedded(worker_database: Engine, tmp_path_factory: pytest.TempPathFactory
 
     app = create_app()
     app.dependency_overrides[get_session] = session
-    app.dependency_overrides[get_settings] = lambda: settings
+    app.dependency_overrides[get_read_sessions] = lambda: sessions
+    app.dependency_overrides[get_api_settings] = lambda: settings
     runtime = _runtime(settings, worker_database, FAKE_TENSORRT.detect_capabilities())
     with (
         use_runtime(runtime),

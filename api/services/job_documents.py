@@ -1,0 +1,197 @@
+"""Jobs as the API shows them, read with a few plain queries and serialized once.
+
+Status polling is the API's hottest path, so this skips the ORM's identity map and object
+loading: one query for the job row and one per child table, columns straight into the response
+schema, and the JSON bytes returned as they are (FastAPI would otherwise validate the model a
+second time). A job that has ended never changes again, so its bytes are kept in a small
+per-process cache; a queued or running job, and a page of the list, are kept for the short
+`read_cache_s` so polling clients share reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Any
+
+from sqlalchemy import bindparam, func, select
+from sqlalchemy.orm import Session
+
+from api.schemas.jobs import BenchmarkRead, JobList, JobRead, JobSummary
+from core.db.models import (
+    Artifact,
+    BenchmarkRecord,
+    Job,
+    JobEvent,
+    JobStatus,
+    ValidationResult,
+)
+
+__all__ = ["JobDocumentCache", "job_document", "job_list_document", "list_key"]
+
+_FINAL = frozenset({JobStatus.SUCCEEDED.value, JobStatus.FAILED.value, JobStatus.CANCELLED.value})
+_SUMMARY_COLUMNS = (Job.id, Job.model_id, Job.status, Job.stage, Job.progress, Job.error_code,
+                    Job.error_message, Job.status_detail, Job.created_at, Job.started_at,
+                    Job.finished_at)
+_JOB = select(*_SUMMARY_COLUMNS, Job.config, Job.worker, Job.attempts, Job.fusion_report,
+              Job.accuracy_report, Job.engine_report).where(Job.id == bindparam("job_id"))
+_ARTIFACTS = (select(Artifact.name, Artifact.kind, Artifact.size_bytes, Artifact.sha256)
+              .where(Artifact.job_id == bindparam("job_id")).order_by(Artifact.name))
+_VALIDATION = (select(ValidationResult.output_name.label("name"), ValidationResult.samples,
+                      ValidationResult.max_abs_err, ValidationResult.max_rel_err,
+                      ValidationResult.mean_abs_err, ValidationResult.cosine_similarity,
+                      ValidationResult.atol, ValidationResult.rtol, ValidationResult.min_cosine,
+                      ValidationResult.passed, ValidationResult.metrics)
+               .where(ValidationResult.job_id == bindparam("job_id"))
+               .order_by(ValidationResult.output_name))
+_BENCHMARKS = (select(*(c for c in BenchmarkRecord.__table__.c
+                        if c.name not in ("id", "job_id", "created_at")))
+               .where(BenchmarkRecord.job_id == bindparam("job_id")).order_by(BenchmarkRecord.id))
+_EVENTS = (select(JobEvent.stage, JobEvent.message, JobEvent.created_at)
+           .where(JobEvent.job_id == bindparam("job_id")).order_by(JobEvent.id))
+
+
+class JobDocumentCache:
+    """JSON documents of jobs and job-list pages, for one API process.
+
+    An ended job's document is kept (the `size` most recently read): it never changes again.
+    Anything else lives `fresh_s` seconds, so clients polling a running job or the list share
+    one read per interval; `forget_changing()` drops those at once (after this process's own
+    writes, so a client sees what it just did).
+    """
+
+    def __init__(self, fresh_s: float, size: int = 4096) -> None:
+        self._fresh_s = fresh_s
+        self._size = size
+        self._final: OrderedDict[uuid.UUID, bytes] = OrderedDict()
+        self._changing: dict[Hashable, tuple[float, bytes]] = {}
+        self._lock = threading.Lock()
+        self._loading: dict[Hashable, asyncio.Lock] = {}  # used on the event loop only
+
+    def get(self, key: Hashable) -> bytes | None:
+        with self._lock:
+            if isinstance(key, uuid.UUID) and (final := self._final.get(key)) is not None:
+                self._final.move_to_end(key)
+                return final
+            entry = self._changing.get(key)
+            if entry is None or time.monotonic() - entry[0] > self._fresh_s:
+                return None
+            return entry[1]
+
+    def put(self, key: Hashable, document: bytes, *, final: bool) -> None:
+        with self._lock:
+            if final and isinstance(key, uuid.UUID):
+                self._final[key] = document
+                self._final.move_to_end(key)
+                while len(self._final) > self._size:
+                    self._final.popitem(last=False)
+                self._changing.pop(key, None)
+            elif self._fresh_s > 0:
+                if len(self._changing) >= self._size:
+                    self._changing.clear()  # old entries are stale anyway
+                self._changing[key] = (time.monotonic(), document)
+
+    def forget_changing(self) -> None:
+        with self._lock:
+            self._changing.clear()
+
+    async def fetch(self, key: Hashable,
+                    load: Callable[[], Awaitable[bytes | None]]) -> bytes | None:
+        """The cached document for `key`, else `load()`'s. One load per key at a time: while it
+        runs, other requests get the document it replaces (a little older than `fresh_s`), or
+        wait for it when there is none, instead of all reading the database at once (which,
+        at a few hundred connections, would stall them all)."""
+        document = self.get(key)
+        if document is not None:
+            return document
+        lock = self._loading.setdefault(key, asyncio.Lock())
+        if lock.locked() and (stale := self._stale(key)) is not None:
+            return stale
+        async with lock:
+            document = self.get(key)
+            if document is None:
+                document = await load()
+        if not lock.locked():
+            self._loading.pop(key, None)
+        return document
+
+    def _stale(self, key: Hashable) -> bytes | None:
+        with self._lock:
+            entry = self._changing.get(key)
+            return entry[1] if entry is not None else None
+
+
+def job_document(session: Session, job_id: uuid.UUID, cache: JobDocumentCache) -> bytes | None:
+    """The job as `JobRead` JSON, read now (and kept in `cache`); None if there is no such job."""
+    connection = session.connection()
+    params = {"job_id": job_id}
+    row = connection.execute(_JOB, params).mappings().one_or_none()
+    if row is None:
+        return None
+    outputs = [dict(r) for r in connection.execute(_VALIDATION, params).mappings()]
+    document = JobRead.model_validate({
+        **_summary_fields(row),
+        "config": row["config"],
+        "worker": row["worker"],
+        "attempts": row["attempts"],
+        "artifacts": [{**r, "url": f"/v1/jobs/{job_id}/artifacts/{r['name']}"}
+                      for r in connection.execute(_ARTIFACTS, params).mappings()],
+        "fusion_report": row["fusion_report"],
+        "accuracy_report": row["accuracy_report"],
+        "engine_report": row["engine_report"],
+        "validation": ({"passed": all(o["passed"] for o in outputs), "outputs": outputs}
+                       if outputs else None),
+        "benchmarks": _benchmarks(connection.execute(_BENCHMARKS, params).mappings()),
+        "events": [dict(r) for r in connection.execute(_EVENTS, params).mappings()],
+    }).model_dump_json().encode()
+    cache.put(job_id, document, final=row["status"] in _FINAL)
+    return document
+
+
+def job_list_document(session: Session, cache: JobDocumentCache, *, limit: int, offset: int,
+                      status: JobStatus | None = None, model_id: uuid.UUID | None = None) -> bytes:
+    """A page of job summaries, newest first, as `JobList` JSON, read now (and kept in
+    `cache` under `list_key(...)`)."""
+    conditions = []
+    if status is not None:
+        conditions.append(Job.status == status.value)
+    if model_id is not None:
+        conditions.append(Job.model_id == model_id)
+    connection = session.connection()
+    total = connection.execute(select(func.count()).select_from(Job).where(*conditions)).scalar()
+    rows = connection.execute(
+        select(*_SUMMARY_COLUMNS).where(*conditions)
+        .order_by(Job.created_at.desc(), Job.id.desc()).limit(limit).offset(offset)).mappings()
+    document = JobList(items=[JobSummary.model_validate(_summary_fields(r)) for r in rows],
+                       total=total or 0, limit=limit, offset=offset).model_dump_json().encode()
+    cache.put(list_key(limit=limit, offset=offset, status=status, model_id=model_id), document,
+              final=False)
+    return document
+
+
+def list_key(*, limit: int, offset: int, status: JobStatus | None,
+             model_id: uuid.UUID | None) -> Hashable:
+    """The cache key of a page of the job list."""
+    return ("list", limit, offset, status, model_id)
+
+
+def _summary_fields(row: Any) -> dict[str, Any]:
+    error = ({"code": row["error_code"], "message": row["error_message"] or ""}
+             if row["error_code"] is not None else None)
+    return {"id": row["id"], "model_id": row["model_id"], "status": row["status"],
+            "stage": row["stage"], "progress": row["progress"], "error": error,
+            "status_detail": row["status_detail"], "created_at": row["created_at"],
+            "started_at": row["started_at"], "finished_at": row["finished_at"]}
+
+
+def _benchmarks(rows: Any) -> list[dict[str, Any]]:
+    records = [BenchmarkRead.model_validate(dict(r)).model_dump() for r in rows]
+    ablation = [r for r in records if r["suite"] == "ablation"]
+    for previous, current in zip(ablation, ablation[1:], strict=False):
+        # Each stage adds fusions to the previous one; a slower stage is reported as such.
+        current["slower_than_previous"] = current["latency_ms_p50"] > previous["latency_ms_p50"]
+    return records
