@@ -11,6 +11,7 @@ from starlette.requests import ClientDisconnect
 
 from api.services.errors import MalformedRequest
 from api.services.job_documents import JobDocumentCache
+from api.services.model_checks import ModelChecker
 from api.services.uploads import ReceivedFile, receive_upload
 from core.db.session import get_read_sessionmaker, get_sessionmaker
 from core.dispatch import JobDispatcher, dispatcher_for
@@ -20,6 +21,7 @@ from core.storage import ArtifactStore, artifact_store
 __all__ = [
     "DispatcherDep",
     "JobCacheDep",
+    "ModelCheckerDep",
     "ReadSessionsDep",
     "ReceivedUploadDep",
     "SessionDep",
@@ -29,6 +31,7 @@ __all__ = [
     "get_api_settings",
     "get_dispatcher",
     "get_job_cache",
+    "get_model_checker",
     "get_read_sessions",
     "get_session",
     "get_store",
@@ -120,3 +123,12 @@ async def get_read_sessions() -> Sessions:
 
 
 ReadSessionsDep = Annotated[Sessions, Depends(get_read_sessions)]
+
+
+async def get_model_checker(request: Request) -> ModelChecker:
+    """This app's model checker: uploads are checked in child processes, a few at a time."""
+    checker: ModelChecker = request.app.state.model_checker
+    return checker
+
+
+ModelCheckerDep = Annotated[ModelChecker, Depends(get_model_checker)]

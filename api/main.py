@@ -17,6 +17,7 @@ from api.routes import datasets, health, jobs, models, passes, plugins, workers
 from api.services.errors import DatabaseUnavailable, MalformedRequest, ServiceError
 from api.services.health import HealthCache
 from api.services.job_documents import JobDocumentCache
+from api.services.model_checks import ModelChecker
 from core.job_config import JOB_CONFIG_ERROR
 from core.settings import Settings, get_settings
 
@@ -113,6 +114,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.job_cache = JobDocumentCache(fresh_s=settings.http.read_cache_s)
     app.state.health_cache = HealthCache(fresh_s=settings.http.health_cache_s)
+    app.state.model_checker = ModelChecker(settings.model_check)
     app.add_middleware(BodyDeadline, idle_timeout_s=settings.http.body_idle_timeout_s,
                        min_rate_bytes_s=settings.http.body_min_rate_bytes_s)
     app.add_exception_handler(ServiceError, _service_error)

@@ -15,7 +15,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from optimizer.model_limits import ModelLimits
 
 __all__ = [
-    "HttpSettings", "JanitorSettings", "JobSettings", "ModelLimitSettings", "Settings",
+    "HttpSettings", "JanitorSettings", "JobSettings", "ModelCheckSettings", "ModelLimitSettings",
+    "Settings",
     "StageLimit", "StageLimits", "get_settings",
 ]
 
@@ -66,7 +67,7 @@ class JobSettings(BaseModel):
     # A running job's supervisor touches its heartbeat every second; one silent this long (its
     # worker died) is failed by the janitor.
     stale_after_s: int = Field(default=5 * 60, gt=0)
-    # A TensorRT build runs in a child process under these limits (worker/isolation.py).
+    # A TensorRT build runs in a child process under these limits (core/isolation.py).
     trt_build_timeout_s: int = Field(default=3600, gt=0)
     trt_build_max_rss_gib: float = Field(default=64.0, gt=0)
     trt_workspace_gib: float = Field(default=8.0, gt=0)  # scratch memory the builder's tactics may use
@@ -99,6 +100,15 @@ class ModelLimitSettings(BaseModel):
     def to_limits(self) -> ModelLimits:
         """The plain value optimizer.model_check takes."""
         return ModelLimits(**self.model_dump())
+
+
+class ModelCheckSettings(BaseModel):
+    """How the API checks an uploaded model: in a child process under these limits, a few at a
+    time, so a huge or hostile upload costs the API no memory (api/services/model_checks.py)."""
+
+    max_rss_gib: float = Field(default=8.0, gt=0)  # the check's process; past it: 422
+    timeout_s: float = Field(default=300.0, gt=0)
+    at_once: int = Field(default=2, ge=1)  # more wait their turn
 
 
 class HttpSettings(BaseModel):
@@ -135,6 +145,7 @@ class Settings(BaseSettings):
     jobs: JobSettings = JobSettings()  # FUSEFORGE_JOBS__MAX_RUNTIME_S=28800
     janitor: JanitorSettings = JanitorSettings()  # FUSEFORGE_JANITOR__INTERVAL_S=10
     model_limits: ModelLimitSettings = ModelLimitSettings()  # FUSEFORGE_MODEL_LIMITS__MAX_DIM=4096
+    model_check: ModelCheckSettings = ModelCheckSettings()  # FUSEFORGE_MODEL_CHECK__AT_ONCE=4
     http: HttpSettings = HttpSettings()  # FUSEFORGE_HTTP__BODY_IDLE_TIMEOUT_S=10
     # "module:attribute" of the TensorRT toolkit GPU workers use (optimizer/backends/tensorrt/toolkit.py);
     # unset means TensorRT itself. The test suite names its FakeTensorRT here.

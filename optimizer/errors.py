@@ -53,10 +53,11 @@ class ModelLimitError(UnsupportedModelError):
     """The model exceeds one of the `ModelLimits` it was checked against.
 
     `limit` names the `ModelLimits` field (e.g. "max_dim"), so a caller that configures the
-    limits can say which setting would raise it.
+    limits can say which setting would raise it. (It has a default so the error survives
+    pickling: checks run in a child process and send their errors back.)
     """
 
-    def __init__(self, message: str, *, limit: str) -> None:
+    def __init__(self, message: str, *, limit: str = "") -> None:
         super().__init__(message)
         self.limit = limit
 

@@ -1,6 +1,7 @@
 """Check that an uploaded file is a self-contained ONNX model FuseForge can work on.
 
-The checks run cheapest and most defensive first: the file parses, it has a model's fields, it
+The checks run cheapest and most defensive first: its protobuf framing holds (without loading
+it, optimizer/model_scan.py), the file parses, it has a model's fields, it
 stays within the structural `ModelLimits` and holds storable names, its opsets and operator
 domains are ones the installed runtimes load, it refers to no external data, and only then
 does the ONNX checker (which trusts the structure) see it.
@@ -17,6 +18,7 @@ from google.protobuf.message import DecodeError
 from optimizer.errors import InternalError, InvalidModelError, UnsupportedModelError
 from optimizer.graphs import iter_tensors
 from optimizer.model_limits import ModelLimits, check_limits
+from optimizer.model_scan import scan_model_file
 from optimizer.op_support import check_op_support
 from optimizer.tensor_specs import ModelSummary, summarize_model
 
@@ -56,9 +58,7 @@ def check_model_file(path: Path, limits: ModelLimits | None = None, *,
         size = path.stat().st_size
     except FileNotFoundError as err:
         raise InternalError(f"Uploaded model file {str(path)!r} does not exist.") from err
-    if size == 0:
-        raise InvalidModelError(
-            f"Model file {file_name!r} is not a valid ONNX model: the file is empty.")
+    scan_model_file(path, file_name)  # garbage is refused before anything is loaded
     try:
         # format="protobuf": without it onnx picks a parser from the file's extension.
         model = onnx.load(path, format="protobuf", load_external_data=False)

@@ -5,7 +5,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response
 from starlette.concurrency import run_in_threadpool
 
-from api.deps import ReceivedUploadDep, SessionDep, SettingsDep, StoreDep
+from api.deps import ModelCheckerDep, ReceivedUploadDep, SessionDep, SettingsDep, StoreDep
 from api.path_ids import ModelIdPath
 from api.schemas.common import PageParams
 from api.schemas.models import ModelList, ModelRead
@@ -26,6 +26,7 @@ async def upload_model(
     session: SessionDep,
     store: StoreDep,
     settings: SettingsDep,
+    checker: ModelCheckerDep,
 ) -> ModelRead:
     """Upload an ONNX model: `curl -F file=@model.onnx .../v1/models` (or a raw octet-stream body).
 
@@ -35,7 +36,7 @@ async def upload_model(
     """
     model, created = await run_in_threadpool(
         models.register_upload, session=session, store=store, received=received,
-        limits=settings.model_limits.to_limits(),
+        limits=settings.model_limits.to_limits(), checker=checker,
     )
     response.status_code = 201 if created else 200
     return ModelRead.model_validate(model)

@@ -7,19 +7,20 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from api.services.errors import InvalidModelFile, ModelNotFound
+from api.services.model_checks import ModelCheckAborted, ModelChecker
 from api.services.stored_uploads import display_name, store_upload
 from api.services.uploads import ReceivedFile
 from core.db.models import Model
 from core.storage import ArtifactStore
 from optimizer.errors import InvalidModelError, ModelLimitError, UnsupportedModelError
-from optimizer.model_check import check_model_file
 from optimizer.model_limits import ModelLimits
 
 __all__ = ["get_model", "list_models", "register_upload"]
 
 
 def register_upload(
-    *, session: Session, store: ArtifactStore, received: ReceivedFile, limits: ModelLimits
+    *, session: Session, store: ArtifactStore, received: ReceivedFile, limits: ModelLimits,
+    checker: ModelChecker,
 ) -> tuple[Model, bool]:
     """Turn a received file into a Model row; (model, created). Same bytes again → existing model.
 
@@ -28,12 +29,17 @@ def register_upload(
 
     Raises:
         InvalidModelFile: see `optimizer.model_check.check_model_file`; a limit's message names
-            the variable that sets it. Nothing is stored.
+            the variable that sets it; also when the check itself runs out of memory or time
+            (FUSEFORGE_MODEL_CHECK__*). Nothing is stored.
     """
 
     def describe(path: Path) -> Model:
         try:
-            summary = check_model_file(path, limits, name=display_name(received, "model.onnx"))
+            summary = checker.check(path, limits, name=display_name(received, "model.onnx"))
+        except ModelCheckAborted as err:
+            raise InvalidModelFile(
+                f"the uploaded model could not be checked: {err} (the limits are "
+                "FUSEFORGE_MODEL_CHECK__MAX_RSS_GIB and FUSEFORGE_MODEL_CHECK__TIMEOUT_S)") from err
         except ModelLimitError as err:
             raise InvalidModelFile(
                 f"the uploaded file is not a usable ONNX model: {err} (the limit is "

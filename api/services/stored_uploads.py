@@ -46,6 +46,9 @@ def store_upload(
         existing = session.scalars(select(kind).where(kind.sha256 == received.sha256)).first()
         if existing is not None:
             return existing, False
+        # No transaction spans the check (seconds, for a large model): on SQLite it would hold
+        # the write lock every other upload, job and heartbeat waits for.
+        session.rollback()
         row = describe(received.path)
         row.storage_uri = store.move_in(received.path, key)
     finally:

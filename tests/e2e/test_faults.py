@@ -107,7 +107,7 @@ def _job_process(stack: Stack, job_id: str) -> int:
     """The pid of the process running job `job_id` (worker/pipeline/job_process.py)."""
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        for pid in stack.worker.descendant_pids("worker.isolation"):
+        for pid in stack.worker.descendant_pids("core.isolation"):
             return pid
         time.sleep(0.1)
     raise AssertionError(f"no process runs job {job_id}")

@@ -114,7 +114,7 @@ def test_check_model_file_refuses_external_data_outside_the_upload(tmp_path, loc
         check_model_file(path)
 
     assert "'conv1.w'" in str(caught.value) and repr(location) in str(caught.value)
-    assert opened_files == [str(path.resolve())]
+    assert set(opened_files) == {str(path.resolve())}  # the upload alone (scanned, then read)
 
 
 def test_check_model_file_refuses_external_data_inside_the_upload_folder(tmp_path,
@@ -127,7 +127,7 @@ def test_check_model_file_refuses_external_data_inside_the_upload_folder(tmp_pat
 
     assert "'weights.bin'" in str(caught.value)
     assert "external data files are not available" in str(caught.value)
-    assert opened_files == [str(path.resolve())]
+    assert set(opened_files) == {str(path.resolve())}  # the upload alone (scanned, then read)
 
 
 @pytest.mark.parametrize(("key", "value"), [("offset", "-1"), ("length", "-1"),
@@ -255,3 +255,15 @@ def test_check_model_file_refuses_corrupted_bytes_only_with_model_errors(tmp_pat
         check_model_file(path)
     except OptimizerError as err:
         assert str(err)
+
+
+def test_the_checks_errors_survive_pickling_with_what_they_carry():
+    # The API runs the check in a child process, which sends its error back pickled.
+    import pickle
+
+    from optimizer.errors import InputShapeError, ModelLimitError
+
+    limit = pickle.loads(pickle.dumps(ModelLimitError("too deep", limit="max_rank")))
+    shape = pickle.loads(pickle.dumps(InputShapeError("bad", input_name="x")))
+    assert (str(limit), limit.limit) == ("too deep", "max_rank")
+    assert (str(shape), shape.input_name) == ("bad", "x")

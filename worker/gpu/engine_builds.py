@@ -22,6 +22,7 @@ from typing import Any
 
 import onnx
 
+from core.isolation import ChildLimits, run_isolated
 from core.settings import Settings
 from core.storage import ArtifactStore
 from optimizer.backends.tensorrt import TimingCacheKey, TrtBuildOptions, TrtEngine
@@ -29,8 +30,8 @@ from optimizer.backends.tensorrt.toolkit import load_toolkit
 from optimizer.capabilities import GpuInfo
 from optimizer.precision import Precision, convert_precision
 from worker.gpu.build_events import BuildEventRelay, BuildEventWriter, JobChannel
+from worker.gpu.file_lock import one_at_a_time
 from worker.gpu.timing_caches import load_stored_cache, save_cache
-from worker.isolation import ChildLimits, one_at_a_time, run_isolated
 
 __all__ = ["EngineBuilds", "build_in_child", "build_log_path"]
 

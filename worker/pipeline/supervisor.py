@@ -30,9 +30,9 @@ from pathlib import Path
 from sqlalchemy.exc import OperationalError
 
 from core.db.models import JobStatus
+from core.isolation import ChildLimits, IsolatedChild
 from core.settings import Settings
 from optimizer.errors import OptimizerError
-from worker.isolation import ChildLimits, IsolatedChild
 from worker.pipeline.job_process import JobProcessSpec, run_job_process
 from worker.pipeline.lost_jobs import ERROR_CODE as PROCESS_DIED
 from worker.pipeline.progress import StageMark, read_stage_mark

@@ -1,8 +1,9 @@
 """Run a function in a child process under a time and a memory limit, so its crash is not ours.
 
-An engine build runs native code that can hang, exhaust memory or abort the process. Running it
-in a child (a fresh interpreter: no inherited CUDA context, database connections or threads)
-means such a build fails its job with a clear `EngineBuildError` while the worker carries on:
+A job, an engine build or the check of an uploaded model runs native code that can hang,
+exhaust memory or abort the process. Running it in a child (a fresh interpreter: no inherited
+CUDA context, database connections or threads) means it fails with a clear error while the
+worker or the API carries on:
 
     engine_path = run_isolated(
         build_engine_file, args=(onnx_path, engine_dir),
@@ -20,14 +21,10 @@ under a tight RLIMIT_AS.
 
 The child is a `subprocess`, not a `multiprocessing` process: Celery's prefork pool runs tasks in
 daemonic processes, which multiprocessing forbids to have children. It runs in a session of its
-own (a kill reaches anything it started) and dies with the worker (PR_SET_PDEATHSIG).
-
-`one_at_a_time(lock_path)` holds an exclusive file lock, so builds that share a GPU (workers on
-one host with the same data folder) run one after another.
+own (a kill reaches anything it started) and dies with its parent (PR_SET_PDEATHSIG).
 """
 
 import ctypes
-import fcntl
 import logging
 import os
 import pickle
@@ -39,8 +36,7 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -48,7 +44,7 @@ from typing import Any, Self, TypeVar
 
 from optimizer.errors import EngineBuildError, OptimizerError
 
-__all__ = ["ChildLimits", "IsolatedChild", "one_at_a_time", "run_isolated"]
+__all__ = ["ChildLimits", "IsolatedChild", "run_isolated"]
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +55,7 @@ _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 _CALL_FILE = "call.pickle"
 _RESULT_FILE = "result.pickle"
 # The child imports this module by name; the parent's sys.path travels in PYTHONPATH.
-_BOOTSTRAP = "import sys; from worker.isolation import _child_main; _child_main(sys.argv[1])"
+_BOOTSTRAP = "import sys; from core.isolation import _child_main; _child_main(sys.argv[1])"
 _SIGNAL_HINTS = {
     signal.SIGABRT: "aborted: an assertion or an uncaught C++ exception in native code",
     signal.SIGSEGV: "segmentation fault in native code",
@@ -322,31 +318,3 @@ def _death_message(what: str, returncode: int, limits: ChildLimits) -> str:
             f" ({hint})" if hint else ""
         )
     return f"{what} ended without a result: its child process exited with code {returncode}"
-
-
-@contextmanager
-def one_at_a_time(lock_path: Path, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
-    """Hold an exclusive lock on `lock_path` (created if missing) for the duration of the block.
-
-    Blocks while another process holds it, after calling `on_wait` (e.g. to tell the job why it
-    waits). The kernel drops the lock when the holder dies, so a crashed worker never leaves
-    the GPU locked.
-    """
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with lock_path.open("a") as handle:
-        if _try_lock(handle.fileno()):
-            yield
-            return
-        logger.info("waiting for %s: another build holds it", lock_path)
-        if on_wait is not None:
-            on_wait()
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        yield
-
-
-def _try_lock(fd: int) -> bool:
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    return True

@@ -3,15 +3,14 @@ fails with an EngineBuildError naming the limit or signal while the calling proc
 
 import os
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from core.isolation import ChildLimits, run_isolated
 from optimizer.errors import EngineBuildError, PassError
-from tests.worker import isolated_calls
-from worker.isolation import ChildLimits, one_at_a_time, run_isolated
+from tests.core import isolated_calls
 
 LIMITS = ChildLimits(timeout_s=60)
 WHAT = "the test build"
@@ -123,21 +122,3 @@ def test_limits_must_be_positive() -> None:
         ChildLimits(timeout_s=1, max_rss_bytes=0)
     with pytest.raises(ValueError, match="timeout_s"):
         ChildLimits(timeout_s=0)
-
-
-def test_one_at_a_time_makes_a_second_holder_wait_and_says_so(tmp_path: Path) -> None:
-    lock = tmp_path / "locks" / "gpu-0.lock"
-    entered = threading.Event()
-    waits: list[str] = []
-
-    def second() -> None:
-        with one_at_a_time(lock, on_wait=lambda: waits.append("second")):
-            entered.set()
-
-    with one_at_a_time(lock, on_wait=lambda: waits.append("first")):
-        thread = threading.Thread(target=second)
-        thread.start()
-        assert not entered.wait(0.5)
-        assert waits == ["second"]
-    assert entered.wait(5)
-    thread.join()

@@ -1,0 +1,78 @@
+"""Uploaded models are checked outside the API process: garbage is refused from its framing
+alone, and the full check runs in a process of its own under a memory and a time limit, whose
+breach is a 422 naming the setting; nothing is stored either way."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from api.deps import get_model_checker
+from api.services.model_checks import ModelCheckAborted, ModelChecker
+from core.db.models import Model
+from core.settings import ModelCheckSettings, Settings
+from optimizer.errors import InvalidModelError
+from optimizer.model_limits import ModelLimits
+from optimizer.testing.models import model_bytes, small_cnn
+
+
+def _nothing_stored(db_session: Session, settings: Settings) -> bool:
+    stored = [p for p in settings.data_dir.rglob("*") if p.is_file()]
+    return db_session.scalar(select(func.count()).select_from(Model)) == 0 and stored == []
+
+
+@pytest.fixture
+def strict_client(client: TestClient) -> Iterator[TestClient]:
+    """The API with a model check allowed 0.1 GiB and 0.2 s."""
+    checker = ModelChecker(ModelCheckSettings(max_rss_gib=0.1, timeout_s=30))
+    client.app.dependency_overrides[get_model_checker] = lambda: checker  # type: ignore[attr-defined]
+    yield client
+
+
+def test_a_check_over_its_memory_limit_is_422_naming_the_setting(
+        strict_client: TestClient, db_session: Session, settings: Settings) -> None:
+    response = strict_client.post("/v1/models",
+                                  files={"file": ("cnn.onnx", model_bytes(small_cnn()))})
+
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"]
+    assert "needs more than its 0.1 GiB of memory" in detail
+    assert "FUSEFORGE_MODEL_CHECK__MAX_RSS_GIB" in detail
+    assert _nothing_stored(db_session, settings)
+
+
+def test_a_check_over_its_time_limit_is_stopped(tmp_path: Path) -> None:
+    path = tmp_path / "cnn.onnx"
+    path.write_bytes(model_bytes(small_cnn()))
+    checker = ModelChecker(ModelCheckSettings(timeout_s=0.001))
+    with pytest.raises(ModelCheckAborted, match="did not finish within 0.001 s"):
+        checker.check(path, ModelLimits(), name="cnn.onnx")
+
+
+def test_the_check_runs_in_another_process_and_answers_like_check_model_file(
+        tmp_path: Path) -> None:
+    path = tmp_path / "cnn.onnx"
+    path.write_bytes(model_bytes(small_cnn()))
+    summary = ModelChecker(ModelCheckSettings()).check(path, ModelLimits(), name="cnn.onnx")
+    assert [spec.name for spec in summary.inputs] == ["input"]
+    hollow = tmp_path / "hollow.onnx"
+    hollow.write_bytes(b"\x08\x07")  # ir_version 7 and nothing else: framed, not a model
+    with pytest.raises(InvalidModelError, match="it has no opset_import, no graph"):
+        ModelChecker(ModelCheckSettings()).check(hollow, ModelLimits(), name="hollow.onnx")
+
+
+def test_a_large_file_of_random_bytes_is_refused_from_its_framing_at_once(
+        client: TestClient, db_session: Session, settings: Settings, tmp_path: Path) -> None:
+    junk = os.urandom(64 * 2**20)
+    response = client.post("/v1/models", content=junk,
+                           headers={"Content-Type": "application/octet-stream"},
+                           params={"name": "junk.onnx"})
+    assert response.status_code == 422, response.text
+    assert "'junk.onnx' is not an ONNX protobuf: at byte" in response.json()["detail"]
+    assert _nothing_stored(db_session, settings)
