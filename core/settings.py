@@ -7,12 +7,14 @@ those defaults, naming the variable to set.
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from optimizer.model_limits import ModelLimits
+if TYPE_CHECKING:
+    from optimizer.model_limits import ModelLimits
+
 
 __all__ = [
     "HttpSettings", "JanitorSettings", "JobSettings", "ModelCheckSettings", "ModelLimitSettings",
@@ -92,13 +94,17 @@ class JanitorSettings(BaseModel):
 class ModelLimitSettings(BaseModel):
     """Structural limits an uploaded model must stay within; the defaults are ModelLimits'."""
 
-    max_dim: int = Field(default=ModelLimits.max_dim, gt=0)  # one declared dim
-    max_rank: int = Field(default=ModelLimits.max_rank, gt=0)  # dims in one shape
-    max_subgraph_depth: int = Field(default=ModelLimits.max_subgraph_depth, ge=0)  # If/Loop/Scan
-    max_name_length: int = Field(default=ModelLimits.max_name_length, gt=0)  # characters
+    # The same defaults as optimizer.model_limits.ModelLimits (a test holds them equal), written
+    # out so that reading the settings imports no onnx (the CLI starts in a blink).
+    max_dim: int = Field(default=2**31 - 1, gt=0)  # one declared dim
+    max_rank: int = Field(default=32, gt=0)  # dims in one shape
+    max_subgraph_depth: int = Field(default=8, ge=0)  # If/Loop/Scan
+    max_name_length: int = Field(default=4096, gt=0)  # characters
 
-    def to_limits(self) -> ModelLimits:
+    def to_limits(self) -> "ModelLimits":
         """The plain value optimizer.model_check takes."""
+        from optimizer.model_limits import ModelLimits
+
         return ModelLimits(**self.model_dump())
 
 

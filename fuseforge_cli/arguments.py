@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
-from optimizer.optimize import PassSelection
+if TYPE_CHECKING:
+    from optimizer.optimize import PassSelection
 
 __all__ = ["input_shape", "pass_selection"]
 

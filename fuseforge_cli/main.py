@@ -1,18 +1,21 @@
 """`fuseforge serve | worker | janitor | migrate | run | optimize | validate`: what the Makefile
 and containers call."""
 
+from __future__ import annotations
+
 import argparse
 import logging
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
-from core.settings import get_settings
-from fuseforge_cli.optimize_command import add_optimize_parser
-from fuseforge_cli.run_command import run_service
-from fuseforge_cli.validate_command import add_validate_parser
-from optimizer.passes import DEFAULT_PASSES, FusionPass
+from fuseforge_cli.optimize_parser import add_optimize_parser
+from fuseforge_cli.validate_parser import add_validate_parser
+
+if TYPE_CHECKING:
+    from optimizer.passes import FusionPass
 
 __all__ = ["main"]
 
@@ -28,6 +31,8 @@ def _alembic_ini() -> Path:
 def migrate(_: argparse.Namespace | None = None) -> int:
     from alembic import command
     from alembic.config import Config
+
+    from core.settings import get_settings
 
     settings = get_settings()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -46,6 +51,8 @@ def _redacted(url: str) -> str:
 def serve(_: argparse.Namespace) -> int:
     import uvicorn
 
+    from core.settings import get_settings
+
     settings = get_settings()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     print(f"FuseForge API on http://{settings.host}:{settings.port} (docs: /docs)", flush=True)
@@ -61,6 +68,8 @@ def worker(worker_args: list[str]) -> NoReturn:
 
 def run(args: argparse.Namespace) -> int:
     """Migrate, then keep the API, a worker and the janitor running until Ctrl-C/SIGTERM."""
+    from fuseforge_cli.run_command import run_service
+
     migrate()
     return run_service()
 
@@ -70,7 +79,7 @@ def janitor(janitor_args: list[str]) -> NoReturn:
     os.execv(sys.executable, [sys.executable, "-m", "worker.janitor", *janitor_args])
 
 
-def _parser(catalog: tuple[FusionPass, ...]) -> argparse.ArgumentParser:
+def _parser(catalog: Sequence[FusionPass] | None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fuseforge", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("migrate", help="apply database migrations").set_defaults(func=migrate)
@@ -86,9 +95,11 @@ def _parser(catalog: tuple[FusionPass, ...]) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None, *,
-         catalog: tuple[FusionPass, ...] = DEFAULT_PASSES) -> int:
+         catalog: Sequence[FusionPass] | None = None) -> int:
     """Run the command `argv` names (default: sys.argv); `optimize` and `validate --bisect`
-    take their passes from `catalog` (see OptimizeOptions.catalog)."""
+    take their passes from `catalog` (default: the default passes; see
+    OptimizeOptions.catalog). Commands import what they need when they run, so `--help` is
+    instant."""
     logging.basicConfig(level=os.environ.get("FUSEFORGE_LOG_LEVEL", "INFO"))
     for chatty in ("onnxscript", "onnx_ir"):  # a line per rewrite would bury our own output
         logging.getLogger(chatty).setLevel(logging.WARNING)

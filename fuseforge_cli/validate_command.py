@@ -1,17 +1,5 @@
-"""`fuseforge validate ORIGINAL.onnx CANDIDATE.onnx`: a job's accuracy check, locally.
-
-The original runs in ONNX Runtime on the CPU with every graph optimization disabled (the fp32
-reference); the candidate runs as given. Exit codes: 0 the candidate passed, 1 it failed
-(the report says every limit it broke), 2 the check could not run (bad arguments, an
-unreadable model or dataset, models with different inputs, a model ONNX Runtime cannot run).
-
-When the candidate fails, the report also names the first tensor where it departs from the
-original (compared on the first few samples) and what produced it. With --bisect the candidate
-is taken to be ORIGINAL optimized by FuseForge's passes (--passes, --backend): ORIGINAL is
-optimized again, at the candidate's input shapes, with halves of the rules that fired, until
-the rule(s) that break the check are named (fuseforge_cli/bisect_candidate.py). A problem while
-localising or bisecting is written to stderr; the exit code stays the verdict's.
-"""
+"""What `fuseforge validate` runs (its arguments: fuseforge_cli/validate_parser.py): a job's accuracy
+check of a candidate model against the original, locally."""
 
 from __future__ import annotations
 
@@ -27,15 +15,15 @@ from typing import TypeVar
 import numpy as np
 import onnx
 
-from fuseforge_cli.arguments import input_shape, pass_selection
 from fuseforge_cli.bisect_candidate import Bisection, bisect_candidate
+from fuseforge_cli.validate_parser import DEFAULT_SAMPLES
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
 from optimizer.errors import OptimizerError
 from optimizer.fusion_report import FusionReport
 from optimizer.inputs import random_feeds
 from optimizer.model_check import check_model_file
 from optimizer.optimize import OptimizeOptions, select_passes
-from optimizer.passes import BACKENDS, FusionPass
+from optimizer.passes import DEFAULT_PASSES, FusionPass
 from optimizer.shapes import resolve_input_shapes
 from optimizer.tensor_specs import TensorSpec
 from optimizer.validation.compare import OutputComparison, ValidationReport, validate
@@ -45,7 +33,6 @@ from optimizer.validation.tolerances import Tolerances, default_tolerances
 
 __all__ = [
     "ValidationPlan",
-    "add_validate_parser",
     "check",
     "localize",
     "plan_validation",
@@ -54,90 +41,10 @@ __all__ = [
 ]
 
 EXIT_PASSED, EXIT_FAILED, EXIT_CANNOT_VALIDATE = 0, 1, 2
-_DEFAULT_SAMPLES = 8
 # As a job does (worker/pipeline/diagnose.py): the first divergent tensor shows on a few samples,
 # and each sample runs both models with every shared tensor as an output.
 LOCALIZE_SAMPLES = 2
 _T = TypeVar("_T")
-
-
-def _input_range(text: str) -> tuple[str, tuple[float, float]]:
-    name, sep, bounds = text.partition("=")
-    try:
-        low, high = bounds.split(",")
-        if not sep or not name:
-            raise ValueError
-        return name, (_number(low), _number(high))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"--input-range {text!r}: expected NAME=LOW,HIGH (LOW included, HIGH excluded), "
-            "e.g. input_ids=0,30522") from None
-
-
-def _tolerance(text: str) -> tuple[str, float]:
-    name, sep, value = text.partition("=")
-    try:
-        if not sep or not name:
-            raise ValueError
-        return name, float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"--tolerance {text!r}: expected NAME=VALUE, e.g. atol=1e-3 or min_snr_db=40"
-        ) from None
-
-
-def _number(text: str) -> float:
-    # Whole numbers stay ints so integer inputs take them as exact bounds.
-    try:
-        return int(text)
-    except ValueError:
-        return float(text)
-
-
-def add_validate_parser(sub: argparse._SubParsersAction,  # type: ignore[type-arg]
-                        *, catalog: tuple[FusionPass, ...]) -> None:
-    """Add `validate`, whose --bisect optimizes again with passes from `catalog` (see
-    OptimizeOptions.catalog)."""
-    parser = sub.add_parser(
-        "validate", help="check an optimized model against the original (same check as a job)",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("original", type=Path, help="the unmodified model (the reference)")
-    parser.add_argument("candidate", type=Path, help="the optimized model to check")
-    parser.add_argument("--dataset", type=Path,
-                        help=".npz with one array per input (leading sample axis) and optional "
-                             "'labels'; default: seeded random inputs")
-    parser.add_argument("--precision", choices=("fp32", "fp16", "bf16"), default="fp32",
-                        help="the candidate's precision, which sets the default tolerances")
-    parser.add_argument("--samples", type=int, default=None,
-                        help=f"random input sets (default {_DEFAULT_SAMPLES}), or the first N "
-                             "samples of --dataset (default all)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
-    parser.add_argument("--input-shape", type=input_shape, action="append", default=[],
-                        metavar="NAME=D1,D2,...",
-                        help="fix an input's shape (repeatable); dynamic dims default to 1")
-    parser.add_argument("--input-range", type=_input_range, action="append", default=[],
-                        metavar="NAME=LOW,HIGH",
-                        help="draw a random input from [LOW, HIGH) (repeatable), e.g. "
-                             "input_ids=0,30522")
-    parser.add_argument("--tolerance", type=_tolerance, action="append", default=[],
-                        metavar="NAME=VALUE",
-                        help="override a limit (repeatable): atol, rtol, min_cosine, "
-                             "max_rel_err, max_rmse, min_snr_db, min_top1_agreement, "
-                             "min_top5_agreement, max_accuracy_drop")
-    parser.add_argument("--class-output", action="append", default=None, metavar="NAME",
-                        help="treat this output's last axis as class scores (repeatable); "
-                             "default: every float output shaped [batch, classes]")
-    parser.add_argument("--bisect", action="store_true",
-                        help="on failure, optimize ORIGINAL again with halves of the rules that "
-                             "fired and name the rule(s) that break the check")
-    parser.add_argument("--passes", type=pass_selection, default=None,
-                        help="with --bisect: the passes CANDIDATE was optimized with, all | "
-                             "none | comma-separated pass names (default: all)")
-    parser.add_argument("--backend", choices=BACKENDS, default=None,
-                        help="with --bisect: the backend CANDIDATE was optimized for "
-                             "(default: onnxruntime)")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.set_defaults(func=run_validate, catalog=catalog)
 
 
 @dataclass(frozen=True)
@@ -180,7 +87,7 @@ def plan_validation(args: argparse.Namespace) -> ValidationPlan:
         feeds = dataset.feeds[:count]
         labels = None if dataset.labels is None else dataset.labels[:count]
     else:
-        feeds = random_feeds(inputs, count=args.samples or _DEFAULT_SAMPLES, seed=args.seed,
+        feeds = random_feeds(inputs, count=args.samples or DEFAULT_SAMPLES, seed=args.seed,
                              ranges=dict(args.input_range))
     return ValidationPlan(
         original=args.original, candidate=args.candidate, dataset=args.dataset, inputs=inputs,
@@ -222,7 +129,7 @@ def run_validate(args: argparse.Namespace) -> int:
                                 "drop them.")
     options = OptimizeOptions(backend=args.backend or "onnxruntime",
                               passes="all" if args.passes is None else args.passes,
-                              catalog=args.catalog)
+                              catalog=args.catalog or DEFAULT_PASSES)
     try:
         if args.bisect:
             select_passes(options)  # unknown pass names: exit 2 now

@@ -22,11 +22,9 @@ from optimizer.model_scan import scan_model_file
 from optimizer.op_support import check_op_support
 from optimizer.tensor_specs import ModelSummary, summarize_model
 
-__all__ = ["check_model_file"]
+__all__ = ["check_model_file", "load_checked_model"]
 
 _KNOWN_TYPES = frozenset(onnx.TensorProto.DataType.values())
-# Protobuf cannot serialize a message this large, so the checker must be given the path.
-_PROTOBUF_LIMIT_BYTES = 2**31 - 1
 _SAVE_INLINE_HINT = (
     "Save the model with every tensor inside the .onnx file, e.g. "
     "onnx.save(model, path, save_as_external_data=False), and upload that file."
@@ -36,7 +34,15 @@ _SAVE_INLINE_HINT = (
 def check_model_file(path: Path, limits: ModelLimits | None = None, *,
                      name: str | None = None) -> ModelSummary:
     """Parse and check the uploaded model at `path`, and summarize its inputs and outputs.
-    Messages call the file `name` (the name the user knows it by), else its own name.
+    Messages call the file `name` (the name the user knows it by), else its own name. Raises
+    as `load_checked_model`."""
+    return load_checked_model(path, limits, name=name)[1]
+
+
+def load_checked_model(path: Path, limits: ModelLimits | None = None, *,
+                       name: str | None = None) -> tuple[onnx.ModelProto, ModelSummary]:
+    """The model at `path`, parsed and checked, and the summary of its inputs and outputs (for
+    a caller that goes on to work on the model: it is read once).
 
     Reads no file other than `path`: tensors stored as external data are refused before the
     ONNX checker runs, since the checker would open the files they name.
@@ -63,6 +69,8 @@ def check_model_file(path: Path, limits: ModelLimits | None = None, *,
         # format="protobuf": without it onnx picks a parser from the file's extension.
         model = onnx.load(path, format="protobuf", load_external_data=False)
     except DecodeError as err:
+        if "alloc failed" in str(err):  # protobuf's way of saying it ran out of memory
+            raise MemoryError(f"parsing model file {file_name!r} ran out of memory") from err
         raise InvalidModelError(
             f"Model file {file_name!r} ({size} bytes) is not an ONNX protobuf: {err}. "
             "Upload the binary .onnx file written by onnx.save or torch.onnx.export."
@@ -72,9 +80,9 @@ def check_model_file(path: Path, limits: ModelLimits | None = None, *,
     check_op_support(model, file_name)
     _refuse_external_data(model, file_name)
     _require_known_tensor_types(model, file_name)
-    _run_checker(model, path, file_name)
+    _run_checker(path, file_name)
     _require_tensor_io(model, file_name)
-    return summarize_model(model)
+    return model, summarize_model(model)
 
 
 def _require_model_fields(model: onnx.ModelProto, file_name: str) -> None:
@@ -139,14 +147,12 @@ def _is_known_type(elem_type: int) -> bool:
     return elem_type != onnx.TensorProto.UNDEFINED and elem_type in _KNOWN_TYPES
 
 
-def _run_checker(model: onnx.ModelProto, path: Path, file_name: str) -> None:
+def _run_checker(path: Path, file_name: str) -> None:
     try:
-        too_large = model.ByteSize() > _PROTOBUF_LIMIT_BYTES
-    except ValueError:
-        too_large = True
-    try:
-        # External data was refused above, so checking by path reads only `path` itself.
-        onnx.checker.check_model(str(path) if too_large else model, full_check=False)
+        # By path: the checker reads the file itself, instead of this process serializing the
+        # model again to hand it over (and a model over protobuf's 2 GiB could not be). External
+        # data was refused above, so it reads only `path`.
+        onnx.checker.check_model(str(path), full_check=False)
     except onnx.checker.ValidationError as err:
         raise InvalidModelError(
             f"Model file {file_name!r} fails the ONNX checker: {err}") from err

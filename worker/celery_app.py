@@ -21,6 +21,8 @@ __all__ = ["celery_app", "make_celery_app"]
 
 logger = logging.getLogger(__name__)
 
+_SQL_BROKER_POLL_S = 0.02
+
 
 def make_celery_app(settings: Settings) -> Celery:
     """The consuming app for `settings`' broker, with the worker's task modules."""
@@ -37,6 +39,13 @@ def make_celery_app(settings: Settings) -> Celery:
     if app.conf.broker_url.startswith(("redis://", "rediss://")):
         # Redis re-sends an unacked message after this; a job may legitimately run this long.
         app.conf.broker_transport_options = {"visibility_timeout": settings.jobs.max_runtime_s + 600}
+    elif app.conf.broker_url.startswith("sqla+"):
+        # kombu's SQL transport polls its table, once a second by default: half a second of
+        # waiting for every job. A small SQLite query this often costs next to nothing. Its
+        # transport_options all go to create_engine, so the interval is set on the class.
+        from kombu.transport import sqlalchemy as sql_transport
+
+        sql_transport.Transport.polling_interval = _SQL_BROKER_POLL_S
     return app
 
 

@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 import onnx_ir as ir
 from onnxscript.rewriter.pattern import RewriteRule
 
+from optimizer.backends import BACKENDS
+
 __all__ = ["BACKENDS", "FusionPass", "GraphFunction"]
 
-BACKENDS = ("onnxruntime", "tensorrt")
 
 # A whole-graph transformation that returns how many changes it made.
 GraphFunction = Callable[[ir.Model], int]

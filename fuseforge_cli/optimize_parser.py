@@ -1,0 +1,40 @@
+"""`fuseforge optimize IN.onnx -o OUT.onnx`: run the fusion passes locally, no server needed."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from fuseforge_cli.arguments import input_shape, pass_selection
+from optimizer.backends import BACKENDS
+
+if TYPE_CHECKING:
+    from optimizer.passes import FusionPass
+
+__all__ = ["add_optimize_parser"]
+
+
+def add_optimize_parser(sub: argparse._SubParsersAction,  # type: ignore[type-arg]
+                        *, catalog: Sequence[FusionPass] | None) -> None:
+    """Add `optimize`, whose --passes select from `catalog` (default: the default passes; see
+    OptimizeOptions.catalog)."""
+    parser = sub.add_parser("optimize", help="fuse a model locally (same passes as a job)")
+    parser.add_argument("model", type=Path, help="the .onnx file to optimize")
+    parser.add_argument("-o", "--output", type=Path, required=True, help="where to write the result")
+    parser.add_argument("--passes", type=pass_selection, default="all",
+                        help="all | none | comma-separated pass names (default: all)")
+    parser.add_argument("--backend", choices=BACKENDS, default="onnxruntime")
+    parser.add_argument("--input-shape", type=input_shape, action="append", default=[],
+                        metavar="NAME=D1,D2,...",
+                        help="fix an input's shape (repeatable); dynamic dims default to 1")
+    parser.add_argument("--report", type=Path, help="write the fusion report as JSON here")
+    parser.set_defaults(func=_run_optimize, catalog=catalog)
+
+
+def _run_optimize(args: argparse.Namespace) -> int:
+    # Imported on use: the passes need onnx and onnxscript, `fuseforge --help` does not.
+    from fuseforge_cli.optimize_command import run_optimize
+
+    return run_optimize(args)
