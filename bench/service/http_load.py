@@ -148,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--duration", type=int, default=5, help="seconds per wrk run")
     parser.add_argument("--threads", type=int, default=2, help="wrk threads")
+    parser.add_argument("--read-cache-s", type=float,
+                        help="the API's FUSEFORGE_HTTP__READ_CACHE_S (default: its default)")
     args = parser.parse_args(argv)
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is not installed (Debian: apt-get install wrk)")
@@ -159,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
         env["FUSEFORGE_DATABASE_URL"] = args.database_url
     if args.broker_url:
         env["FUSEFORGE_BROKER_URL"] = args.broker_url
+    if args.read_cache_s is not None:
+        env["FUSEFORGE_HTTP__READ_CACHE_S"] = str(args.read_cache_s)
     subprocess.run([*_ME, "fuseforge_cli.main", "migrate"], env=env, check=True,
                    capture_output=True)
     database_url = args.database_url or f"sqlite:///{(folder / 'data' / 'fuseforge.sqlite')}"
@@ -176,11 +180,13 @@ def main(argv: list[str] | None = None) -> int:
     targets = {
         "bare app GET /v1/jobs/{id}": f"{bare}/v1/jobs/{job_ids[1]}",
         "GET /v1/jobs/{id}": f"{ff}/v1/jobs/{job_ids[1]}",
+        "GET /v1/jobs/{id} (running)": f"{ff}/v1/jobs/{running}",
         "GET /v1/jobs?limit=50": f"{ff}/v1/jobs?limit=50",
         "GET /healthz": f"{ff}/healthz",
     }
     setup = "PostgreSQL + Redis" if args.database_url else "embedded (SQLite, SQLite broker)"
-    print(f"{setup}; wrk {args.duration} s per run, {args.rounds} interleaved rounds, "
+    cache = "" if args.read_cache_s is None else f", read cache {args.read_cache_s:g} s"
+    print(f"{setup}{cache}; wrk {args.duration} s per run, {args.rounds} interleaved rounds, "
           f"median of rounds", flush=True)
     try:
         for connections in (int(c) for c in args.connections.split(",")):
