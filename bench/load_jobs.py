@@ -19,10 +19,7 @@ job's own process included), not the API's.
 from __future__ import annotations
 
 import argparse
-import os
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -33,46 +30,12 @@ from pathlib import Path
 import httpx
 import redis
 
+from bench.service.stack import free_port, fuseforge_env, start_fuseforge, stop, wait_healthy
 from optimizer.testing.models import model_bytes, small_cnn
 
 _JOB = {"input_shapes": {"input": [1, 3, 32, 32]}, "validation": {"samples": 2},
         "benchmark": {"warmup": 1, "iterations": 5, "measure_memory": False}}
 _FINAL = ("succeeded", "failed", "cancelled")
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _start(data_dir: Path, port: int, database_url: str | None,
-           broker_url: str | None) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FUSEFORGE_")}
-    env.update(FUSEFORGE_DATA_DIR=str(data_dir), FUSEFORGE_PORT=str(port))
-    if database_url:
-        env["FUSEFORGE_DATABASE_URL"] = database_url
-    if broker_url:
-        env["FUSEFORGE_BROKER_URL"] = broker_url
-        redis.Redis.from_url(broker_url).flushdb()
-    log = (data_dir.parent / "fuseforge-run.log").open("wb")
-    return subprocess.Popen([sys.executable, "-m", "fuseforge_cli.main", "run"], env=env,
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def _wait_healthy(base_url: str, service: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        assert service.poll() is None, "fuseforge run exited; see fuseforge-run.log"
-        try:
-            if httpx.get(f"{base_url}/healthz", timeout=5).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    raise SystemExit(f"{base_url} did not become healthy")
 
 
 class _Reader:
@@ -116,11 +79,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     folder = Path(tempfile.mkdtemp(prefix="fuseforge-load-"))
-    port = _free_port()
+    port = free_port()
     base_url = f"http://127.0.0.1:{port}"
-    service = _start(folder / "data", port, args.database_url, args.broker_url)
+    if args.broker_url:
+        redis.Redis.from_url(args.broker_url).flushdb()
+    env = fuseforge_env(folder / "data", port, FUSEFORGE_DATABASE_URL=args.database_url,
+                        FUSEFORGE_BROKER_URL=args.broker_url)
+    service = start_fuseforge("run", env, folder / "fuseforge-run.log")
     try:
-        _wait_healthy(base_url, service)
+        wait_healthy(f"{base_url}/healthz", service)
         model = httpx.post(f"{base_url}/v1/models", files={"file": (
             "cnn.onnx", model_bytes(small_cnn(seed=7)))}, timeout=60).json()["id"]
 
@@ -142,8 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         drain_s = time.monotonic() - started
         return _report(base_url, job_ids, reader, submitted_s, drain_s, args)
     finally:
-        os.killpg(service.pid, signal.SIGTERM)
-        service.wait(timeout=60)
+        stop(service)
         print(f"logs and data: {folder}")
 
 

@@ -18,10 +18,8 @@ Needs `wrk` (Debian: apt-get install wrk). Loopback only; every run is bounded b
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -32,16 +30,22 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 from sqlalchemy.orm import Session
 
 from bench.service.seed import seed_jobs
+from bench.service.stack import (
+    FUSEFORGE,
+    free_port,
+    fuseforge_env,
+    start,
+    start_fuseforge,
+    stop,
+    wait_healthy,
+)
 from core.db import job_state
 from core.db.models import Job, JobStatus
 from core.db.session import make_engine
 from core.db.types import utc_now
-
-_ME = [sys.executable, "-m"]
 
 
 @dataclass
@@ -50,14 +54,6 @@ class Run:
     p50_ms: float
     p99_ms: float
     errors: int
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _ms(text: str) -> float:
@@ -124,21 +120,6 @@ def _running_job(database_url: str, model_of: uuid.UUID) -> uuid.UUID:
     return job.id
 
 
-def _start(argv: list[str], env: dict[str, str], log: Path, health_url: str) -> subprocess.Popen[bytes]:
-    process = subprocess.Popen(argv, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
-                               start_new_session=True)
-    deadline = time.monotonic() + 120
-    while True:
-        assert process.poll() is None, f"{argv} exited; see {log}"
-        try:
-            if httpx.get(health_url, timeout=5).status_code < 500:
-                return process
-        except httpx.HTTPError:
-            pass
-        assert time.monotonic() < deadline, f"{argv} did not answer; see {log}"
-        time.sleep(0.3)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -155,27 +136,21 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("wrk is not installed (Debian: apt-get install wrk)")
 
     folder = Path(tempfile.mkdtemp(prefix="fuseforge-http-"))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FUSEFORGE_")}
-    env.update(FUSEFORGE_DATA_DIR=str(folder / "data"))
-    if args.database_url:
-        env["FUSEFORGE_DATABASE_URL"] = args.database_url
-    if args.broker_url:
-        env["FUSEFORGE_BROKER_URL"] = args.broker_url
-    if args.read_cache_s is not None:
-        env["FUSEFORGE_HTTP__READ_CACHE_S"] = str(args.read_cache_s)
-    subprocess.run([*_ME, "fuseforge_cli.main", "migrate"], env=env, check=True,
-                   capture_output=True)
+    ff_port, bare_port = free_port(), free_port()
+    read_cache_s = None if args.read_cache_s is None else str(args.read_cache_s)
+    env = fuseforge_env(folder / "data", ff_port, FUSEFORGE_DATABASE_URL=args.database_url,
+                        FUSEFORGE_BROKER_URL=args.broker_url,
+                        FUSEFORGE_HTTP__READ_CACHE_S=read_cache_s)
+    subprocess.run([*FUSEFORGE, "migrate"], env=env, check=True, capture_output=True)
     database_url = args.database_url or f"sqlite:///{(folder / 'data' / 'fuseforge.sqlite')}"
     job_ids = seed_jobs(database_url)
     running = _running_job(database_url, job_ids[0])
-    ff_port, bare_port = _free_port(), _free_port()
-    env_ff = dict(env, FUSEFORGE_PORT=str(ff_port))
     ff = f"http://127.0.0.1:{ff_port}"
     bare = f"http://127.0.0.1:{bare_port}"
     servers = [
-        _start([*_ME, "fuseforge_cli.main", "serve"], env_ff, folder / "api.log", f"{ff}/healthz"),
-        _start([*_ME, "bench.service.bare_app", str(bare_port)], env, folder / "bare.log",
-               f"{bare}/v1/jobs/x"),
+        start_fuseforge("serve", env, folder / "api.log"),
+        start([sys.executable, "-m", "bench.service.bare_app", str(bare_port)], env,
+              folder / "bare.log"),
     ]
     targets = {
         "bare app GET /v1/jobs/{id}": f"{bare}/v1/jobs/{job_ids[1]}",
@@ -189,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{setup}{cache}; wrk {args.duration} s per run, {args.rounds} interleaved rounds, "
           f"median of rounds", flush=True)
     try:
+        wait_healthy(f"{ff}/healthz", servers[0], timeout_s=120)
+        wait_healthy(f"{bare}/v1/jobs/x", servers[1], timeout_s=120)
         for connections in (int(c) for c in args.connections.split(",")):
             runs: dict[str, list[Run]] = {name: [] for name in targets}
             with HeartbeatProbe(database_url, running) as probe:
@@ -198,8 +175,7 @@ def main(argv: list[str] | None = None) -> int:
             _print(connections, runs, probe)
     finally:
         for server in servers:
-            os.killpg(server.pid, signal.SIGTERM)
-            server.wait(timeout=30)
+            stop(server, timeout_s=30)
         shutil.rmtree(folder, ignore_errors=True)
     return 0
 

@@ -11,10 +11,7 @@ percentile of `started_at - created_at`: both stamped by the database (the inser
 from __future__ import annotations
 
 import argparse
-import os
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -23,6 +20,7 @@ from pathlib import Path
 
 import httpx
 
+from bench.service.stack import free_port, fuseforge_env, start_fuseforge, stop, wait_healthy
 from optimizer.testing.models import model_bytes, small_cnn
 
 _JOB = {"input_shapes": {"input": [1, 3, 32, 32]}, "validation": {"samples": 1},
@@ -37,20 +35,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--broker-url")
     args = parser.parse_args(argv)
     folder = Path(tempfile.mkdtemp(prefix="fuseforge-submit-"))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FUSEFORGE_")}
-    port = _free_port()
-    env.update(FUSEFORGE_DATA_DIR=str(folder / "data"), FUSEFORGE_PORT=str(port),
-               FUSEFORGE_HTTP__READ_CACHE_S="0")
-    if args.database_url:
-        env["FUSEFORGE_DATABASE_URL"] = args.database_url
-    if args.broker_url:
-        env["FUSEFORGE_BROKER_URL"] = args.broker_url
-    service = subprocess.Popen([sys.executable, "-m", "fuseforge_cli.main", "run"], env=env,
-                               stdout=(folder / "run.log").open("wb"), stderr=subprocess.STDOUT,
-                               start_new_session=True)
+    port = free_port()
+    env = fuseforge_env(folder / "data", port, FUSEFORGE_HTTP__READ_CACHE_S="0",
+                        FUSEFORGE_DATABASE_URL=args.database_url,
+                        FUSEFORGE_BROKER_URL=args.broker_url)
+    service = start_fuseforge("run", env, folder / "run.log")
     base_url = f"http://127.0.0.1:{port}"
     try:
-        _wait(base_url, service)
+        wait_healthy(f"{base_url}/healthz", service)
         model = httpx.post(f"{base_url}/v1/models", files={"file": (
             "cnn.onnx", model_bytes(small_cnn(seed=3)))}, timeout=60).json()["id"]
         waits = []
@@ -66,8 +58,7 @@ def main(argv: list[str] | None = None) -> int:
               f"p50 {statistics.median(waits) * 1000:.0f} ms, "
               f"p90 {sorted(waits)[int(0.9 * (len(waits) - 1))] * 1000:.0f} ms")
     finally:
-        os.killpg(service.pid, signal.SIGTERM)
-        service.wait(timeout=60)
+        stop(service)
     return 0
 
 
@@ -83,27 +74,6 @@ def _ended(base_url: str, job_id: str) -> dict:  # type: ignore[type-arg]
             return job  # type: ignore[no-any-return]
         time.sleep(0.1)
     raise SystemExit(f"job {job_id} did not end")
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _wait(base_url: str, service: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        assert service.poll() is None, "fuseforge run exited"
-        try:
-            if httpx.get(f"{base_url}/healthz", timeout=5).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    raise SystemExit("fuseforge run did not become healthy")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -28,25 +27,17 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
-import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+
+from bench.service.stack import FUSEFORGE, free_port, fuseforge_env, start_fuseforge, stop, wait_healthy
+from optimizer.testing.models import large_model
 
 _MIB = 2**20
 
 
 def _model_file(path: Path, megabytes: int, seed: int) -> Path:
-    """y = x + sum(w), w a `megabytes` MB float32 initializer: valid, and about that large."""
-    weights = np.random.default_rng(seed).standard_normal(megabytes * _MIB // 4, np.float32)
-    graph = helper.make_graph(
-        [helper.make_node("ReduceSum", ["w"], ["s"], keepdims=0),
-         helper.make_node("Add", ["x", "s"], ["y"])], "big",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
-        initializer=[numpy_helper.from_array(weights, "w")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.save(model, path)
+    """A valid model of about `megabytes` MB (random weights), saved at `path`."""
+    onnx.save(large_model(megabytes, seed), path)
     return path
 
 
@@ -91,18 +82,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrent-mb", type=int, default=200)
     args = parser.parse_args(argv)
     folder = Path(tempfile.mkdtemp(prefix="fuseforge-uploads-"))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FUSEFORGE_")}
-    port = _free_port()
-    env.update(FUSEFORGE_DATA_DIR=str(folder / "data"), FUSEFORGE_PORT=str(port),
-               FUSEFORGE_MAX_UPLOAD_BYTES=str(4 * 2**30))
-    subprocess.run([sys.executable, "-m", "fuseforge_cli.main", "migrate"], env=env, check=True,
-                   capture_output=True)
-    api = subprocess.Popen([sys.executable, "-m", "fuseforge_cli.main", "serve"], env=env,
-                           stdout=(folder / "api.log").open("wb"), stderr=subprocess.STDOUT,
-                           start_new_session=True)
+    port = free_port()
+    env = fuseforge_env(folder / "data", port, FUSEFORGE_MAX_UPLOAD_BYTES=str(4 * 2**30))
+    subprocess.run([*FUSEFORGE, "migrate"], env=env, check=True, capture_output=True)
+    api = start_fuseforge("serve", env, folder / "api.log")
     base_url = f"http://127.0.0.1:{port}"
     try:
-        _wait(base_url)
+        wait_healthy(f"{base_url}/healthz", api, timeout_s=120)
         inputs = folder / "inputs"
         inputs.mkdir()
         _upload(base_url, _model_file(inputs / "warm-up.onnx", 1, seed=0))
@@ -122,30 +108,9 @@ def main(argv: list[str] | None = None) -> int:
         _measure(api.pid, f"{args.concurrent} × {args.concurrent_mb} MB models at once",
                  upload_all)
     finally:
-        os.killpg(api.pid, signal.SIGTERM)
-        api.wait(timeout=30)
+        stop(api, timeout_s=30)
         shutil.rmtree(folder, ignore_errors=True)
     return 0
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _wait(base_url: str) -> None:
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{base_url}/healthz", timeout=5).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    raise SystemExit("the API did not start")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Tiny ONNX models built in code with random weights, for tests and benchmarks."""
+"""Tiny ONNX models built in code with random weights, and one as large as asked, for tests
+and benchmarks."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-__all__ = ["IR_VERSION", "OPSET", "mlp", "model_bytes", "small_cnn"]
+__all__ = ["IR_VERSION", "OPSET", "large_model", "mlp", "model_bytes", "small_cnn"]
 
 OPSET = 17
 # helper.make_model stamps the newest IR version this onnx knows, which can be newer than
@@ -87,6 +88,27 @@ def mlp(seed: int = 0) -> onnx.ModelProto:
         initializers,
     )
     return _model(graph)
+
+
+def large_model(megabytes: int, seed: int | None = None) -> onnx.ModelProto:
+    """y = x + ReduceSum(w), x and y float32 [1], w a float32 initializer of `megabytes` MB:
+    valid, about that large, and loading it needs that much new memory. w is zeros when `seed`
+    is None, standard normal from `seed` otherwise. Not run through the checker (it would copy
+    the whole model)."""
+    count = megabytes * 2**20 // 4
+    weights = (np.zeros(count, np.float32) if seed is None
+               else np.random.default_rng(seed).standard_normal(count, np.float32))
+    graph = helper.make_graph(
+        [helper.make_node("ReduceSum", ["w"], ["s"], keepdims=0),
+         helper.make_node("Add", ["x", "s"], ["y"])],
+        "large",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+        initializer=[numpy_helper.from_array(weights, "w")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model.ir_version = IR_VERSION
+    return model
 
 
 def model_bytes(model: onnx.ModelProto) -> bytes:

@@ -8,10 +8,8 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from onnx import TensorProto, helper, numpy_helper
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
@@ -21,7 +19,7 @@ from core.db.models import Model
 from core.settings import ModelCheckSettings, Settings
 from optimizer.errors import InvalidModelError
 from optimizer.model_limits import ModelLimits
-from optimizer.testing.models import model_bytes, small_cnn
+from optimizer.testing.models import large_model, model_bytes, small_cnn
 
 
 def _nothing_stored(db_session: Session, settings: Settings) -> bool:
@@ -37,24 +35,10 @@ def strict_client(client: TestClient) -> Iterator[TestClient]:
     yield client
 
 
-def _large_model(megabytes: int) -> bytes:
-    """A valid model holding a `megabytes` MB initializer: loading it needs new memory."""
-    weights = np.zeros(megabytes * 2**20 // 4, np.float32)
-    graph = helper.make_graph(
-        [helper.make_node("ReduceSum", ["w"], ["s"], keepdims=0),
-         helper.make_node("Add", ["x", "s"], ["y"])], "large",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
-        initializer=[numpy_helper.from_array(weights, "w")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    return model.SerializeToString()
-
-
 def test_a_check_over_its_memory_limit_is_422_naming_the_setting(
         strict_client: TestClient, db_session: Session, settings: Settings) -> None:
     response = strict_client.post("/v1/models",
-                                  files={"file": ("large.onnx", _large_model(32))})
+                                  files={"file": ("large.onnx", model_bytes(large_model(32)))})
 
     assert response.status_code == 422, response.text
     detail = response.json()["detail"]
