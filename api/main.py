@@ -76,6 +76,9 @@ def _is_unavailable(err: Exception) -> bool:
 def _problem(error: Mapping[str, Any]) -> str:
     if error["type"] == JOB_CONFIG_ERROR:  # a rule between fields: its message names the field
         return str(error["msg"])
+    if error["type"] == "json_invalid":  # its loc is ("body", character offset)
+        return (f"the body is not valid JSON: {error.get('ctx', {}).get('error', error['msg'])} "
+                f"at character {error['loc'][-1]}")
     return f"{_field_path(tuple(error['loc']))}: {error['msg']}"
 
 
@@ -105,7 +108,8 @@ def _unparsable_body(cause: BaseException) -> str:
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The app. `settings` (default: get_settings()) fix what is set up once, at start: the
-    request body deadline. Requests read their settings through SettingsDep."""
+    request body deadline, the job and health caches and the upload model checker. Requests
+    read their settings through SettingsDep."""
     settings = settings or get_settings()
     app = FastAPI(
         title="FuseForge",

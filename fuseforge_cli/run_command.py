@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import FrameType
 
 from core.dispatch import dispatcher_for
@@ -36,7 +36,6 @@ class _Child:
     started_at: float = 0.0
     restart_at: float | None = None
     pause_s: float = _FIRST_PAUSE_S
-    restarts: int = field(default=0)
 
     def start(self) -> None:
         self.process = subprocess.Popen(self.argv)
@@ -82,7 +81,6 @@ def run_service() -> int:
 def _keep_alive(child: _Child, now: float) -> None:
     if child.restart_at is not None:
         if now >= child.restart_at:
-            child.restarts += 1
             child.start()
         return
     code = child.exited()

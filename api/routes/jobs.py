@@ -15,8 +15,12 @@ from api.schemas.common import PageParams
 from api.schemas.jobs import JobCreate, JobList, JobRead
 from api.services import jobs
 from api.services.errors import JobNotFound
-from api.services.job_documents import job_document, job_list_document, list_key
-from api.services.job_views import job_read
+from api.services.job_documents import (
+    JobDocumentCache,
+    job_document,
+    job_list_document,
+    list_key,
+)
 from core.db.models import JobStatus
 from optimizer.errors import InternalError
 
@@ -27,10 +31,10 @@ T = TypeVar("T")
 
 @router.post("", response_model=JobRead, status_code=202)
 def create_job(body: JobCreate, session: SessionDep, dispatcher: DispatcherDep,
-               cache: JobCacheDep) -> JobRead:
+               cache: JobCacheDep) -> Response:
     job = jobs.create_job(session=session, spec=body, dispatcher=dispatcher)
     cache.forget_changing()  # the list this client reads next shows its job
-    return job_read(jobs.get_job(session=session, job_id=job.id))
+    return _document(session, job.id, cache, status_code=202)
 
 
 @router.get("", response_model=JobList)
@@ -62,10 +66,18 @@ async def read_job(job_id: JobIdPath, cache: JobCacheDep, sessions: ReadSessions
 
 
 @router.post("/{job_id}/cancel", response_model=JobRead)
-def cancel_job(job_id: JobIdPath, session: SessionDep, cache: JobCacheDep) -> JobRead:
-    cancelled = jobs.cancel_job(session=session, job_id=job_id)
+def cancel_job(job_id: JobIdPath, session: SessionDep, cache: JobCacheDep) -> Response:
+    jobs.cancel_job(session=session, job_id=job_id)
     cache.forget_changing()
-    return job_read(cancelled)
+    return _document(session, job_id, cache)
+
+
+def _document(session: Session, job_id: uuid.UUID, cache: JobDocumentCache, *,
+              status_code: int = 200) -> Response:
+    document = job_document(session, job_id, cache)
+    if document is None:  # it was written a moment ago, and jobs are never deleted
+        raise InternalError(f"job {job_id} vanished right after it was written")
+    return _json(document, status_code)
 
 
 def _read(sessions: Sessions, read: Callable[[Session], T]) -> T:
@@ -73,9 +85,9 @@ def _read(sessions: Sessions, read: Callable[[Session], T]) -> T:
         return read(session)
 
 
-def _json(document: bytes) -> Response:
+def _json(document: bytes, status_code: int = 200) -> Response:
     # Already the response schema's JSON: FastAPI would validate and serialize it again.
-    return Response(content=document, media_type="application/json")
+    return Response(content=document, status_code=status_code, media_type="application/json")
 
 
 @router.get("/{job_id}/artifacts/{name}", response_class=FileResponse)

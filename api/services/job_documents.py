@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
 
-from api.schemas.jobs import BenchmarkRead, JobList, JobRead, JobSummary
+from api.schemas.jobs import JobList, JobRead, JobSummary
 from core.db.models import (
     Artifact,
     BenchmarkRecord,
@@ -189,7 +189,8 @@ def _summary_fields(row: Any) -> dict[str, Any]:
 
 
 def _benchmarks(rows: Any) -> list[dict[str, Any]]:
-    records = [BenchmarkRead.model_validate(dict(r)).model_dump() for r in rows]
+    # Plain dicts: JobRead validates them into BenchmarkRead once, with the document.
+    records = [dict(r) for r in rows]
     ablation = [r for r in records if r["suite"] == "ablation"]
     for previous, current in zip(ablation, ablation[1:], strict=False):
         # Each stage adds fusions to the previous one; a slower stage is reported as such.

@@ -1,9 +1,11 @@
-"""Jobs: create (commit, then dispatch), read, list, cancel, and find their artifacts."""
+"""Jobs: create (commit, then dispatch), cancel, and find their artifacts.
+
+The API's job documents (what GET and these routes answer) are read in `job_documents`."""
 
 import logging
 import uuid
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from api.schemas.jobs import JobCreate
@@ -17,7 +19,7 @@ from api.services.errors import (
 from api.services.job_inputs import check_input_ranges, job_input_shapes, job_profiles
 from api.services.models import get_model
 from core.db import job_state
-from core.db.models import Artifact, Job, JobStatus
+from core.db.models import Artifact, Job
 from core.db.worker_registry import online_workers
 from core.dispatch import JobDispatcher
 from core.job_config import JobConfig
@@ -26,7 +28,7 @@ from optimizer.backends.tensorrt.profiles import profiles_to_dict
 from optimizer.capabilities import normalize_compute_capability
 from optimizer.tensor_specs import TensorSpec
 
-__all__ = ["cancel_job", "create_job", "get_artifact", "get_job", "list_jobs"]
+__all__ = ["cancel_job", "create_job", "get_artifact"]
 
 logger = logging.getLogger(__name__)
 
@@ -112,49 +114,17 @@ def _waiting_detail(session: Session, config: JobConfig) -> str | None:
     )
 
 
-def get_job(*, session: Session, job_id: uuid.UUID) -> Job:
+def _job_with_artifacts(session: Session, job_id: uuid.UUID) -> Job:
     job = session.scalars(
-        select(Job)
-        .where(Job.id == job_id)
-        .options(
-            selectinload(Job.artifacts),
-            selectinload(Job.validation_results),
-            selectinload(Job.benchmarks),
-            selectinload(Job.events),
-        )
-        .execution_options(populate_existing=True)
+        select(Job).where(Job.id == job_id).options(selectinload(Job.artifacts))
     ).one_or_none()
     if job is None:
         raise JobNotFound(f"job {job_id} does not exist; GET /v1/jobs lists jobs")
     return job
 
 
-def list_jobs(
-    *,
-    session: Session,
-    limit: int,
-    offset: int,
-    status: JobStatus | None = None,
-    model_id: uuid.UUID | None = None,
-) -> tuple[list[Job], int]:
-    conditions = []
-    if status is not None:
-        conditions.append(Job.status == status.value)
-    if model_id is not None:
-        conditions.append(Job.model_id == model_id)
-    total = session.scalar(select(func.count()).select_from(Job).where(*conditions)) or 0
-    rows = session.scalars(
-        select(Job)
-        .where(*conditions)
-        .order_by(Job.created_at.desc(), Job.id.desc())
-        .limit(limit)
-        .offset(offset)
-    ).all()
-    return list(rows), total
-
-
-def cancel_job(*, session: Session, job_id: uuid.UUID) -> Job:
-    """Cancel a queued or running job (a running worker stops at its next stage boundary)."""
+def cancel_job(*, session: Session, job_id: uuid.UUID) -> None:
+    """Cancel a queued or running job (the supervisor of a running one stops it within about a second)."""
     cancelled = job_state.cancel(session, job_id)
     if cancelled is None:
         job = session.get(Job, job_id)
@@ -163,7 +133,6 @@ def cancel_job(*, session: Session, job_id: uuid.UUID) -> Job:
         raise JobNotCancellable(f"job {job_id} is already {job.status}; only queued or running "
                                 "jobs can be cancelled")
     session.commit()
-    return get_job(session=session, job_id=job_id)
 
 
 def get_artifact(*, session: Session, job_id: uuid.UUID, name: str) -> Artifact:
@@ -172,6 +141,6 @@ def get_artifact(*, session: Session, job_id: uuid.UUID, name: str) -> Artifact:
     ).one_or_none()
     if artifact is not None:
         return artifact
-    job = get_job(session=session, job_id=job_id)  # 404 for an unknown job first
+    job = _job_with_artifacts(session, job_id)  # 404 for an unknown job first
     names = ", ".join(a.name for a in job.artifacts) or f"none yet (the job is {job.status})"
     raise ArtifactNotFound(f"job {job_id} has no artifact {name!r}; it has: {names}")

@@ -137,8 +137,9 @@ def fail(session: Session, job_id: uuid.UUID, code: str, message: str) -> Job | 
 
 
 def cancel(session: Session, job_id: uuid.UUID) -> Job | None:
-    """Cancel a queued or running job; None if it already finished. A running worker stops at its
-    next stage boundary, and its artifacts are discarded."""
+    """Cancel a queued or running job; None if it already finished. A running job's supervisor
+    sees it at its next row check (about a second) and kills the job's process; its artifacts
+    are discarded."""
     job = _move(
         session,
         job_id,

@@ -1,6 +1,6 @@
 """Every database write of one job run, each in a short transaction of its own.
 
-The pipeline, its heartbeat thread and the GPU build relay all go through one `JobRecorder`, so
+The supervisor's heartbeat, the pipeline and the GPU build relay all go through one `JobRecorder`, so
 no transaction stays open across model work and the job's state moves only through
 `core.db.job_state`'s guarded updates.
 """

@@ -154,3 +154,10 @@ def test_json_nested_a_little_is_still_a_422_naming_the_field(client: TestClient
     response = client.post("/v1/jobs", content=json.dumps({"model_id": [[[]]]}),
                            headers={"Content-Type": "application/json"})
     _assert_error(response, 422, "ValidationError", "model_id")
+
+
+def test_a_truncated_json_body_is_422_saying_where_it_breaks(client: TestClient) -> None:
+    body = '{"model_id": "00000000-0000-0000-0000-000000000000", "precision": "fp16"'
+    response = client.post("/v1/jobs", content=body, headers={"Content-Type": "application/json"})
+    _assert_error(response, 422, "ValidationError",
+                  f"not valid JSON: Expecting ',' delimiter at character {len(body)}")
