@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
+from fuseforge_cli.deferred_imports import defer_import
 from fuseforge_cli.optimize_parser import add_optimize_parser
 from fuseforge_cli.validate_parser import add_validate_parser
 
@@ -101,6 +102,8 @@ def main(argv: list[str] | None = None, *,
     OptimizeOptions.catalog). Commands import what they need when they run, so `--help` is
     instant."""
     logging.basicConfig(level=os.environ.get("FUSEFORGE_LOG_LEVEL", "INFO"))
+    for deferred in ("sympy", "onnx_ir._symbolic_shapes"):  # see fuseforge_cli/deferred_imports.py
+        defer_import(deferred)
     for chatty in ("onnxscript", "onnx_ir"):  # a line per rewrite would bury our own output
         logging.getLogger(chatty).setLevel(logging.WARNING)
     argv = sys.argv[1:] if argv is None else argv

@@ -85,18 +85,19 @@ def run_passes(
     }
     applied: defaultdict[tuple[str, str], int] = defaultdict(int)
     iterations = 0
-    while iterations < MAX_ITERATIONS:
+    while True:
         iterations += 1
-        changed = 0
         for fusion_pass in runnable:
-            changed += _apply_once(model, fusion_pass, backend, applied, excluded)
-        if changed == 0:
+            _apply_once(model, fusion_pass, backend, applied, excluded)
+        # The dry run stands in for the round that would find nothing left to rewrite, and
+        # collects each rule's refusals on the way: one matching round fewer per model.
+        pending, refusals = _dry_run(model, runnable, backend, applied, excluded)
+        if pending == 0 or iterations == MAX_ITERATIONS:
             break
     if any(applied.values()):
         # Rewrites leave the weights they replaced behind; without this a fused ResNet-50
         # carries both copies (102 MB → 196 MB).
         ir.passes.common.RemoveUnusedNodesPass()(model)
-    refusals = _near_misses(model, runnable, backend, excluded)
     rules = tuple(
         RuleStats(
             pass_name=p.name,
@@ -132,11 +133,7 @@ def _apply_once(
     applied: defaultdict[tuple[str, str], int],
     excluded: frozenset[str],
 ) -> int:
-    changed = 0
-    if fusion_pass.graph_function is not None and fusion_pass.name not in excluded:
-        count = fusion_pass.graph_function(model)
-        applied[(fusion_pass.name, fusion_pass.name)] += count
-        changed += count
+    changed = _apply_graph_function(model, fusion_pass, applied, excluded)
     for rule in fusion_pass.rules_for(backend):
         if _rule_name(fusion_pass, rule) in excluded:
             continue
@@ -147,30 +144,58 @@ def _apply_once(
     return changed
 
 
-class _RefusalTracer(MatchingTracer):
-    """Keeps every match whose check refused it, with the check's reason."""
+def _apply_graph_function(
+    model: ir.Model,
+    fusion_pass: FusionPass,
+    applied: defaultdict[tuple[str, str], int],
+    excluded: frozenset[str],
+) -> int:
+    if fusion_pass.graph_function is None or fusion_pass.name in excluded:
+        return 0
+    count = fusion_pass.graph_function(model)
+    applied[(fusion_pass.name, fusion_pass.name)] += count
+    return count
+
+
+class _DryRunTracer(MatchingTracer):
+    """Counts the matches a rule would rewrite, and keeps those its check refused, with the
+    check's reason. With a tracer the rewriter changes nothing."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.refusals: defaultdict[RewriteRule, list[Refusal]] = defaultdict(list)
+        self.matches = 0
+        self.refusals: list[Refusal] = []
 
     def log(self, rule, container, node, match_result, status) -> None:  # type: ignore[no-untyped-def]
-        if status == MatchStatus.CONDITION_FAILED and len(self.refusals[rule]) < _MAX_REFUSALS_PER_RULE:
+        if status == MatchStatus.SUCCESS:
+            self.matches += 1
+        elif status == MatchStatus.REPLACEMENT_FAILED:  # logged after the SUCCESS of its match
+            self.matches -= 1
+        elif status == MatchStatus.CONDITION_FAILED and len(self.refusals) < _MAX_REFUSALS_PER_RULE:
             node_name = node.name or f"{node.op_type} producing {node.outputs[0].name}"
-            self.refusals[rule].append(Refusal(node=node_name, reason=str(match_result.reason)))
+            self.refusals.append(Refusal(node=node_name, reason=str(match_result.reason)))
 
 
-def _near_misses(
-    model: ir.Model, passes: Sequence[FusionPass], backend: str, excluded: frozenset[str]
-) -> dict[str, list[Refusal]]:
-    """A dry run (the tracer makes the rewriter change nothing) to collect refusals."""
-    result: dict[str, list[Refusal]] = {}
+def _dry_run(
+    model: ir.Model,
+    passes: Sequence[FusionPass],
+    backend: str,
+    applied: defaultdict[tuple[str, str], int],
+    excluded: frozenset[str],
+) -> tuple[int, dict[str, list[Refusal]]]:
+    """How many rewrites another round would make, and each rule's refusals. Clean-ups are not
+    pattern rules and cannot be traced, so they run for real (and count as pending)."""
+    pending = 0
+    refusals: dict[str, list[Refusal]] = {}
     for fusion_pass in passes:
+        pending += _apply_graph_function(model, fusion_pass, applied, excluded)
         for rule in fusion_pass.rules_for(backend):
-            if _rule_name(fusion_pass, rule) in excluded:
+            name = _rule_name(fusion_pass, rule)
+            if name in excluded:
                 continue
-            tracer = _RefusalTracer()
+            tracer = _DryRunTracer()
             RewriteRuleSet([rule]).apply_to_model(model, tracer=tracer)
-            if tracer.refusals[rule]:
-                result[_rule_name(fusion_pass, rule)] = tracer.refusals[rule]
-    return result
+            pending += tracer.matches
+            if tracer.refusals:
+                refusals[name] = tracer.refusals
+    return pending, refusals
