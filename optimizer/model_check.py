@@ -80,9 +80,23 @@ def load_checked_model(path: Path, limits: ModelLimits | None = None, *,
     check_op_support(model, file_name)
     _refuse_external_data(model, file_name)
     _require_known_tensor_types(model, file_name)
-    _run_checker(path, file_name)
+    if _constants_outside_inputs_at_ir3(model):
+        # What older converters wrote (onnxruntime's own sample mul_1.onnx is one): IR 3 wanted
+        # every initializer listed as a graph input, and runtimes never cared. IR 4 dropped
+        # that rule without changing what such a model computes, so say IR 4 and check that.
+        model.ir_version = 4
+        _run_checker(model, file_name)
+    else:
+        _run_checker(path, file_name)
     _require_tensor_io(model, file_name)
     return model, summarize_model(model)
+
+
+def _constants_outside_inputs_at_ir3(model: onnx.ModelProto) -> bool:
+    if model.ir_version >= 4:
+        return False
+    inputs = {value.name for value in model.graph.input}
+    return any(tensor.name not in inputs for tensor in model.graph.initializer)
 
 
 def _require_model_fields(model: onnx.ModelProto, file_name: str) -> None:
@@ -147,12 +161,12 @@ def _is_known_type(elem_type: int) -> bool:
     return elem_type != onnx.TensorProto.UNDEFINED and elem_type in _KNOWN_TYPES
 
 
-def _run_checker(path: Path, file_name: str) -> None:
+def _run_checker(model: Path | onnx.ModelProto, file_name: str) -> None:
     try:
-        # By path: the checker reads the file itself, instead of this process serializing the
-        # model again to hand it over (and a model over protobuf's 2 GiB could not be). External
-        # data was refused above, so it reads only `path`.
-        onnx.checker.check_model(str(path), full_check=False)
+        # By path where it can: the checker reads the file itself, instead of this process
+        # serializing the model again to hand it over (and a model over protobuf's 2 GiB could
+        # not be). External data was refused above, so it reads only the file.
+        onnx.checker.check_model(str(model) if isinstance(model, Path) else model, full_check=False)
     except onnx.checker.ValidationError as err:
         raise InvalidModelError(
             f"Model file {file_name!r} fails the ONNX checker: {err}") from err

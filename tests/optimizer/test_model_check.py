@@ -19,7 +19,7 @@ from optimizer.errors import (
     OptimizerError,
     UnsupportedModelError,
 )
-from optimizer.model_check import check_model_file
+from optimizer.model_check import check_model_file, load_checked_model
 from optimizer.model_limits import ModelLimits
 from optimizer.tensor_specs import TensorSpec
 from optimizer.testing import models
@@ -267,3 +267,32 @@ def test_the_checks_errors_survive_pickling_with_what_they_carry():
     shape = pickle.loads(pickle.dumps(InputShapeError("bad", input_name="x")))
     assert (str(limit), limit.limit) == ("too deep", "max_rank")
     assert (str(shape), shape.input_name) == ("bad", "x")
+
+
+def _mul_by_constant(ir_version: int, *, weight_in_inputs: bool) -> onnx.ModelProto:
+    # The shape of onnxruntime's sample mul_1.onnx: IR 3, its weight an initializer only.
+    x = helper.make_tensor_value_info("X", TensorProto.FLOAT, [3, 2])
+    w = helper.make_tensor_value_info("W", TensorProto.FLOAT, [3, 2])
+    y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, [3, 2])
+    weight = onnx.numpy_helper.from_array(
+        np.random.default_rng(0).standard_normal((3, 2)).astype(np.float32), "W")
+    graph = helper.make_graph([helper.make_node("Mul", ["X", "W"], ["Y"])], "mul",
+                              [x, w] if weight_in_inputs else [x], [y], [weight])
+    return helper.make_model(graph, ir_version=ir_version,
+                             opset_imports=[helper.make_opsetid("", 7)])
+
+
+def test_an_ir3_model_with_constants_outside_its_inputs_is_accepted_as_ir4(tmp_path):
+    path = tmp_path / "mul.onnx"
+    path.write_bytes(_mul_by_constant(3, weight_in_inputs=False).SerializeToString())
+    with pytest.raises(onnx.checker.ValidationError, match="not in graph input"):
+        onnx.checker.check_model(str(path))  # what refused it before
+    model, summary = load_checked_model(path)
+    assert model.ir_version == 4
+    assert [spec.name for spec in summary.inputs] == ["X"]
+
+
+def test_an_ir3_model_that_lists_its_constants_as_inputs_keeps_its_ir_version(tmp_path):
+    path = tmp_path / "mul.onnx"
+    path.write_bytes(_mul_by_constant(3, weight_in_inputs=True).SerializeToString())
+    assert load_checked_model(path)[0].ir_version == 3
