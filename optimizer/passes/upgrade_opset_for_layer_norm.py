@@ -17,14 +17,14 @@ included. fuse_layer_norm then writes LayerNormalization-17, which ONNX Runtime,
 parser and the ONNX checker all take. The reduce ops keep their `axes` attribute up to 17, so
 the matcher reads the same ReduceMean before and after.
 
-Safe when the converter's adapters are exact: tests compare the converted model's outputs
-with the original's at every opset 11-16, and a job validates the optimized model against the
+Safe when the converter's adapters are exact: tests compare the converted model's outputs with
+the original's at every opset 11-16, and a job validates the optimized model against the
 original, where a mismatch's bisection can blame this pass by name like any clean-up. Refused
 (model left as it is; the reason is a note in the fusion report and in fuse_layer_norm's
 refusal) when the model has local functions (their own opset imports would stay behind), the
-converter fails (an op without an adapter, a model too large to serialize) or its result fails
-the ONNX checker. Opsets below 11 are left alone: no exporter in use writes them for
-transformer models, and the converter's oldest adapters are its least exercised.
+converter fails (an op without an adapter) or its result fails the ONNX checker, or the model
+is over protobuf's 2 GiB (the converter takes it serialized). Opsets below 11 are left alone:
+the conversion is tested from 11 on.
 
 Backends: both; the conversion itself is backend-neutral.
 """
@@ -51,6 +51,7 @@ __all__ = ["MIN_SOURCE_OPSET", "UPGRADE_OPSET_FOR_LAYER_NORM", "upgrade_opset_fo
 
 MIN_SOURCE_OPSET = 11
 PASS_NAME = "upgrade_opset_for_layer_norm"
+_PROTOBUF_LIMIT = 2**31  # the converter serializes the model to hand it to C++
 
 
 class _MatchCounter(MatchingTracer):
@@ -80,8 +81,12 @@ def _converted(model: ir.Model, opset: int) -> onnx.ModelProto | str:
     if model.functions:
         return (f"the model has {len(model.functions)} local function(s), whose opset imports "
                 "the converter would leave behind")
+    proto = ir.to_proto(model)
+    if proto.ByteSize() >= _PROTOBUF_LIMIT:
+        return ("the model is over protobuf's 2 GiB limit, which onnx.version_converter needs "
+                "it to fit in")
     try:
-        converted = onnx.version_converter.convert_version(ir.to_proto(model), LAYER_NORM_OPSET)
+        converted = onnx.version_converter.convert_version(proto, LAYER_NORM_OPSET)
         onnx.checker.check_model(converted)
     except (onnx.checker.ValidationError, RuntimeError, ValueError) as err:
         first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
@@ -96,12 +101,13 @@ def upgrade_opset_for_layer_norm(model: ir.Model) -> int:
     fuse_layer_norm's refusal can say why; it also becomes a note in the fusion report.
     """
     opset = default_opset(model)
-    if not MIN_SOURCE_OPSET <= opset < LAYER_NORM_OPSET or UPGRADE_REFUSAL_KEY in model.meta:
+    if not 0 < opset < LAYER_NORM_OPSET or UPGRADE_REFUSAL_KEY in model.meta:
         return 0
     waiting = _layer_norms_waiting_for_opset(model)
     if not waiting:
         return 0
-    converted = _converted(model, opset)
+    converted = _converted(model, opset) if opset >= MIN_SOURCE_OPSET else (
+        f"opset {opset} is below {MIN_SOURCE_OPSET}, the oldest this conversion is tested from")
     if isinstance(converted, str):
         model.meta[UPGRADE_REFUSAL_KEY] = converted
         add_note(model, f"{PASS_NAME}: left the model at opset {opset}, so {waiting} written-out "

@@ -19,8 +19,11 @@ from optimizer.passes.base import FusionPass
 from optimizer.passes.engine import run_passes
 from optimizer.passes.fuse_layer_norm import FUSE_LAYER_NORM
 from optimizer.passes.upgrade_opset_for_layer_norm import UPGRADE_OPSET_FOR_LAYER_NORM
+from optimizer.plugins import decompose_for_onnxruntime
 from optimizer.testing.passes import assert_outputs_close, op_types, random_inputs, run_model
+from optimizer.testing.real_models import bert_encoder
 from tests.optimizer.passes.test_fuse_layer_norm import layer_norm
+from tests.optimizer.passes.test_fuse_to_plugins import tensorrt_passes
 
 UPGRADE = UPGRADE_OPSET_FOR_LAYER_NORM.name
 PASSES = [UPGRADE_OPSET_FOR_LAYER_NORM, FUSE_LAYER_NORM]
@@ -177,3 +180,45 @@ def test_fuse_layer_norm_alone_names_the_upgrade_pass() -> None:
 def test_the_upgrade_runs_right_before_fuse_layer_norm() -> None:
     names = [p.name for p in DEFAULT_PASSES]
     assert names.index(UPGRADE) + 1 == names.index(FUSE_LAYER_NORM.name)
+
+
+def test_opsets_below_11_are_left_alone_and_the_report_says_why() -> None:
+    model = layer_norm(opset=10)
+    fused, report = optimize(model, "onnxruntime")
+    assert report.applied(UPGRADE) == 0 and opset_of(fused) == 10
+    [stats] = [s for s in report.rules if s.rule == "FuseLayerNorm"]
+    assert any("opset 10 is below 11" in r.reason for r in stats.refusals), stats
+
+
+def torch_export_at_opset_13(layers: int) -> onnx.ModelProto:
+    """bert_encoder's TorchScript form (opset 17) as opset 13 writes it: every op it uses has
+    the same signature at 13 except Reshape, whose allowzero (0 = the default) came in 14."""
+    model = bert_encoder(layers=layers, hidden=64, heads=2, seq=16, form="torchscript")
+    [default] = [o for o in model.opset_import if o.domain == ""]
+    default.version = 13
+    for node in model.graph.node:
+        kept = [a for a in node.attribute if not (a.name == "allowzero" and a.i == 0)]
+        del node.attribute[:]
+        node.attribute.extend(kept)
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+@pytest.mark.parametrize(("backend", "layer_norm_ops"), [
+    ("onnxruntime", {"LayerNormalization", "com.microsoft.SkipLayerNormalization"}),
+    ("tensorrt", {"fuseforge.SkipLayerNorm"})])
+def test_bert_at_opset_13_gets_every_layer_norm_fused(backend: str,
+                                                      layer_norm_ops: set[str]) -> None:
+    layers = 2
+    model = torch_export_at_opset_13(layers)
+    passes = DEFAULT_PASSES if backend == "onnxruntime" else tensorrt_passes()
+    fused, report = optimize(model, backend, passes=passes)
+    assert report.applied(UPGRADE) == 1 and opset_of(fused) == 17
+    ops = op_types(fused)
+    assert sum(ops.count(op) for op in layer_norm_ops) == 2 * layers + 1, report
+    assert not {"ReduceMean", "Sqrt"} & set(ops)
+    feeds = random_inputs(model)
+    feeds["input_ids"] = np.random.default_rng(0).integers(0, 1000, (1, 16))
+    [want] = run_model(model, feeds)
+    [got] = run_model(decompose_for_onnxruntime(fused), feeds)
+    np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4)
