@@ -5,6 +5,7 @@ form serves)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -13,7 +14,9 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from optimizer.errors import InvalidModelError
 from optimizer.fusion_report import FusionReport
+from optimizer.model_check import check_model_file
 from optimizer.passes import DEFAULT_PASSES
 from optimizer.passes.base import FusionPass
 from optimizer.passes.engine import run_passes
@@ -222,3 +225,25 @@ def test_bert_at_opset_13_gets_every_layer_norm_fused(backend: str,
     [want] = run_model(model, feeds)
     [got] = run_model(decompose_for_onnxruntime(fused), feeds)
     np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("opset", [11, 13, 16])
+def test_why_not_onnx_runtimes_own_layer_norm_below_17(opset: int, tmp_path: Path) -> None:
+    """The facts behind the conversion: ONNX Runtime runs a default-domain LayerNormalization
+    below 17 (its contrib kernel, registered for versions 1-16), but FuseForge's own model check
+    refuses such a model, and com.microsoft has no LayerNormalization."""
+    model = layer_norm(opset=opset)
+    fused, _ = optimize(model, "onnxruntime")
+    node = next(n for n in fused.graph.node if n.op_type == "LayerNormalization")
+    graph = helper.make_graph([node, *fused.graph.node[1:]], "below_17", list(fused.graph.input),
+                              list(fused.graph.output), list(fused.graph.initializer))
+    below = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    below.ir_version = 8
+    assert_outputs_close(model, below, atol=1e-5, rtol=1e-4)  # ORT takes it ...
+    path = tmp_path / "below_17.onnx"
+    onnx.save(below, path)
+    with pytest.raises(InvalidModelError, match="No Op registered for LayerNormalization"):
+        check_model_file(path)  # ... FuseForge's upload and `fuseforge validate` checks do not
+    microsoft = [s for s in ort.capi.onnxruntime_pybind11_state.get_all_operator_schema()
+                 if s.name == "LayerNormalization" and s.domain == "com.microsoft"]
+    assert microsoft == []
