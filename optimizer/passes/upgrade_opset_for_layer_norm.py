@@ -57,6 +57,7 @@ MIN_SOURCE_OPSET = 11
 PASS_NAME = "upgrade_opset_for_layer_norm"
 _PROTOBUF_LIMIT = 2**31  # the converter serializes the model to hand it to C++
 _KEPT_INITIALIZER_BYTES = 1024
+_MIN_IR_VERSION = onnx.helper.find_min_ir_version_for([onnx.helper.make_opsetid("", LAYER_NORM_OPSET)])
 
 
 class _MatchCounter(MatchingTracer):
@@ -150,7 +151,8 @@ def upgrade_opset_for_layer_norm(model: ir.Model) -> int:
                         f"LayerNorm(s) stay unfused: {converted}")
         return 0
     model.graph = converted.graph
-    model.ir_version = converted.ir_version
+    # The converter keeps the IR version (6 and 7 are common at opsets 11-13); opset 17's is 8.
+    model.ir_version = max(converted.ir_version, _MIN_IR_VERSION)
     add_note(model, f"{PASS_NAME}: converted the model from opset {opset} to "
                     f"{LAYER_NORM_OPSET} (onnx.version_converter) so that {waiting} written-out "
                     "LayerNorm(s) become LayerNormalization-17, the form both ONNX Runtime and "

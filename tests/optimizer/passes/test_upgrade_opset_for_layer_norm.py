@@ -150,6 +150,15 @@ def test_the_conversion_is_exact_for_ops_whose_signature_changed(opset: int) -> 
         np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize(("opset", "ir_version"), [(11, 6), (13, 7)])
+def test_the_converted_model_gets_opset_17s_ir_version(opset: int, ir_version: int) -> None:
+    model = layer_norm(opset=opset)
+    model.ir_version = ir_version  # what older exporters stamp
+    fused, report = optimize(model, "onnxruntime")
+    assert report.applied(UPGRADE) == 1 and fused.ir_version == 8
+    assert_outputs_close(model, fused, atol=1e-5, rtol=1e-4)
+
+
 def test_a_model_without_a_layer_norm_keeps_its_opset() -> None:
     model = layer_norm(opset=13, exponent=3.0)  # a cube: not a LayerNorm
     fused, report = optimize(model, "onnxruntime")
