@@ -39,4 +39,6 @@ def run_optimize(args: argparse.Namespace) -> int:
             print(f"  {stats.rule:<40} applied {stats.applied}")
     for name, why in report.passes_skipped.items():
         print(f"  skipped {name}: {why}")
+    for note in report.notes:
+        print(f"  note: {note}")
     return 0

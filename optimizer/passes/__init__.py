@@ -12,6 +12,7 @@ from optimizer.passes.fuse_matmul_add import FUSE_MATMUL_ADD
 from optimizer.passes.fuse_residual_gemm import FUSE_RESIDUAL_GEMM
 from optimizer.passes.fuse_skip_layer_norm import FUSE_SKIP_LAYER_NORM
 from optimizer.passes.fuse_to_plugins import FUSE_TO_PLUGINS
+from optimizer.passes.upgrade_opset_for_layer_norm import UPGRADE_OPSET_FOR_LAYER_NORM
 
 __all__ = ["BACKENDS", "DEFAULT_PASSES", "FusionPass", "PASSES_BY_NAME"]
 
@@ -20,14 +21,17 @@ __all__ = ["BACKENDS", "DEFAULT_PASSES", "FusionPass", "PASSES_BY_NAME"]
 # - clean-up folds constants and infers the shapes later rules check;
 # - BN folds before Conv+activation sees the Conv; Conv+Add+Relu claims its Relu before
 #   Conv+Relu would fuse the other branch's;
-# - LayerNorm before Add+LayerNorm; LayerNorm, GELU (with its bias Add) and attention (with its
-#   head split/merge Reshapes) before MatMul+Add lowering rewrites the Adds and projections;
+# - the opset upgrade right before LayerNorm, which needs opset 17 (it converts only when a
+#   LayerNorm would then fuse); LayerNorm before Add+LayerNorm; LayerNorm, GELU (with its bias
+#   Add) and attention (with its head split/merge Reshapes) before MatMul+Add lowering rewrites
+#   the Adds and projections;
 # - for TensorRT, the plugin fusions take Add+LayerNorm, bias+GELU and attention first.
 DEFAULT_PASSES: tuple[FusionPass, ...] = (
     CLEANUP,
     FOLD_BATCH_NORM,
     FUSE_CONV_ADD_RELU,
     FUSE_CONV_ACTIVATION,
+    UPGRADE_OPSET_FOR_LAYER_NORM,
     FUSE_LAYER_NORM,
     FUSE_TO_PLUGINS,
     FUSE_SKIP_LAYER_NORM,

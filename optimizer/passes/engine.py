@@ -13,6 +13,7 @@ from onnxscript.rewriter.pattern import MatchingTracer, MatchStatus, RewriteRule
 from optimizer.fusion_report import FusionReport, Refusal, RuleStats
 from optimizer.passes.base import FusionPass
 from optimizer.passes.matching import MS_DOMAIN, ONNX_DOMAINS
+from optimizer.passes.notes import pass_notes
 from optimizer.plugins.base import DOMAIN as PLUGIN_DOMAIN
 
 __all__ = ["MAX_ITERATIONS", "ir_op_histogram", "run_passes"]
@@ -121,7 +122,7 @@ def run_passes(
         rules=rules,
         iterations=iterations,
         duration_s=round(time.perf_counter() - started, 4),
-        notes=_left_alone_notes(ops_before),
+        notes=(*_left_alone_notes(ops_before), *pass_notes(model)),
         excluded_rules=tuple(sorted(excluded)),
     )
 

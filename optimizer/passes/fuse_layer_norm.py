@@ -10,13 +10,15 @@ operands may come in either order. Sqrt(var) without the Add is eps = 0 (torch's
 exporter drops an Add of 1e-12 as negligible).
 
 Safe only when: the model imports opset >= 17 of the default domain (LayerNormalization's first
-version); both ReduceMeans reduce the same trailing, contiguous axes with keepdims=1 (axes from
-the attribute before opset 18, from a constant input from 18 on; no axes means all axes); x's
-normalized dims are known statically (the job's load stage infers shapes); eps, the exponent,
-gamma and beta are constants (not graph inputs) of x's floating-point type, eps one value >= 0
-and the exponent exactly 2; gamma and beta vary only along normalized axes (else the result is
-not x-shaped or not a per-row affine map); and no intermediate (mean, d, var, ...) is read
-outside the pattern or is a graph output.
+version; pass upgrade_opset_for_layer_norm, which runs just before, converts a model at 11-16
+to 17 when this pass would then fuse, see there why no other form serves below 17); both
+ReduceMeans reduce the same trailing, contiguous axes with keepdims=1 (axes from the attribute
+before opset 18, from a constant input from 18 on; no axes means all axes); x's normalized dims
+are known statically (the job's load stage infers shapes); eps, the exponent, gamma and beta
+are constants (not graph inputs) of x's floating-point type, eps one value >= 0 and the
+exponent exactly 2; gamma and beta vary only along normalized axes (else the result is not
+x-shaped or not a per-row affine map); and no intermediate (mean, d, var, ...) is read outside
+the pattern or is a graph output.
 
 Numerics: LayerNormalization accumulates in float32 (stash_type=1) also for float16 input, so a
 float16 model gets slightly more accurate, not bit-identical, results.
@@ -26,7 +28,7 @@ Speed: on ONNX Runtime 1.32 CPU with graph optimizations disabled, LayerNormaliz
 (bench/fuse_norm_gelu.py); at level "all" ORT fuses the pattern itself (1.0x).
 
 Backends: LayerNormalization-17 is native to ONNX Runtime and to TensorRT's ONNX parser, so both
-get the same rules.
+get the same rules (and the same opset upgrade below 17).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 import onnx_ir as ir
-from onnxscript.rewriter.pattern import MatchResult, OrValue
+from onnxscript.rewriter.pattern import MatchResult, OrValue, RewriteRule
 
 from optimizer.passes.base import BACKENDS, FusionPass
 from optimizer.passes.checks import (
@@ -54,13 +56,18 @@ from optimizer.passes.matching import ONNX_DOMAINS, FormsRule, default_opset, no
 
 __all__ = [
     "FUSE_LAYER_NORM",
+    "LAYER_NORM_OPSET",
+    "UPGRADE_REFUSAL_KEY",
     "FuseLayerNorm",
     "FuseLayerNormBiasOnly",
     "FuseLayerNormScaleOnly",
     "FuseLayerNormUnscaled",
+    "layer_norm_rules",
 ]
 
 LAYER_NORM_OPSET = 17
+# model.meta key under which upgrade_opset_for_layer_norm keeps why it left the opset alone.
+UPGRADE_REFUSAL_KEY = "fuseforge.layer_norm_opset_upgrade_refused"
 LAYER_NORM_DTYPES = frozenset(
     {ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.FLOAT, ir.DataType.DOUBLE}
 )
@@ -137,6 +144,12 @@ class _LayerNormRule(FormsRule):
     # Ops after this rule's root that a larger rule of this pass would take in as gamma or beta.
     larger_rule_ops: ClassVar[tuple[str, ...]]
 
+    def __init__(self, *, require_opset: bool = True) -> None:
+        """`require_opset=False` matches below opset 17 too: the opset upgrade counts with it
+        the LayerNorms a conversion would let fuse (its rewrite would write an invalid node)."""
+        super().__init__()
+        self.require_opset = require_opset
+
     def forms(self) -> Sequence[Callable[..., Any]]:
         return [self._form(divide, scale_first, bias_first)
                 for divide, scale_first, bias_first in product(
@@ -171,10 +184,13 @@ class _LayerNormRule(FormsRule):
               epsilon: ir.Value | None, gamma: ir.Value | None, beta: ir.Value | None,
               mean: ir.Value, variance: ir.Value, deviation: ir.Value) -> MatchResult:
         opset = default_opset(context.model)
-        if opset < LAYER_NORM_OPSET:
+        if self.require_opset and opset < LAYER_NORM_OPSET:
+            upgrade_refused = context.model.meta.get(UPGRADE_REFUSAL_KEY)
             return MatchResult().fail(
                 f"the model imports opset {opset} of the default domain; LayerNormalization "
-                f"needs {LAYER_NORM_OPSET}")
+                f"needs {LAYER_NORM_OPSET} and "
+                + (f"the model was not converted: {upgrade_refused}" if upgrade_refused else
+                   "pass 'upgrade_opset_for_layer_norm' (not run) converts the model to it"))
         refusal = first_refusal(self._refuse_if_a_larger_rule_decides(context.output_values[0]),
                                 refuse_if_not_constant(epsilon, two, gamma, beta),
                                 refuse_if_intermediates_escape(context))
@@ -317,16 +333,18 @@ class FuseLayerNormUnscaled(_LayerNormRule):
     has_scale, has_bias, larger_rule_ops = False, False, ("Mul", "Add")
 
 
+def layer_norm_rules(*, require_opset: bool = True) -> list[RewriteRule]:
+    """The pass's rules, largest pattern first: a smaller rule would fuse the core and leave
+    the affine ops behind. Without constant gamma or beta the core still fuses, and Mul / Add
+    stay after it."""
+    return [rule.rule(require_opset=require_opset) for rule in (
+        FuseLayerNorm, FuseLayerNormScaleOnly, FuseLayerNormBiasOnly, FuseLayerNormUnscaled)]
+
+
 FUSE_LAYER_NORM = FusionPass(
     name="fuse_layer_norm",
     summary="Fuse LayerNorm written out (ReduceMean, Sub, Pow, Sqrt, Div, Mul, Add) into "
             "LayerNormalization-17",
     stage="other",
-    # Largest pattern first: a smaller rule would fuse the core and leave the affine ops behind.
-    # Without constant gamma or beta the core still fuses, and Mul / Add stay after it.
-    rules={
-        backend: [FuseLayerNorm.rule(), FuseLayerNormScaleOnly.rule(),
-                  FuseLayerNormBiasOnly.rule(), FuseLayerNormUnscaled.rule()]
-        for backend in BACKENDS
-    },
+    rules={backend: layer_norm_rules() for backend in BACKENDS},
 )

@@ -1,6 +1,7 @@
 """`fuseforge optimize`: the job's passes, locally, with a report and clear errors."""
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 from fuseforge_cli.main import main
 from optimizer.testing.models import small_cnn
 from optimizer.testing.passes import op_types, run_model
+from tests.optimizer.passes.test_fuse_layer_norm import layer_norm
 
 
 @pytest.fixture
@@ -32,6 +34,19 @@ def test_optimize_writes_fused_model_and_report(cnn_path: Path, tmp_path: Path) 
     feed = {"input": np.random.default_rng(0).standard_normal((2, 3, 32, 32), np.float32)}
     np.testing.assert_allclose(run_model(fused, feed)[0], run_model(onnx.load(cnn_path), feed)[0],
                                atol=1e-4, rtol=1e-3)
+
+
+@pytest.mark.parametrize("backend", ["onnxruntime", "tensorrt"])
+def test_optimize_says_it_converted_an_opset_13_layer_norm_model_to_17(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], backend: str
+) -> None:
+    path, out = tmp_path / "ln13.onnx", tmp_path / "fused.onnx"
+    onnx.save(layer_norm(opset=13), path)
+    assert main(["optimize", str(path), "-o", str(out), "--backend", backend]) == 0
+    printed = capsys.readouterr().out
+    assert re.search(r"FuseLayerNorm +applied 1\n", printed), printed
+    assert "note: upgrade_opset_for_layer_norm: converted the model from opset 13 to 17" in printed
+    onnx.checker.check_model(onnx.load(out), full_check=True)
 
 
 def test_optimize_with_passes_none_changes_nothing(cnn_path: Path, tmp_path: Path) -> None:
