@@ -6,10 +6,11 @@ from __future__ import annotations
 import argparse
 import json
 
-from fuseforge_cli.failures import EXIT_OK, CliFailure, EXIT_USAGE, readable_file
+from fuseforge_cli.failures import EXIT_OK, EXIT_USAGE, CliFailure, readable_file
 from fuseforge_cli.runtime_logging import quiet_onnxruntime
+from optimizer.errors import PassError
 from optimizer.model_check import load_checked_model
-from optimizer.optimize import OptimizeOptions, optimize_model
+from optimizer.optimize import OptimizeOptions, optimize_model, select_passes
 from optimizer.passes import DEFAULT_PASSES
 from optimizer.shapes import fix_input_shapes, resolve_input_shapes
 
@@ -23,12 +24,16 @@ def run_optimize(args: argparse.Namespace) -> int:
         CliFailure, OptimizerError, OSError: main() says them as one line and an exit code.
     """
     quiet_onnxruntime(debug=args.debug)
+    options = OptimizeOptions(backend=args.backend, passes=args.passes,
+                              catalog=args.catalog or DEFAULT_PASSES)
+    try:
+        select_passes(options)  # unknown pass names: bad usage, refused before any work
+    except PassError as err:
+        raise CliFailure(type(err).__name__, str(err), EXIT_USAGE) from err
     model, summary = load_checked_model(readable_file(args.model))
     if args.input_shape:
         shapes = resolve_input_shapes(summary.inputs, dict(args.input_shape))
         model = fix_input_shapes(model, shapes)
-    options = OptimizeOptions(backend=args.backend, passes=args.passes,
-                              catalog=args.catalog or DEFAULT_PASSES)
     fused, report = optimize_model(model, options)
     try:
         # The bytes as they are: onnx.save would first walk every tensor for external data.

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -37,9 +36,9 @@ from optimizer.passes import DEFAULT_PASSES, FusionPass
 from optimizer.shapes import resolve_input_shapes
 from optimizer.tensor_specs import TensorSpec
 from optimizer.validation.compare import OutputComparison, ValidationReport, validate
-from optimizer.validation.shape_plan import InputShapes, validation_shapes
 from optimizer.validation.datasets import load_dataset
 from optimizer.validation.localize import Divergence, localize_divergence
+from optimizer.validation.shape_plan import InputShapes, validation_shapes
 from optimizer.validation.tolerances import Tolerances, default_tolerances
 
 __all__ = [

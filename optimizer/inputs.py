@@ -34,8 +34,8 @@ def random_feeds(
     [low, high): integers are then uniform over low..high-1 (e.g. token ids in [0, vocab)),
     floats uniform in [low, high). A range may be an `InputRange` (e.g. from
     `optimizer.input_ranges.effective_ranges`, which infers token-id and mask ranges from the
-    graph). Inputs without a range draw the same values whether or not other inputs have one. Every shape must be concrete: pass specs through
-    `resolve_input_shapes`.
+    graph). Inputs without a range draw the same values whether or not other inputs have one.
+    Every shape must be concrete: pass specs through `resolve_input_shapes`.
 
     >>> random_feeds([TensorSpec("ids", "int64", (1, 8))], count=2, seed=0,
     ...              ranges={"ids": (0, 30522)})                  # doctest: +SKIP

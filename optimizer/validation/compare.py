@@ -33,6 +33,7 @@ __all__ = [
     "ValidationReport",
     "compare_outputs",
     "validate",
+    "with_inputs",
 ]
 
 
@@ -146,10 +147,13 @@ class ValidationReport:
         if self.passed:
             return
         details = "; ".join(failure.message for failure in self.failures)
+        shapes = "; ".join(", ".join(f"{name}={list(shape)}"
+                                     for name, shape in check.input_shapes.items())
+                           for check in self.shapes)
         raise AccuracyMismatchError(
             f"The outputs of {subject} differ from the original model's beyond tolerance over "
-            f"{self.samples} sample(s): {details}. Build at a higher precision or loosen the "
-            "tolerances.")
+            f"{self.samples} sample(s){f' at input shapes {shapes}' if shapes else ''}: "
+            f"{details}. Build at a higher precision or loosen the tolerances.")
 
 
 def compare_outputs(
@@ -235,6 +239,15 @@ def validate(
                 class_outputs=class_outputs).passed
         checks.append(ShapeCheck(dict(shapes), len(indices), passed))
     return replace(report, shapes=tuple(checks), input_ranges=dict(input_ranges or {}))
+
+
+def with_inputs(report: ValidationReport, feeds: Sequence[Mapping[str, np.ndarray]],
+                input_ranges: Mapping[str, InputRange] | None = None) -> ValidationReport:
+    """`report` (made by other means than `validate`, e.g. a precision evaluation) saying the
+    input shapes of `feeds` and the `input_ranges`; each shape gets the report's verdict."""
+    shapes = tuple(ShapeCheck(dict(key), len(indices), report.passed)
+                   for key, indices in _shape_groups(feeds).items())
+    return replace(report, shapes=shapes, input_ranges=dict(input_ranges or {}))
 
 
 def _shape_groups(feeds: Sequence[Mapping[str, np.ndarray]]
