@@ -164,8 +164,9 @@ def _intersection(limits: list[tuple[int, int, str]]) -> InputRange:
     low = max(limit[0] for limit in limits)
     high = min(limit[1] for limit in limits)
     # The uses that set the bounds, each once, in graph order.
+    lowest = min(limit[0] for limit in limits)
     reasons = list(dict.fromkeys(reason for l_low, l_high, reason in limits
-                                 if l_low == low or l_high == high))
+                                 if l_high == high or lowest < l_low == low))
     if low >= high:  # uses that contradict each other: the tightest alone is still drawable
         low, high, reason = min(limits, key=lambda limit: limit[1] - limit[0])
         reasons = [reason]
