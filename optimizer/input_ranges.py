@@ -6,7 +6,7 @@ through the ops that only move or retype its values (Cast, Unsqueeze, Reshape, S
 Identity, Flatten, Transpose, Slice, Tile) to the ops that limit it:
 
 - Gather (or com.microsoft EmbedLayerNormalization) indexing a stored table of N rows → [0, N);
-- a mask: an arithmetic op (Sub, Mul, Add, Div) once the input is cast to a float, a Where
+- a mask: an arithmetic op (Sub, Mul, Add) once the input is cast to a float, a Where
   condition or Not once cast to bool, Equal/Less/Greater against a stored 0 or 1, or the mask
   input of com.microsoft Attention → {0, 1}, drawn as [0, 2).
 
@@ -31,7 +31,7 @@ _VALUE_PRESERVING = frozenset({
     "Cast", "CastLike", "Unsqueeze", "Reshape", "Squeeze", "Expand", "Identity", "Flatten",
     "Transpose", "Slice", "Tile",
 })
-_ARITHMETIC = frozenset({"Sub", "Mul", "Add", "Div"})
+_ARITHMETIC = frozenset({"Sub", "Mul", "Add"})  # not Div: a mask of 0 would divide by it
 _COMPARISONS = frozenset({"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"})
 _FLOAT_TYPES = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16,
                           onnx.TensorProto.DOUBLE, onnx.TensorProto.BFLOAT16})
