@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from optimizer.errors import InputShapeError
 from optimizer.shapes import resolve_input_shapes
 from optimizer.tensor_specs import Dim, TensorSpec
 
@@ -40,7 +41,10 @@ def validation_shapes(inputs: Sequence[TensorSpec], requested: Mapping[str, Sequ
     first = resolve_input_shapes(specs, requested)
     if requested or not any(_is_dynamic(dim) for spec in specs for dim in spec.shape):
         return [first]
-    larger = resolve_input_shapes(specs, _larger(specs))
+    try:
+        larger = resolve_input_shapes(specs, _larger(specs))
+    except InputShapeError:
+        return [first]  # a dim the model will not take at any other size: the default only
     return [first] if larger == first else [first, larger]
 
 
