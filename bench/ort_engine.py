@@ -20,6 +20,7 @@ import onnx
 from optimizer.backends.onnxruntime.build import OrtBuildOptions, build_ort_engine, runner_for_engine
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
 from optimizer.benchmark import BenchmarkOptions, benchmark_interleaved
+from optimizer.input_ranges import infer_input_ranges
 from optimizer.inputs import random_feeds
 from optimizer.shapes import resolve_input_shapes
 from optimizer.tensor_specs import summarize_model
@@ -39,7 +40,7 @@ def _bench_model(name: str, model: onnx.ModelProto, batch: int, options: Benchma
             for name, shape in resolve_input_shapes(summary.inputs, None).items()
         }
         specs = [replace(spec, shape=shapes[spec.name]) for spec in summary.inputs]
-        feeds = random_feeds(specs, count=1, seed=0)[0]
+        feeds = random_feeds(specs, count=1, seed=0, ranges=infer_input_ranges(model))[0]
         runners = {"original": OnnxRuntimeRunner(original_path)}
         build_s = {}
         for level in LEVELS:

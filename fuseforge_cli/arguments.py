@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from optimizer.optimize import PassSelection
 
-__all__ = ["input_shape", "pass_selection"]
+__all__ = ["add_output_options", "input_shape", "pass_selection"]
 
 
 def input_shape(text: str) -> tuple[str, list[int]]:
@@ -31,3 +31,11 @@ def input_shape(text: str) -> tuple[str, list[int]]:
 def pass_selection(text: str) -> PassSelection:
     """`--passes all | none | NAME,NAME,...`; unknown names are refused by `select_passes`."""
     return text if text in ("all", "none") else [p for p in text.split(",") if p]
+
+
+def add_output_options(parser: argparse.ArgumentParser) -> None:
+    """--json and --debug, which `optimize` and `validate` share (fuseforge_cli/failures.py)."""
+    parser.add_argument("--json", action="store_true",
+                        help="print the result as one JSON object on stdout (errors too)")
+    parser.add_argument("--debug", action="store_true",
+                        help="show tracebacks and ONNX Runtime's own log lines on failure")

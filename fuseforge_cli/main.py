@@ -7,11 +7,13 @@ import argparse
 import logging
 import os
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from fuseforge_cli.deferred_imports import defer_import
+from fuseforge_cli.failures import EXIT_CODES_HELP, EXIT_USAGE, CliFailure, failure_from, report_failure
 from fuseforge_cli.optimize_parser import add_optimize_parser
 from fuseforge_cli.validate_parser import add_validate_parser
 
@@ -80,8 +82,21 @@ def janitor(janitor_args: list[str]) -> NoReturn:
     os.execv(sys.executable, [sys.executable, "-m", "worker.janitor", *janitor_args])
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is a CliFailure (one line, exit 3) rather than argparse's
+    usage block and exit 2 (fuseforge_cli/failures.py)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise CliFailure("UsageError", f"{message}; see `{self.prog} --help`.", EXIT_USAGE)
+
+
+# The commands whose every failure is one line and an exit code (fuseforge_cli/failures.py).
+_MODEL_COMMANDS = ("optimize", "validate")
+
+
 def _parser(catalog: Sequence[FusionPass] | None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="fuseforge", description=__doc__)
+    parser = _Parser(prog="fuseforge", description=__doc__, epilog=EXIT_CODES_HELP,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("migrate", help="apply database migrations").set_defaults(func=migrate)
     sub.add_parser("serve", help="run the REST API").set_defaults(func=serve)
@@ -111,8 +126,17 @@ def main(argv: list[str] | None = None, *,
         worker(argv[1:])
     if argv[:1] == ["janitor"]:
         janitor(argv[1:])
-    args = _parser(catalog).parse_args(argv)
-    return int(args.func(args) or 0)
+    command = argv[0] if argv[:1] and argv[0] in _MODEL_COMMANDS else ""
+    debug = "--debug" in argv or os.environ.get("FUSEFORGE_LOG_LEVEL", "").upper() == "DEBUG"
+    try:
+        args = _parser(catalog).parse_args(argv)
+        return int(args.func(args) or 0)
+    except Exception as err:  # noqa: BLE001 - every failure becomes one line and a code
+        if not (command or isinstance(err, CliFailure)):
+            raise  # serve, migrate...: their tracebacks are the server log
+        if debug:
+            traceback.print_exc()
+        return report_failure(command, failure_from(err), json_output="--json" in argv)
 
 
 if __name__ == "__main__":

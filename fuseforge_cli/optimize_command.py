@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
-from optimizer.errors import OptimizerError
+from fuseforge_cli.failures import EXIT_OK, EXIT_USAGE, CliFailure, readable_file
+from fuseforge_cli.runtime_logging import quiet_onnxruntime
+from optimizer.errors import PassError
 from optimizer.model_check import load_checked_model
-from optimizer.optimize import OptimizeOptions, optimize_model
+from optimizer.optimize import OptimizeOptions, optimize_model, select_passes
 from optimizer.passes import DEFAULT_PASSES
 from optimizer.shapes import fix_input_shapes, resolve_input_shapes
 
@@ -17,21 +18,37 @@ __all__ = ["run_optimize"]
 
 
 def run_optimize(args: argparse.Namespace) -> int:
+    """Optimize args.model into args.output; the exit code (fuseforge_cli/failures.py).
+
+    Raises:
+        CliFailure, OptimizerError, OSError: main() says them as one line and an exit code.
+    """
+    quiet_onnxruntime(debug=args.debug)
+    options = OptimizeOptions(backend=args.backend, passes=args.passes,
+                              catalog=args.catalog or DEFAULT_PASSES)
     try:
-        model, summary = load_checked_model(args.model)
-        if args.input_shape:
-            shapes = resolve_input_shapes(summary.inputs, dict(args.input_shape))
-            model = fix_input_shapes(model, shapes)
-        options = OptimizeOptions(backend=args.backend, passes=args.passes,
-                                  catalog=args.catalog or DEFAULT_PASSES)
-        fused, report = optimize_model(model, options)
-    except OptimizerError as err:
-        print(f"fuseforge optimize: {type(err).__name__}: {err}", file=sys.stderr)
-        return 2
-    # The bytes as they are: onnx.save would first walk every tensor looking for external data.
-    args.output.write_bytes(fused.SerializeToString())
-    if args.report:
-        args.report.write_text(json.dumps(report.to_dict(), indent=2))
+        select_passes(options)  # unknown pass names: bad usage, refused before any work
+    except PassError as err:
+        raise CliFailure(type(err).__name__, str(err), EXIT_USAGE) from err
+    model, summary = load_checked_model(readable_file(args.model))
+    if args.input_shape:
+        shapes = resolve_input_shapes(summary.inputs, dict(args.input_shape))
+        model = fix_input_shapes(model, shapes)
+    fused, report = optimize_model(model, options)
+    try:
+        # The bytes as they are: onnx.save would first walk every tensor for external data.
+        args.output.write_bytes(fused.SerializeToString())
+        if args.report:
+            args.report.write_text(json.dumps(report.to_dict(), indent=2))
+    except OSError as err:
+        raise CliFailure("OutputUnwritable", f"cannot write {err.filename or args.output!s}: "
+                         f"{err.strerror or err}; give a path in a writable folder.",
+                         EXIT_USAGE) from err
+    if args.json:
+        print(json.dumps({"model": str(args.model), "output": str(args.output),
+                          "backend": args.backend, "exit_code": EXIT_OK,
+                          "report": report.to_dict()}, indent=2))
+        return EXIT_OK
     print(f"{args.model} -> {args.output}: {report.nodes_before} -> {report.nodes_after} nodes "
           f"in {report.duration_s:.2f} s ({args.backend})")
     for stats in report.rules:
@@ -41,4 +58,4 @@ def run_optimize(args: argparse.Namespace) -> int:
         print(f"  skipped {name}: {why}")
     for note in report.notes:
         print(f"  note: {note}")
-    return 0
+    return EXIT_OK

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fuseforge_cli.arguments import input_shape, pass_selection
+from fuseforge_cli.arguments import add_output_options, input_shape, pass_selection
+from fuseforge_cli.failures import EXIT_CODES_HELP
 from optimizer.backends import BACKENDS
 
 if TYPE_CHECKING:
@@ -20,7 +21,9 @@ def add_optimize_parser(sub: argparse._SubParsersAction,  # type: ignore[type-ar
                         *, catalog: Sequence[FusionPass] | None) -> None:
     """Add `optimize`, whose --passes select from `catalog` (default: the default passes; see
     OptimizeOptions.catalog)."""
-    parser = sub.add_parser("optimize", help="fuse a model locally (same passes as a job)")
+    parser = sub.add_parser("optimize", help="fuse a model locally (same passes as a job)",
+                            description=__doc__, epilog=EXIT_CODES_HELP,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model", type=Path, help="the .onnx file to optimize")
     parser.add_argument("-o", "--output", type=Path, required=True, help="where to write the result")
     parser.add_argument("--passes", type=pass_selection, default="all",
@@ -30,6 +33,7 @@ def add_optimize_parser(sub: argparse._SubParsersAction,  # type: ignore[type-ar
                         metavar="NAME=D1,D2,...",
                         help="fix an input's shape (repeatable); dynamic dims default to 1")
     parser.add_argument("--report", type=Path, help="write the fusion report as JSON here")
+    add_output_options(parser)
     parser.set_defaults(func=_run_optimize, catalog=catalog)
 
 

@@ -1,9 +1,12 @@
 """`fuseforge validate ORIGINAL.onnx CANDIDATE.onnx`: a job's accuracy check, locally.
 
 The original runs in ONNX Runtime on the CPU with every graph optimization disabled (the fp32
-reference); the candidate runs as given. Exit codes: 0 the candidate passed, 1 it failed
-(the report says every limit it broke), 2 the check could not run (bad arguments, an
-unreadable model or dataset, models with different inputs, a model ONNX Runtime cannot run).
+reference); the candidate runs as given. Random inputs: an integer input is drawn in the range
+its use allows (token ids below the embedding's rows, a mask in {0, 1}; the report lists them;
+--input-range overrides). With dynamic dims and no --input-shape, both models are checked at
+the default shape (dynamic dims 1) and at batch 2 with other dynamic dims 16, where the
+original runs at it (a softmax over one key hides a broken attention mask); the verdict names
+the shapes.
 
 When the candidate fails, the report also names the first tensor where it departs from the
 original (compared on the first few samples) and what produced it. With --bisect the candidate
@@ -20,7 +23,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fuseforge_cli.arguments import input_shape, pass_selection
+from fuseforge_cli.arguments import add_output_options, input_shape, pass_selection
+from fuseforge_cli.failures import EXIT_CODES_HELP
 from optimizer.backends import BACKENDS
 
 if TYPE_CHECKING:
@@ -70,7 +74,8 @@ def add_validate_parser(sub: argparse._SubParsersAction,  # type: ignore[type-ar
     default passes; see OptimizeOptions.catalog)."""
     parser = sub.add_parser(
         "validate", help="check an optimized model against the original (same check as a job)",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+        description=__doc__, epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("original", type=Path, help="the unmodified model (the reference)")
     parser.add_argument("candidate", type=Path, help="the optimized model to check")
     parser.add_argument("--dataset", type=Path,
@@ -84,11 +89,12 @@ def add_validate_parser(sub: argparse._SubParsersAction,  # type: ignore[type-ar
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     parser.add_argument("--input-shape", type=input_shape, action="append", default=[],
                         metavar="NAME=D1,D2,...",
-                        help="fix an input's shape (repeatable); dynamic dims default to 1")
+                        help="fix an input's shape (repeatable); without it, dynamic dims are "
+                             "checked at 1 and at a larger size")
     parser.add_argument("--input-range", type=_input_range, action="append", default=[],
                         metavar="NAME=LOW,HIGH",
                         help="draw a random input from [LOW, HIGH) (repeatable), e.g. "
-                             "input_ids=0,30522")
+                             "input_ids=0,30522; default: inferred from the graph")
     parser.add_argument("--tolerance", type=_tolerance, action="append", default=[],
                         metavar="NAME=VALUE",
                         help="override a limit (repeatable): atol, rtol, min_cosine, "
@@ -106,7 +112,7 @@ def add_validate_parser(sub: argparse._SubParsersAction,  # type: ignore[type-ar
     parser.add_argument("--backend", choices=BACKENDS, default=None,
                         help="with --bisect: the backend CANDIDATE was optimized for "
                              "(default: onnxruntime)")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_output_options(parser)
     parser.set_defaults(func=_run_validate, catalog=catalog)
 
 

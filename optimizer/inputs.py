@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from optimizer.errors import InputRangeError, InternalError, UnsupportedModelError
+from optimizer.input_ranges import InputRange
 from optimizer.tensor_specs import TensorSpec, numpy_dtype
 
 __all__ = ["random_feeds"]
@@ -24,16 +25,17 @@ def random_feeds(
     *,
     count: int,
     seed: int,
-    ranges: Mapping[str, tuple[float, float]] | None = None,
+    ranges: Mapping[str, tuple[float, float] | InputRange] | None = None,
 ) -> list[dict[str, np.ndarray]]:
     """`count` feeds (input name -> array) for `inputs`, the same ones for the same seed.
 
     Without a range, floats are standard normal cast to the input's dtype, integers uniform in
     [0, 10), bools fair coin flips. `ranges` (the job's `input_ranges`) maps an input name to
     [low, high): integers are then uniform over low..high-1 (e.g. token ids in [0, vocab)),
-    floats uniform in [low, high). Inputs without a range draw the same values whether or not
-    other inputs have one. Every shape must be concrete: pass specs through
-    `resolve_input_shapes`.
+    floats uniform in [low, high). A range may be an `InputRange` (e.g. from
+    `optimizer.input_ranges.effective_ranges`, which infers token-id and mask ranges from the
+    graph). Inputs without a range draw the same values whether or not other inputs have one.
+    Every shape must be concrete: pass specs through `resolve_input_shapes`.
 
     >>> random_feeds([TensorSpec("ids", "int64", (1, 8))], count=2, seed=0,
     ...              ranges={"ids": (0, 30522)})                  # doctest: +SKIP
@@ -59,7 +61,7 @@ def random_feeds(
 
 
 def _refuse_unknown_names(inputs: Sequence[TensorSpec],
-                          ranges: Mapping[str, tuple[float, float]]) -> None:
+                          ranges: Mapping[str, tuple[float, float] | InputRange]) -> None:
     names = {spec.name for spec in inputs}
     for name in ranges:
         if name not in names:
@@ -70,6 +72,8 @@ def _refuse_unknown_names(inputs: Sequence[TensorSpec],
 
 
 def _checked_range(name: str, dtype: np.dtype, value: Any) -> tuple[float, float]:
+    if isinstance(value, InputRange):
+        value = (value.low, value.high)
     try:
         if isinstance(value, (str, bytes, Mapping)):
             raise TypeError(type(value).__name__)

@@ -8,9 +8,11 @@ rewrite rule that broke equivalence.
 from optimizer.validation.compare import (
     MetricFailure,
     OutputComparison,
+    ShapeCheck,
     ValidationReport,
     compare_outputs,
     validate,
+    with_inputs,
 )
 from optimizer.validation.datasets import (
     Dataset,
@@ -28,6 +30,7 @@ __all__ = [
     "MetricFailure",
     "TensorError",
     "OutputComparison",
+    "ShapeCheck",
     "Tolerances",
     "ValidationReport",
     "compare_outputs",
@@ -36,4 +39,5 @@ __all__ = [
     "load_dataset",
     "localize_divergence",
     "validate",
+    "with_inputs",
 ]

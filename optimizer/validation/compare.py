@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
 
 from optimizer.errors import AccuracyMismatchError, DatasetError, InternalError
+from optimizer.input_ranges import InputRange
 from optimizer.jsonable import json_safe
 from optimizer.runner import Runner
 from optimizer.validation.metrics import (
@@ -28,9 +29,11 @@ from optimizer.validation.tolerances import Tolerances
 __all__ = [
     "MetricFailure",
     "OutputComparison",
+    "ShapeCheck",
     "ValidationReport",
     "compare_outputs",
     "validate",
+    "with_inputs",
 ]
 
 
@@ -95,12 +98,34 @@ class MetricFailure:
 
 
 @dataclass(frozen=True)
+class ShapeCheck:
+    """The samples validated at one set of input shapes, and whether they alone pass."""
+
+    input_shapes: dict[str, tuple[int, ...]]
+    samples: int
+    passed: bool
+
+    def describe(self) -> str:
+        """E.g. "input_ids=[2, 16], mask=[2, 16] (8 samples, passed)"."""
+        shapes = ", ".join(f"{name}={list(shape)}" for name, shape in self.input_shapes.items())
+        return f"{shapes} ({self.samples} samples, {'passed' if self.passed else 'FAILED'})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"input_shapes": {name: list(shape) for name, shape in self.input_shapes.items()},
+                "samples": self.samples, "passed": self.passed}
+
+
+@dataclass(frozen=True)
 class ValidationReport:
     passed: bool
     tolerances: Tolerances
     samples: int
     outputs: tuple[OutputComparison, ...]
     failures: tuple[MetricFailure, ...] = ()  # every limit broken, output by output
+    shapes: tuple[ShapeCheck, ...] = ()  # the input shapes validated at (`validate` fills it)
+    # The value ranges the random inputs were drawn from, given or inferred from the graph.
+    input_ranges: dict[str, InputRange] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()  # e.g. a larger shape the original could not run at
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -109,6 +134,9 @@ class ValidationReport:
             "samples": self.samples,
             "outputs": [output.to_dict() for output in self.outputs],
             "failures": [failure.to_dict() for failure in self.failures],
+            "shapes": [check.to_dict() for check in self.shapes],
+            "input_ranges": {name: r.to_dict() for name, r in self.input_ranges.items()},
+            "notes": list(self.notes),
         }
 
     def raise_if_failed(self, subject: str) -> None:
@@ -119,10 +147,13 @@ class ValidationReport:
         if self.passed:
             return
         details = "; ".join(failure.message for failure in self.failures)
+        shapes = "; ".join(", ".join(f"{name}={list(shape)}"
+                                     for name, shape in check.input_shapes.items())
+                           for check in self.shapes)
         raise AccuracyMismatchError(
             f"The outputs of {subject} differ from the original model's beyond tolerance over "
-            f"{self.samples} sample(s): {details}. Build at a higher precision or loosen the "
-            "tolerances.")
+            f"{self.samples} sample(s){f' at input shapes {shapes}' if shapes else ''}: "
+            f"{details}. Build at a higher precision or loosen the tolerances.")
 
 
 def compare_outputs(
@@ -184,16 +215,49 @@ def validate(
     *,
     labels: np.ndarray | Sequence[np.ndarray] | None = None,
     class_outputs: Collection[str] | None = None,
+    input_ranges: Mapping[str, InputRange] | None = None,
 ) -> ValidationReport:
     """Run both runners on every feed and compare their outputs with `compare_outputs`.
 
     `reference` runs the original model in fp32 (e.g. ONNX Runtime with graph optimizations
-    disabled); `candidate` the optimized model or engine.
+    disabled); `candidate` the optimized model or engine. The feeds may come at several input
+    shapes: the report says which (`shapes`), with a verdict for each, and carries
+    `input_ranges` (where the random feeds were drawn) to say so too.
     """
     reference_outputs = [reference.infer(feed) for feed in feeds]
     candidate_outputs = [candidate.infer(feed) for feed in feeds]
-    return compare_outputs(reference_outputs, candidate_outputs, tolerances, labels=labels,
-                           class_outputs=class_outputs)
+    report = compare_outputs(reference_outputs, candidate_outputs, tolerances, labels=labels,
+                             class_outputs=class_outputs)
+    groups = _shape_groups(feeds)
+    checks = []
+    for shapes, indices in groups.items():
+        passed = report.passed
+        if len(groups) > 1:
+            passed = compare_outputs(
+                [reference_outputs[i] for i in indices], [candidate_outputs[i] for i in indices],
+                tolerances, labels=None if labels is None else [labels[i] for i in indices],
+                class_outputs=class_outputs).passed
+        checks.append(ShapeCheck(dict(shapes), len(indices), passed))
+    return replace(report, shapes=tuple(checks), input_ranges=dict(input_ranges or {}))
+
+
+def with_inputs(report: ValidationReport, feeds: Sequence[Mapping[str, np.ndarray]],
+                input_ranges: Mapping[str, InputRange] | None = None) -> ValidationReport:
+    """`report` (made by other means than `validate`, e.g. a precision evaluation) saying the
+    input shapes of `feeds` and the `input_ranges`; each shape gets the report's verdict."""
+    shapes = tuple(ShapeCheck(dict(key), len(indices), report.passed)
+                   for key, indices in _shape_groups(feeds).items())
+    return replace(report, shapes=shapes, input_ranges=dict(input_ranges or {}))
+
+
+def _shape_groups(feeds: Sequence[Mapping[str, np.ndarray]]
+                  ) -> dict[tuple[tuple[str, tuple[int, ...]], ...], list[int]]:
+    # Feed indices by their input shapes, in order of first appearance.
+    groups: dict[tuple[tuple[str, tuple[int, ...]], ...], list[int]] = {}
+    for index, feed in enumerate(feeds):
+        key = tuple((name, tuple(int(d) for d in np.shape(array))) for name, array in feed.items())
+        groups.setdefault(key, []).append(index)
+    return groups
 
 
 def _class_outputs(names: list[str], reference: Sequence[Mapping[str, np.ndarray]],

@@ -63,19 +63,19 @@ def test_optimize_with_passes_none_changes_nothing(cnn_path: Path, tmp_path: Pat
         (["--input-shape", "image=1,3,32,32"], "image"),
     ],
 )
-def test_optimize_reports_bad_arguments_and_writes_nothing(
+def test_optimize_reports_bad_arguments_with_exit_3_and_writes_nothing(
     cnn_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
 ) -> None:
     out = tmp_path / "out.onnx"
-    assert main(["optimize", str(cnn_path), "-o", str(out), *extra]) == 2
+    assert main(["optimize", str(cnn_path), "-o", str(out), *extra]) == 3  # bad usage
     assert message in capsys.readouterr().err
     assert not out.exists()
 
 
-def test_optimize_refuses_a_file_that_is_not_a_model(
+def test_optimize_refuses_a_file_that_is_not_a_model_with_exit_1(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"\x00\x01not a model")
-    assert main(["optimize", str(bad), "-o", str(tmp_path / "o.onnx")]) == 2
+    assert main(["optimize", str(bad), "-o", str(tmp_path / "o.onnx")]) == 1  # model refused
     assert "InvalidModelError" in capsys.readouterr().err

@@ -1,4 +1,5 @@
-"""`fuseforge validate`: exit 0 when the candidate matches, 1 when it does not, 2 when it cannot tell."""
+"""`fuseforge validate`: exit 0 when the candidate matches, 2 when it does not, 1 when the models
+cannot be checked, 3 for bad usage (fuseforge_cli/failures.py)."""
 
 from __future__ import annotations
 
@@ -104,15 +105,18 @@ def test_validate_passes_the_model_against_itself(original, capsys):
     assert main(["validate", str(original), str(original)]) == 0
 
     out = capsys.readouterr().out
-    assert "8 samples of random inputs" in out
-    assert out.splitlines()[-1].startswith("PASSED (atol=0.0001, rtol=0.001")
+    # A dynamic batch: 8 samples at batch 1, 8 at batch 2.
+    assert "16 samples of random inputs" in out
+    assert "  input=[2, 3, 32, 32] (8 samples, passed)" in out
+    assert out.splitlines()[-1].startswith(
+        "PASSED at input=[1, 3, 32, 32]; input=[2, 3, 32, 32] (atol=0.0001, rtol=0.001")
 
 
 def test_validate_fails_a_perturbed_model_and_lists_the_broken_limits(original, perturbed,
                                                                        capsys):
     code = main(["validate", str(original), str(perturbed), "--tolerance", "min_snr_db=60"])
 
-    assert code == 1
+    assert code == 2
     out = capsys.readouterr().out
     assert "limit(s) broken:" in out and out.splitlines()[-1].startswith("FAILED")
     assert "output 'logits': SNR" in out and "below the minimum 60.0 dB" in out
@@ -121,7 +125,7 @@ def test_validate_fails_a_perturbed_model_and_lists_the_broken_limits(original, 
 def test_validate_names_the_layer_whose_weight_was_perturbed(original, conv2_perturbed, capsys):
     code = main(["validate", str(original), str(conv2_perturbed)])
 
-    assert code == 1
+    assert code == 2
     out = capsys.readouterr().out
     (where,) = [line for line in out.splitlines() if line.startswith("Localisation")]
     assert "first 2 samples" in where
@@ -135,7 +139,7 @@ def test_validate_bisect_names_the_planted_wrong_rule(original, planted_candidat
     code = main(["validate", str(original), str(planted_candidate), "--input-shape",
                  "input=2,3,32,32", "--bisect"], catalog=PLANTED_CATALOG)
 
-    assert code == 1
+    assert code == 2
     out = capsys.readouterr().out
     (bisection,) = [line for line in out.splitlines() if line.startswith("Bisection")]
     assert "--passes all --backend onnxruntime, input shapes input=2,3,32,32" in bisection
@@ -153,7 +157,7 @@ def test_validate_bisect_json_holds_the_localization_and_the_bisection(
                  "input=2,3,32,32", "--bisect", "--json", "--samples", "3"],
                 catalog=PLANTED_CATALOG)
 
-    assert code == 1
+    assert code == 2
     report = json.loads(capsys.readouterr().out)
     assert report["passed"] is False and report["samples"] == 3
     where = report["localization"]
@@ -181,7 +185,7 @@ def test_validate_bisect_says_when_the_candidate_is_not_what_the_passes_produce(
         original, conv2_perturbed, capsys):
     code = main(["validate", str(original), str(conv2_perturbed), "--bisect"])
 
-    assert code == 1
+    assert code == 2
     out = capsys.readouterr().out
     (bisection,) = [line for line in out.splitlines() if line.startswith("Bisection")]
     assert "ORIGINAL optimized again by FuseForge's passes" in bisection
@@ -195,7 +199,7 @@ def test_validate_bisect_warns_when_the_rules_named_did_not_make_the_candidate(
     code = main(["validate", str(original), str(conv2_perturbed), "--bisect", "--json"],
                 catalog=PLANTED_CATALOG)
 
-    assert code == 1
+    assert code == 2
     report = json.loads(capsys.readouterr().out)
     assert report["localization"]["changed_weights"] == ["conv2.w"]
     bisection = report["bisection"]
@@ -229,8 +233,10 @@ def test_validate_json_is_the_report(original, perturbed, capsys):
                  "--precision", "fp16", "--seed", "4"])
 
     report = json.loads(capsys.readouterr().out)
-    assert code == 1 and report["passed"] is False
-    assert report["samples"] == 3
+    assert code == 2 and report["passed"] is False and report["exit_code"] == 2
+    assert report["samples"] == 6  # 3 at each of batch 1 and batch 2
+    assert [check["input_shapes"] for check in report["shapes"]] == [
+        {"input": [1, 3, 32, 32]}, {"input": [2, 3, 32, 32]}]
     assert report["tolerances"] == {"atol": 1e-2, "rtol": 1e-2, "min_cosine": 0.999}
     (logits,) = report["outputs"]
     assert logits["name"] == "logits" and logits["passed"] is False
@@ -275,14 +281,16 @@ def test_validate_samples_takes_the_first_samples_of_the_dataset(original, tmp_p
     assert "2 samples of dataset" in capsys.readouterr().out
 
 
-def test_validate_input_range_keeps_token_ids_inside_the_vocabulary(tmp_path, capsys):
+def test_validate_draws_token_ids_inside_the_vocabulary_and_says_so(tmp_path, capsys):
     path = tmp_path / "embedding.onnx"
     onnx.save(_embedding(vocab=5), path)
 
-    # Default integers run to 9, past the 5-row table: ONNX Runtime refuses to gather them.
-    assert main(["validate", str(path), str(path)]) == 2
+    # Integers drawn past the 5-row table: ONNX Runtime refuses to gather them.
+    assert main(["validate", str(path), str(path), "--input-range", "ids=0,9"]) == 1
     assert "InferenceError" in capsys.readouterr().err
-    assert main(["validate", str(path), str(path), "--input-range", "ids=0,5"]) == 0
+    # By default the range comes from the table the ids index.
+    assert main(["validate", str(path), str(path)]) == 0
+    assert "ids: [0, 5) from Gather on 'table' (5 rows)" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
@@ -299,16 +307,16 @@ def test_validate_input_range_keeps_token_ids_inside_the_vocabulary(tmp_path, ca
         (["--bisect", "--passes", "fuse_nothing"], "PassError: unknown pass(es) 'fuse_nothing'"),
     ],
 )
-def test_validate_reports_bad_arguments_with_exit_2(original, capsys, extra, message):
-    assert main(["validate", str(original), str(original), *extra]) == 2
+def test_validate_reports_bad_arguments_with_exit_3(original, capsys, extra, message):
+    assert main(["validate", str(original), str(original), *extra]) == 3
     assert message in capsys.readouterr().err
 
 
-def test_validate_refuses_a_dataset_that_does_not_fit_with_exit_2(original, tmp_path, capsys):
+def test_validate_refuses_a_dataset_that_does_not_fit_with_exit_3(original, tmp_path, capsys):
     dataset = tmp_path / "val.npz"
     np.savez(dataset, input=np.zeros((4, 3, 32, 32), np.float32))
 
-    assert main(["validate", str(original), str(original), "--dataset", str(dataset)]) == 2
+    assert main(["validate", str(original), str(original), "--dataset", str(dataset)]) == 3
     assert "DatasetError: Array 'input' has shape [4, 3, 32, 32]" in capsys.readouterr().err
 
 
@@ -317,27 +325,27 @@ def test_validate_refuses_input_ranges_with_a_dataset(original, tmp_path, capsys
     np.savez(dataset, input=np.zeros((1, 1, 3, 32, 32), np.float32))
 
     assert main(["validate", str(original), str(original), "--dataset", str(dataset),
-                 "--input-range", "input=0,1"]) == 2
+                 "--input-range", "input=0,1"]) == 3
     assert "no effect with --dataset" in capsys.readouterr().err
 
 
-def test_validate_refuses_an_unreadable_model_with_exit_2(original, tmp_path, capsys):
+def test_validate_refuses_a_file_that_is_not_a_model_with_exit_1(original, tmp_path, capsys):
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"\x00\x01not a model")
 
-    assert main(["validate", str(original), str(bad)]) == 2
+    assert main(["validate", str(original), str(bad)]) == 1
     assert "InvalidModelError" in capsys.readouterr().err
 
 
-def test_validate_refuses_a_candidate_with_other_inputs_with_exit_2(original, tmp_path, capsys):
+def test_validate_refuses_a_candidate_with_other_inputs_with_exit_3(original, tmp_path, capsys):
     other = tmp_path / "embedding.onnx"
     onnx.save(_embedding(vocab=5), other)
 
-    assert main(["validate", str(original), str(other)]) == 2
+    assert main(["validate", str(original), str(other)]) == 3
     assert "a candidate must take the same inputs" in capsys.readouterr().err
 
 
-def test_validate_malformed_option_values_stop_argparse_with_exit_2(original):
-    with pytest.raises(SystemExit) as caught:
-        main(["validate", str(original), str(original), "--input-range", "ids=1"])
-    assert caught.value.code == 2
+def test_validate_malformed_option_values_are_bad_usage_with_exit_3(original, capsys):
+    assert main(["validate", str(original), str(original), "--input-range", "ids=1"]) == 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "expected NAME=LOW,HIGH" in err

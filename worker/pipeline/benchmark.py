@@ -24,7 +24,8 @@ def benchmark_setup(run: JobRun, loaded: LoadedModel) -> tuple[BenchmarkOptions,
     settings = run.config.benchmark
     options = BenchmarkOptions(warmup=settings.warmup, iterations=settings.iterations,
                                measure_memory=settings.measure_memory)
-    return options, random_job_feeds(run.config, loaded.input_specs, count=1)[0]
+    return options, random_job_feeds(run.config, loaded.input_specs, loaded.input_ranges,
+                                     count=1)[0]
 
 
 def benchmark_engine(run: JobRun, backend: JobBackend[Any], loaded: LoadedModel,

@@ -15,7 +15,7 @@ import onnx
 from optimizer.backends.tensorrt.profiles import OptimizationProfileSpec, resolve_profiles
 from optimizer.shapes import fix_input_shapes, fix_input_shapes_except, resolve_input_shapes
 from optimizer.tensor_specs import TensorSpec, summarize_model
-from worker.pipeline.feeds import job_feeds
+from worker.pipeline.feeds import job_feeds, job_input_ranges
 from worker.pipeline.results import JobRun, LoadedModel
 
 __all__ = ["load_model"]
@@ -44,9 +44,11 @@ def load_model(run: JobRun) -> LoadedModel:
         profiled = _profiled_model(model, summary.inputs, shapes, run.config.profile_shapes() or {})
         onnx.save(profiled, profiled_path)
     specs = tuple(replace(spec, shape=shapes[spec.name]) for spec in summary.inputs)
-    feeds, labels = job_feeds(run.config, run.dataset_path, specs)
+    ranges = job_input_ranges(run.config, model)
+    feeds, labels = job_feeds(run.config, run.dataset_path, specs, ranges)
     return LoadedModel(static_path=static_path, profiled_path=profiled_path, input_shapes=shapes,
-                       input_specs=specs, feeds=feeds, labels=labels)
+                       input_specs=specs, feeds=feeds, labels=labels,
+                       input_ranges={} if run.dataset_path is not None else ranges)
 
 
 def _profiled_model(

@@ -61,6 +61,10 @@ def report_columns(outcome: JobOutcome) -> dict[str, Any]:
     if outcome.validation is not None:
         accuracy["tolerances"] = outcome.validation.tolerances.to_dict()
         accuracy["failures"] = [f.to_dict() for f in outcome.validation.failures]
+        # What the verdict was reached on: the input shapes and the ranges of random inputs.
+        accuracy["input_shapes"] = [check.to_dict() for check in outcome.validation.shapes]
+        accuracy["input_ranges"] = {name: spec.to_dict() for name, spec
+                                    in outcome.validation.input_ranges.items()}
     columns: dict[str, Any] = {"accuracy_report": json_safe(accuracy) if accuracy else None}
     if outcome.fusion_report is not None:
         columns["fusion_report"] = outcome.fusion_report.to_dict()

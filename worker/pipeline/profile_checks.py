@@ -54,7 +54,8 @@ def check_profile_extremes(run: JobRun, loaded: LoadedModel, engine: Runner,
         specs = _specs_at(loaded.input_specs, profiles, end)
         if all(spec.shape == loaded.input_shapes.get(spec.name) for spec in specs):
             continue  # the shapes validation already ran at
-        feeds = random_job_feeds(run.config, specs, count=_SAMPLES, seed_offset=1)
+        feeds = random_job_feeds(run.config, specs, loaded.input_ranges, count=_SAMPLES,
+                                 seed_offset=1)
         evaluation = evaluate_precision(original, None, feeds, precision=run.config.precision,
                                         tolerances=tolerances, candidate=engine)
         report = evaluation.validation

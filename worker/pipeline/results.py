@@ -16,6 +16,7 @@ from core.settings import Settings
 from core.storage import ArtifactStore
 from optimizer.benchmark import BenchmarkResult
 from optimizer.fusion_report import FusionReport
+from optimizer.input_ranges import InputRange
 from optimizer.tensor_specs import TensorSpec
 from optimizer.validation import ValidationReport
 
@@ -66,6 +67,8 @@ class LoadedModel:
     input_specs: tuple[TensorSpec, ...]  # the model's inputs at the job's shapes
     feeds: list[dict[str, np.ndarray]]  # the dataset's samples, else seeded random inputs
     labels: np.ndarray | None  # the dataset's class labels, when it has them
+    # Where random feeds are drawn: the job's input_ranges, else inferred from the graph.
+    input_ranges: dict[str, InputRange] = field(default_factory=dict)
 
     @property
     def fusion_source(self) -> Path:

@@ -14,7 +14,7 @@ import onnx
 from core.job_config import JobConfig
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
 from optimizer.precision import evaluate_precision
-from optimizer.validation import Tolerances, default_tolerances, validate
+from optimizer.validation import Tolerances, default_tolerances, validate, with_inputs
 from worker.pipeline.backend import JobBackend
 from worker.pipeline.results import BuiltEngine, JobRun, LoadedModel, OptimizedModel, Validation
 
@@ -37,7 +37,8 @@ def validate_engine(run: JobRun, backend: JobBackend[Any], loaded: LoadedModel,
             OnnxRuntimeRunner(run.model_path, optimization_level="disabled") as reference,
             backend.open_runner(engine) as candidate,
         ):
-            report = validate(reference, candidate, loaded.feeds, tolerances, labels=loaded.labels)
+            report = validate(reference, candidate, loaded.feeds, tolerances, labels=loaded.labels,
+                              input_ranges=loaded.input_ranges)
         return Validation(report=report, accuracy={}, subject=f"the engine of job {run.job_id}")
     with backend.precision_runner(engine) as candidate:
         emulated = onnx.load(optimized.engine_source) if candidate is None else None
@@ -46,7 +47,7 @@ def validate_engine(run: JobRun, backend: JobBackend[Any], loaded: LoadedModel,
             precision=run.config.precision, tolerances=tolerances, candidate=candidate,
         )
     return Validation(
-        report=evaluation.validation,
+        report=with_inputs(evaluation.validation, loaded.feeds, loaded.input_ranges),
         accuracy={"precision_evaluation": {"method": evaluation.method,
                                            "backend": evaluation.backend}},
         subject=(f"the {run.config.precision} model of job {run.job_id} ({evaluation.method} "

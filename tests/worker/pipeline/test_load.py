@@ -18,6 +18,7 @@ from core.storage import LocalArtifactStore
 from optimizer.errors import InputShapeError
 from optimizer.testing.models import IR_VERSION, declared_dims, small_cnn, token_embedding
 from optimizer.testing.passes import run_model
+from optimizer.testing.token_models import masked_token_attention
 from worker.pipeline.load import load_model
 from worker.pipeline.results import JobRun
 
@@ -119,3 +120,22 @@ def test_a_profile_that_no_longer_fits_the_model_fails_the_stage(tmp_path: Path)
 
     with pytest.raises(InputShapeError, match="axis 2 is fixed at 32 in the model"):
         load_model(run)
+
+
+def test_a_bert_style_job_draws_its_integer_inputs_in_the_ranges_the_graph_allows(
+        tmp_path: Path) -> None:
+    run = _run(tmp_path, masked_token_attention(vocab=30),
+               {"input_shapes": {name: [2, 8] for name in
+                                 ("input_ids", "token_type_ids", "attention_mask")},
+                "input_ranges": {"input_ids": [0, 5]}})
+
+    loaded = load_model(run)
+
+    ranges = {name: (spec.low, spec.high, spec.source)
+              for name, spec in loaded.input_ranges.items()}
+    assert ranges == {"input_ids": (0, 5, "given"), "token_type_ids": (0, 2, "inferred"),
+                      "attention_mask": (0, 2, "inferred")}
+    for feed in loaded.feeds:
+        assert feed["input_ids"].max() < 5 and feed["token_type_ids"].max() <= 1
+        assert set(np.unique(feed["attention_mask"])) <= {0, 1}
+        run_model(onnx.load(loaded.static_path), feed)  # the 2-row embedding takes them

@@ -35,6 +35,10 @@ def test_a_job_runs_every_stage_in_order_and_commits_its_records(embedded: Embed
                                                      "fusion_report.json"}
     assert job["validation"]["passed"] is True
     assert job["accuracy_report"]["passed_first_time"] is True
+    # The verdict says what it was reached on: the job's shapes (the engine is static).
+    assert job["accuracy_report"]["input_shapes"] == [
+        {"input_shapes": {"input": [2, 3, 32, 32]}, "samples": 8, "passed": True}]
+    assert job["accuracy_report"]["input_ranges"] == {}
     assert {b["variant"] for b in job["benchmarks"]} == {"original", "engine"}
     stored = embedded.runtime.settings.artifacts_dir / "jobs" / job["id"]
     assert {p.name for p in stored.iterdir()} == {a["name"] for a in job["artifacts"]}
