@@ -16,7 +16,7 @@ import numpy as np
 import onnx_ir as ir
 from onnxscript.rewriter.pattern import MatchResult
 
-from optimizer.passes.checks import attr_int, perm
+from optimizer.passes.checks import attr_int, perm, refuse_if_removed_outputs_escape
 from optimizer.passes.matching import ONNX_DOMAINS
 from optimizer.passes.symbolic_dims import (
     Dim,
@@ -258,7 +258,8 @@ _SHAPE_OPS = ("Shape", "Gather", "Concat", "Unsqueeze", "Squeeze")  # how target
 
 def _target_readers(nodes: list[ir.Node]) -> list[ir.Node]:
     """The Shape/Gather/Concat nodes computing the matched Reshapes' targets: they die with the
-    match, so their reading an intermediate's shape is no escape (they must feed nothing else)."""
+    match when only it reads them, and stay when other views share them (the dynamo exporter
+    reuses one target for the Q, K and V head splits of every layer)."""
     found: list[ir.Node] = []
     stack = [n.inputs[1] for n in nodes if n.op_type == "Reshape" and len(n.inputs) > 1]
     while stack:
@@ -273,18 +274,10 @@ def _target_readers(nodes: list[ir.Node]) -> list[ir.Node]:
 
 
 def _check_no_escapes(nodes: list[ir.Node], root: ir.Node) -> None:
-    nodes = nodes + _target_readers(nodes)
-    inside = set(nodes)
-    for node in nodes:
-        if node is root:
-            continue
-        for value in node.outputs:
-            if value.is_graph_output():
-                raise _Refused(f"'{value.name}' is a graph output, so it must stay computed")
-            for user, _ in value.uses():
-                if user not in inside:
-                    raise _Refused(f"'{value.name}' is also used by node '{user.name}' "
-                                   f"({user.op_type})")
+    refusal = refuse_if_removed_outputs_escape(nodes, may_stay=_target_readers(nodes),
+                                               replaced=root.outputs)
+    if refusal is not None:
+        raise _Refused(refusal.reason)
 
 
 def parse_attention(probs: ir.Value, ctx: ir.Value, merged: ir.Value, out: ir.Value,

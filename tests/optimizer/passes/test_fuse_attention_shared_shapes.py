@@ -1,0 +1,167 @@
+"""Attention whose Reshape targets are shared, as torch's dynamo exporter writes a transformers
+BertModel: the fusion removes the attention ops, not the shape tensors, so those may have other
+readers; an intermediate the fusion removes still may not.
+
+The dynamo exporter reads the symbolic batch and sequence sizes off the input once and reuses one
+shape tensor for every view of the same dims: one [B, S, N, H] target feeds the Q, K and V head
+splits of every layer, one [B, S, N*H] target every head merge (and any other view to those dims).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from optimizer.passes.fuse_attention import FUSE_ATTENTION
+from optimizer.passes.fuse_to_plugins import FUSE_TO_PLUGINS
+from optimizer.plugins import decompose_for_onnxruntime
+from optimizer.testing.passes import apply_pass, op_types, run_model
+
+HEADS, HEAD_DIM = 4, 8
+HIDDEN = HEADS * HEAD_DIM
+MHA = "com.microsoft.MultiHeadAttention"
+
+
+class _Writer:
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.nodes: list[onnx.NodeProto] = []
+        self.inits: list[onnx.TensorProto] = []
+
+    def const(self, name: str, array: np.ndarray) -> str:
+        self.inits.append(numpy_helper.from_array(array, name))
+        return name
+
+    def node(self, op: str, inputs: list[str], output: str, **attrs: Any) -> str:
+        self.nodes.append(helper.make_node(op, inputs, [output], name=f"n_{output}", **attrs))
+        return output
+
+    def linear(self, x: str, name: str) -> str:
+        w = self.const(f"w_{name}", (self.rng.standard_normal((HIDDEN, HIDDEN)) * 0.3)
+                       .astype(np.float32))
+        b = self.const(f"b_{name}", self.rng.standard_normal(HIDDEN).astype(np.float32))
+        return self.node("Add", [self.node("MatMul", [x, w], f"{name}_mm"), b], name)
+
+
+def shared_target_layers(*, layers: int = 2, dynamic: bool = True, probs_output: bool = False,
+                         merge_reads_intermediate: bool = False, seed: int = 0) -> onnx.ModelProto:
+    """`layers` self-attention layers (x → y) in the SDPA form of torch 2.13's dynamo exporter:
+    Q and Kᵀ each scaled by sqrt(1/sqrt(H)), Kᵀ as the head split then Transpose [0, 1, 3, 2],
+    an additive [B, 1, 1, S] mask. After the layers, one more Reshape to [B, S, N*H] (a view
+    outside any attention block) reuses the head merge's target.
+
+    dynamic: batch and seq are dynamic and the targets are Concat(Shape(x)[0:2], tail), read
+    once; else static and each target is one Constant node.
+    probs_output: layer 0's Softmax output is also a graph output (a shared intermediate).
+    merge_reads_intermediate: the shared merge target reads its [B, S] off layer 0's head
+    merge Transpose output, so the outside view keeps that intermediate alive.
+    """
+    batch, seq = ("batch", "seq") if dynamic else (2, 8)
+    g = _Writer(seed)
+    if dynamic:
+        lead = g.node("Shape", ["x"], "lead", start=0, end=2)
+        split = g.node("Concat", [lead, g.const("split_tail", np.array([HEADS, HEAD_DIM]))],
+                       "split_shape", axis=0)
+        merge = g.node("Concat", [lead, g.const("merge_tail", np.array([HIDDEN]))],
+                       "merge_shape", axis=0)
+    else:
+        split = g.node("Constant", [], "split_shape", value=numpy_helper.from_array(
+            np.array([batch, seq, HEADS, HEAD_DIM], np.int64)))
+        merge = g.node("Constant", [], "merge_shape", value=numpy_helper.from_array(
+            np.array([batch, seq, HIDDEN], np.int64)))
+    root_scale = g.const("root_scale", np.array(math.sqrt(1 / math.sqrt(HEAD_DIM)), np.float32))
+    x, outputs = "x", []
+    for i in range(layers):
+        heads = {}
+        for part in ("q", "k", "v"):
+            split_view = g.node("Reshape", [g.linear(x, f"{part}{i}"), split], f"{part}{i}_bsnh",
+                                allowzero=1)
+            heads[part] = g.node("Transpose", [split_view], f"{part}{i}_heads", perm=[0, 2, 1, 3])
+        kt = g.node("Transpose", [heads["k"]], f"kt{i}", perm=[0, 1, 3, 2])
+        q = g.node("Mul", [heads["q"], root_scale], f"q{i}_scaled")
+        kt = g.node("Mul", [kt, root_scale], f"kt{i}_scaled")
+        scores = g.node("Add", [g.node("MatMul", [q, kt], f"scores{i}"), "mask"], f"masked{i}")
+        probs = g.node("Softmax", [scores], f"probs{i}", axis=-1)
+        if probs_output and i == 0:
+            outputs.append(helper.make_tensor_value_info(probs, TensorProto.FLOAT,
+                                                         [batch, HEADS, seq, seq]))
+        ctx = g.node("MatMul", [probs, heads["v"]], f"ctx{i}")
+        merged = g.node("Transpose", [ctx], f"merged{i}", perm=[0, 2, 1, 3])
+        if merge_reads_intermediate and i == 0:
+            lead = g.node("Shape", [merged], "merged_lead", start=0, end=2)
+            merge = g.node("Concat", [lead, g.const("merge_tail0", np.array([HIDDEN]))],
+                           "merge_shape0", axis=0)
+        attended = g.node("Reshape", [merged, merge], f"attn{i}", allowzero=1)
+        x = g.node("Add", [x, g.linear(attended, f"o{i}")], f"y{i}")
+    g.node("Reshape", [x, merge], "y", allowzero=1)
+    outputs.insert(0, helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, seq, HIDDEN]))
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, seq, HIDDEN]),
+              helper.make_tensor_value_info("mask", TensorProto.FLOAT, [batch, 1, 1, seq])]
+    graph = helper.make_graph(g.nodes, "shared_targets", inputs, outputs, initializer=g.inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 10
+    onnx.checker.check_model(model, full_check=True)
+    return onnx.shape_inference.infer_shapes(model, data_prop=True)
+
+
+def _feeds(batch: int, seq: int, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    mask = np.zeros((batch, 1, 1, seq), np.float32)
+    mask[..., (3 * seq) // 4:] = -10000.0
+    return {"x": rng.standard_normal((batch, seq, HIDDEN)).astype(np.float32), "mask": mask}
+
+
+def _assert_same_outputs(original: onnx.ModelProto, fused: onnx.ModelProto,
+                         shapes: list[tuple[int, int]]) -> None:
+    for batch, seq in shapes:
+        feeds = _feeds(batch, seq)
+        for want, got in zip(run_model(original, feeds), run_model(fused, feeds), strict=True):
+            np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-3)
+
+
+def _reasons(report: Any) -> list[str]:
+    return [r.reason for stats in report.rules for r in stats.refusals]
+
+
+@pytest.mark.parametrize("dynamic", [True, False], ids=["concat-of-shape", "constant-node"])
+def test_fuse_attention_fuses_every_layer_when_one_target_feeds_q_k_v_and_other_views(
+        dynamic: bool) -> None:
+    model = shared_target_layers(dynamic=dynamic)
+    fused, report = apply_pass(model, FUSE_ATTENTION)
+    assert op_types(fused).count(MHA) == 2, _reasons(report)
+    assert "Softmax" not in op_types(fused)
+    # The shared targets stay for the view after the layers; nothing else reads them now.
+    assert op_types(fused)[-1] == "Reshape"
+    _assert_same_outputs(model, fused, [(2, 8), (1, 5), (3, 16)] if dynamic else [(2, 8)])
+    onnx.checker.check_model(fused, full_check=True)
+
+
+def test_plugin_attention_fuses_every_layer_when_one_target_feeds_q_k_v() -> None:
+    model = shared_target_layers()
+    fused, report = apply_pass(model, FUSE_TO_PLUGINS, backend="tensorrt")
+    assert op_types(fused).count("fuseforge.MultiHeadAttention") == 2, _reasons(report)
+    _assert_same_outputs(model, decompose_for_onnxruntime(fused), [(2, 8), (1, 5)])
+
+
+def test_fuse_attention_refuses_a_layer_whose_softmax_output_is_a_graph_output() -> None:
+    model = shared_target_layers(probs_output=True)
+    fused, report = apply_pass(model, FUSE_ATTENTION, expect_count=1)
+    assert op_types(fused).count("Softmax") == 1  # layer 0 stays as it was, layer 1 fuses
+    assert any("'probs0' (Softmax output) is a graph output" in r for r in _reasons(report))
+    _assert_same_outputs(model, fused, [(2, 8), (1, 5)])
+
+
+def test_fuse_attention_refuses_when_a_shared_target_reads_an_intermediate() -> None:
+    """The target read off layer 0's merge Transpose also feeds the views after it: fusing
+    would leave that Transpose (and all above it) computed for the Shape alone."""
+    model = shared_target_layers(merge_reads_intermediate=True)
+    fused, report = apply_pass(model, FUSE_ATTENTION, expect_count=1)
+    assert op_types(fused).count("Softmax") == 1
+    assert any("'merged0' (Transpose output) is also used by Shape 'n_merged_lead'" in r
+               for r in _reasons(report)), _reasons(report)
+    _assert_same_outputs(model, fused, [(2, 8), (1, 5)])
