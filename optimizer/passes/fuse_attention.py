@@ -23,7 +23,10 @@ S, N*Hv] or use a constant target without 0s, and a mask must be 4-D; scales are
 values (a zero scale would read as "use the default" in the op); the Softmax is over the last axis;
 the mask is added (a Where/select mask is not additive) before any scaling, and broadcasts to [B,
 N, S, T] without growing it; a Dropout between Softmax and MatMul is in inference mode; the element
-type is float32 or float16; and no intermediate is a graph output or feeds another node.
+type is float32 or float16; and no intermediate the fusion removes is a graph output or feeds a
+node outside the match. Reshape targets stay and may feed other views: torch's dynamo exporter
+shares one [B, S, N, H] target among the Q, K and V head splits of every layer, and one [B, S,
+N*H] target among the head merges (checks.refuse_if_removed_outputs_escape).
 
 The subgraph is parsed by attention_pattern.parse_attention. No tensorrt rules here: for
 TensorRT, fuse_to_plugins.PluginMultiHeadAttention reuses this rule's parsing to emit the
