@@ -63,6 +63,7 @@ class Attention:
     mask_dims: tuple[Dim, ...] | None
     out_shape: tuple[Dim, ...]
     out_target: ir.Value | None = None  # a constant target to reshape the fused output with
+    nan_guard: ir.Value | None = None  # the zero SDPA's guard writes for NaN weights, if guarded
 
 
 def _produced_by(value: ir.Value | None, op_type: str, what: str) -> ir.Node:
@@ -236,6 +237,23 @@ def _check_dropout(dropout: ir.Node) -> None:
         raise _Refused(f"Dropout '{dropout.name}' is in training mode (is_test=0)")
 
 
+def _check_nan_guard(where: ir.Node, probs: ir.Value) -> tuple[ir.Value, ir.Node]:
+    """Where(IsNaN(probs), 0, probs), torch's SDPA export's guard for a row whose scores are all
+    masked (-inf), gives such a row zero weights. Returns the zero and the IsNaN node."""
+    condition, zero, kept = where.inputs
+    is_nan = None if condition is None else condition.producer()
+    if (is_nan is None or is_nan.op_type != "IsNaN" or is_nan.inputs[0] is not probs
+            or kept is not probs):
+        raise _Refused(f"Where '{where.name}' between Softmax and MatMul is not the NaN guard "
+                       f"Where(IsNaN(weights), 0, weights)")
+    array = _constant(zero, f"Where '{where.name}' replacement")
+    if array.size != 1 or array.reshape(-1)[0] != 0:
+        raise _Refused(f"Where '{where.name}' replaces NaN weights by {array.reshape(-1)[:4]}, "
+                       f"not 0")
+    assert zero is not None
+    return zero, is_nan
+
+
 def _check_mask(mask: ir.Value, scores_shape: tuple[Dim, ...],
                 tracer: DimTracer) -> tuple[Dim, ...]:
     """The mask's dims, once proven to broadcast to the scores' without growing them."""
@@ -303,10 +321,14 @@ def _parse(probs: ir.Value, ctx: ir.Value, merged: ir.Value, out: ir.Value,
                        f"float32 or float16 (unknown types need shape inference first)")
     _check_softmax(softmax, opset)
     nodes = [softmax, matmul_v, transpose, reshape]
-    dropout = matmul_v.inputs[0].producer() if matmul_v.inputs[0] is not None else None
-    if dropout is not None and dropout is not softmax:
-        _check_dropout(dropout)
-        nodes.append(dropout)
+    between = matmul_v.inputs[0].producer() if matmul_v.inputs[0] is not None else None
+    nan_guard = None
+    if between is not None and between.op_type == "Where":
+        nan_guard, is_nan = _check_nan_guard(between, probs)
+        nodes += [between, is_nan]
+    elif between is not None and between is not softmax:
+        _check_dropout(between)
+        nodes.append(between)
     assert softmax.inputs[0] is not None and matmul_v.inputs[1] is not None
     matmul, post_scale, mask = _parse_scores(softmax.inputs[0], nodes)
     assert matmul.inputs[0] is not None and matmul.inputs[1] is not None
@@ -352,4 +374,4 @@ def _parse(probs: ir.Value, ctx: ir.Value, merged: ir.Value, out: ir.Value,
         raise _Refused("query, key, value and mask element types differ")
     _check_no_escapes(nodes, reshape)
     return Attention(query, key, value, q_scale * k_scale * post_scale, mask, mask_dims,
-                      out_shape, out_target)
+                      out_shape, out_target, nan_guard)

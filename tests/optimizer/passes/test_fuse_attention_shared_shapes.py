@@ -49,7 +49,8 @@ class _Writer:
 
 
 def shared_target_layers(*, layers: int = 2, dynamic: bool = True, probs_output: bool = False,
-                         merge_reads_intermediate: bool = False, seed: int = 0) -> onnx.ModelProto:
+                         merge_reads_intermediate: bool = False, nan_guard: float | None = None,
+                         seed: int = 0) -> onnx.ModelProto:
     """`layers` self-attention layers (x → y) in the SDPA form of torch 2.13's dynamo exporter:
     Q and Kᵀ each scaled by sqrt(1/sqrt(H)), Kᵀ as the head split then Transpose [0, 1, 3, 2],
     an additive [B, 1, 1, S] mask. After the layers, one more Reshape to [B, S, N*H] (a view
@@ -60,6 +61,8 @@ def shared_target_layers(*, layers: int = 2, dynamic: bool = True, probs_output:
     probs_output: layer 0's Softmax output is also a graph output (a shared intermediate).
     merge_reads_intermediate: the shared merge target reads its [B, S] off layer 0's head
     merge Transpose output, so the outside view keeps that intermediate alive.
+    nan_guard: the weights go through Where(IsNaN(w), nan_guard, w), as torch's SDPA export
+    writes with 0 (a row whose keys are all masked by -inf has NaN weights).
     """
     batch, seq = ("batch", "seq") if dynamic else (2, 8)
     g = _Writer(seed)
@@ -90,6 +93,10 @@ def shared_target_layers(*, layers: int = 2, dynamic: bool = True, probs_output:
         if probs_output and i == 0:
             outputs.append(helper.make_tensor_value_info(probs, TensorProto.FLOAT,
                                                          [batch, HEADS, seq, seq]))
+        if nan_guard is not None:
+            is_nan = g.node("IsNaN", [probs], f"probs{i}_nan")
+            fill = g.const(f"nan_fill{i}", np.array(nan_guard, np.float32))
+            probs = g.node("Where", [is_nan, fill, probs], f"probs{i}_guarded")
         ctx = g.node("MatMul", [probs, heads["v"]], f"ctx{i}")
         merged = g.node("Transpose", [ctx], f"merged{i}", perm=[0, 2, 1, 3])
         if merge_reads_intermediate and i == 0:
@@ -109,17 +116,20 @@ def shared_target_layers(*, layers: int = 2, dynamic: bool = True, probs_output:
     return onnx.shape_inference.infer_shapes(model, data_prop=True)
 
 
-def _feeds(batch: int, seq: int, seed: int = 0) -> dict[str, np.ndarray]:
+def _feeds(batch: int, seq: int, seed: int = 0, masked: float = -10000.0,
+           fully_masked_row: bool = False) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     mask = np.zeros((batch, 1, 1, seq), np.float32)
-    mask[..., (3 * seq) // 4:] = -10000.0
+    mask[..., (3 * seq) // 4:] = masked
+    if fully_masked_row:
+        mask[0] = masked  # every key of the first sequence is padding
     return {"x": rng.standard_normal((batch, seq, HIDDEN)).astype(np.float32), "mask": mask}
 
 
 def _assert_same_outputs(original: onnx.ModelProto, fused: onnx.ModelProto,
-                         shapes: list[tuple[int, int]]) -> None:
+                         shapes: list[tuple[int, int]], **feed_options: Any) -> None:
     for batch, seq in shapes:
-        feeds = _feeds(batch, seq)
+        feeds = _feeds(batch, seq, **feed_options)
         for want, got in zip(run_model(original, feeds), run_model(fused, feeds), strict=True):
             np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-3)
 
@@ -165,3 +175,32 @@ def test_fuse_attention_refuses_when_a_shared_target_reads_an_intermediate() -> 
     assert any("'merged0' (Transpose output) is also used by Shape 'n_merged_lead'" in r
                for r in _reasons(report)), _reasons(report)
     _assert_same_outputs(model, fused, [(2, 8), (1, 5)])
+
+
+def test_fuse_attention_keeps_sdpas_nan_guard_for_fully_masked_rows() -> None:
+    """With a -inf mask (torch's SDPA export turns a boolean mask into one), a sequence whose keys
+    are all padding has NaN weights, which the guard makes 0 (and so its attention output 0);
+    the fused op gives NaN there, so the guard moves onto its output."""
+    model = shared_target_layers(nan_guard=0.0)
+    fused, _ = apply_pass(model, FUSE_ATTENTION, expect_count=2)
+    assert op_types(fused).count(MHA) == 2 and "Softmax" not in op_types(fused)
+    assert op_types(fused).count("IsNaN") == 2  # one guard per fused op, on its output
+    original_out = run_model(model, _feeds(2, 8, masked=-np.inf, fully_masked_row=True))[0]
+    assert not np.isnan(original_out).any()  # what the guard is for
+    _assert_same_outputs(model, fused, [(2, 8), (1, 5)], masked=-np.inf, fully_masked_row=True)
+    _assert_same_outputs(model, fused, [(2, 8)])  # and with no row fully masked
+
+
+def test_plugin_attention_keeps_sdpas_nan_guard_for_fully_masked_rows() -> None:
+    model = shared_target_layers(nan_guard=0.0)
+    fused, report = apply_pass(model, FUSE_TO_PLUGINS, backend="tensorrt")
+    assert op_types(fused).count("fuseforge.MultiHeadAttention") == 2, _reasons(report)
+    _assert_same_outputs(model, decompose_for_onnxruntime(fused), [(2, 8)], masked=-np.inf,
+                         fully_masked_row=True)
+
+
+def test_fuse_attention_refuses_a_guard_that_writes_other_than_zero() -> None:
+    model = shared_target_layers(nan_guard=0.5)
+    fused, report = apply_pass(model, FUSE_ATTENTION, expect_count=0)
+    assert any("replaces NaN weights by [0.5], not 0" in r for r in _reasons(report)), \
+        _reasons(report)
