@@ -153,14 +153,25 @@ def _split_transposed_key(value: ir.Value, tracer: DimTracer) -> tuple[Heads, li
     assert inner.inputs[0] is not None
     key, nodes = _split_heads(inner.inputs[0], _SPLIT_PERM, "key", tracer)
     batch, seq, heads, head_size = key.shape
-    if not isinstance(batch, int) or not isinstance(seq, int):
-        raise _Refused(f"key Reshape '{inner.name}' flattens batch and heads, which needs a "
-                       f"static batch and sequence (found {describe_dims(key.shape)})")
-    flat = _reshaped(inner, (batch, heads, seq, head_size), tracer)
-    if flat != (batch * heads, seq, head_size) or perm(transpose) != (0, 2, 1):
+    if isinstance(batch, int) and isinstance(seq, int):
+        flat = _reshaped(inner, (batch, heads, seq, head_size), tracer)
+        flat_ok = flat == (batch * heads, seq, head_size)
+        kt_ok = _reshaped(outer, (batch * heads, head_size, seq), tracer) == (
+            batch, heads, head_size, seq)
+    else:
+        # B*N has no traced key; a -1 beside T and H is B*N (H static, T > 0), and the targets
+        # must be exactly those, as torch writes them from Shape(K) slices.
+        inner_target = tracer.contents(inner.inputs[1])
+        if inner_target is None or inner_target != (-1, seq, head_size):
+            raise _Refused(f"key Reshape '{inner.name}' flattens batch and heads with target "
+                           f"{describe_dims(inner_target)}; with a dynamic batch or sequence only "
+                           f"[-1, T, H] = {describe_dims((-1, seq, head_size))} is proven")
+        flat_ok = True
+        kt_ok = tracer.contents(outer.inputs[1]) == (batch, heads, head_size, seq)
+    if not flat_ok or perm(transpose) != (0, 2, 1):
         raise _Refused(f"key Reshape/Transpose '{inner.name}'/'{transpose.name}' is not a "
                        f"transpose of the last two axes")
-    if _reshaped(outer, (batch * heads, head_size, seq), tracer) != (batch, heads, head_size, seq):
+    if not kt_ok:
         raise _Refused(f"key Reshape '{outer.name}' does not give [B, N, H, T]")
     return key, [outer, transpose, inner, *nodes]
 
@@ -271,7 +282,7 @@ def _check_mask(mask: ir.Value, scores_shape: tuple[Dim, ...],
     return shape
 
 
-_SHAPE_OPS = ("Shape", "Gather", "Concat", "Unsqueeze", "Squeeze")  # how targets read shapes
+_SHAPE_OPS = ("Shape", "Gather", "Slice", "Concat", "Unsqueeze", "Squeeze")  # how targets read shapes
 
 
 def _target_readers(nodes: list[ir.Node]) -> list[ir.Node]:

@@ -4,7 +4,8 @@ The matched subgraph, for query/key/value sources q [.., S, N*H], k and v [.., T
     Q = Transpose(Reshape(q, [B, S, N, H]), [0, 2, 1, 3])               (likewise V from v)
     Kᵀ = Transpose(Reshape(k, [B, T, N, H]), [0, 2, 3, 1]), or the [0, 2, 1, 3] split followed
          by Transpose [0, 1, 3, 2], or by Reshape [B*N, T, H] → Transpose [0, 2, 1] →
-         Reshape [B, N, H, T] (what torch's dynamo exporter writes for SDPA)
+         Reshape [B, N, H, T] (what torch's dynamo exporter writes for SDPA; with a dynamic B
+         or T, the targets must read [-1, T, H] and [B, N, H, T], B, T traced from K's shape)
     scores = (a·Q) @ (b·Kᵀ) · c  [+ mask]     a, b, c: constant scalars, Mul or Div, each optional
     out = Reshape(Transpose(W @ V, [0, 2, 1, 3]), shape), with the weights W = Softmax(scores, -1)
           [→ inference Dropout, or → Where(IsNaN(W), 0, W): torch's SDPA export's guard]

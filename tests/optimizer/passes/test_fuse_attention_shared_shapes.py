@@ -50,7 +50,7 @@ class _Writer:
 
 def shared_target_layers(*, layers: int = 2, dynamic: bool = True, probs_output: bool = False,
                          merge_reads_intermediate: bool = False, nan_guard: float | None = None,
-                         seed: int = 0) -> onnx.ModelProto:
+                         flat_key: bool = False, seed: int = 0) -> onnx.ModelProto:
     """`layers` self-attention layers (x → y) in the SDPA form of torch 2.13's dynamo exporter:
     Q and Kᵀ each scaled by sqrt(1/sqrt(H)), Kᵀ as the head split then Transpose [0, 1, 3, 2],
     an additive [B, 1, 1, S] mask. After the layers, one more Reshape to [B, S, N*H] (a view
@@ -63,6 +63,8 @@ def shared_target_layers(*, layers: int = 2, dynamic: bool = True, probs_output:
     merge Transpose output, so the outside view keeps that intermediate alive.
     nan_guard: the weights go through Where(IsNaN(w), nan_guard, w), as torch's SDPA export
     writes with 0 (a row whose keys are all masked by -inf has NaN weights).
+    flat_key: Kᵀ as torch's SDPA export writes it with dynamic dims: Reshape to [-1, T, H] →
+    Transpose [0, 2, 1] → Reshape to [B, N, H, T], the targets sliced from Shape(K).
     """
     batch, seq = ("batch", "seq") if dynamic else (2, 8)
     g = _Writer(seed)
@@ -85,7 +87,10 @@ def shared_target_layers(*, layers: int = 2, dynamic: bool = True, probs_output:
             split_view = g.node("Reshape", [g.linear(x, f"{part}{i}"), split], f"{part}{i}_bsnh",
                                 allowzero=1)
             heads[part] = g.node("Transpose", [split_view], f"{part}{i}_heads", perm=[0, 2, 1, 3])
-        kt = g.node("Transpose", [heads["k"]], f"kt{i}", perm=[0, 1, 3, 2])
+        if flat_key:
+            kt = _flat_transposed_key(g, heads["k"], f"k{i}")
+        else:
+            kt = g.node("Transpose", [heads["k"]], f"kt{i}", perm=[0, 1, 3, 2])
         q = g.node("Mul", [heads["q"], root_scale], f"q{i}_scaled")
         kt = g.node("Mul", [kt, root_scale], f"kt{i}_scaled")
         scores = g.node("Add", [g.node("MatMul", [q, kt], f"scores{i}"), "mask"], f"masked{i}")
@@ -114,6 +119,23 @@ def shared_target_layers(*, layers: int = 2, dynamic: bool = True, probs_output:
     model.ir_version = 10
     onnx.checker.check_model(model, full_check=True)
     return onnx.shape_inference.infer_shapes(model, data_prop=True)
+
+
+def _flat_transposed_key(g: _Writer, key: str, name: str) -> str:
+    """Kᵀ for K [B, N, T, H], as torch 2.13 writes it for SDPA with dynamic dims."""
+    shape = g.node("Shape", [key], f"{name}_shape", start=0)
+    bound = {v: g.const(f"{name}_at{v}", np.array([v], np.int64))
+             for v in (-1, -2, 0, 2**63 - 1)}
+
+    def part(start: int, end: int, what: str) -> str:
+        return g.node("Slice", [shape, bound[start], bound[end]], f"{name}_{what}")
+
+    head_size, seq, lead = part(-1, 2**63 - 1, "h"), part(-2, -1, "t"), part(0, -2, "bn")
+    flat = g.node("Reshape", [key, g.node("Concat", [bound[-1], seq, head_size],
+                                          f"{name}_flat_shape", axis=0)], f"{name}_flat")
+    flat_t = g.node("Transpose", [flat], f"{name}_flat_t", perm=[0, 2, 1])
+    target = g.node("Concat", [lead, head_size, seq], f"{name}_kt_shape", axis=0)
+    return g.node("Reshape", [flat_t, target], f"{name}_kt")
 
 
 def _feeds(batch: int, seq: int, seed: int = 0, masked: float = -10000.0,
@@ -204,3 +226,18 @@ def test_fuse_attention_refuses_a_guard_that_writes_other_than_zero() -> None:
     fused, report = apply_pass(model, FUSE_ATTENTION, expect_count=0)
     assert any("replaces NaN weights by [0.5], not 0" in r for r in _reasons(report)), \
         _reasons(report)
+
+
+@pytest.mark.parametrize("backend", ["onnxruntime", "tensorrt"])
+def test_attention_fuses_sdpas_dynamic_flattened_key_transpose(backend: str) -> None:
+    """torch's SDPA export with dynamic dims: the NaN guard, and Kᵀ through [-1, T, H] with the
+    targets sliced (negative starts) from Shape(K)."""
+    model = shared_target_layers(flat_key=True, nan_guard=0.0)
+    fusion_pass = FUSE_ATTENTION if backend == "onnxruntime" else FUSE_TO_PLUGINS
+    fused, report = apply_pass(model, fusion_pass, backend=backend)
+    op = MHA if backend == "onnxruntime" else "fuseforge.MultiHeadAttention"
+    assert op_types(fused).count(op) == 2, _reasons(report)
+    assert not {"Softmax", "Transpose", "Slice"} & set(op_types(fused))
+    runnable = fused if backend == "onnxruntime" else decompose_for_onnxruntime(fused)
+    _assert_same_outputs(model, runnable, [(2, 8), (1, 5), (3, 16)])
+    _assert_same_outputs(model, runnable, [(2, 8)], masked=-np.inf, fully_masked_row=True)
