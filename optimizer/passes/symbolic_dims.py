@@ -283,13 +283,12 @@ class DimTracer:
         """Slice(shape, start, end) with step 1 on a shape's values: those values (torch's
         exporter reads [B, N], T and H off Shape(K) this way, with negative starts)."""
         data = self.contents(node.inputs[0])
-        bounds = [self.contents(v) if v is not None else None
-                  for v in node.inputs[1:5]] + [None] * (5 - len(node.inputs))
-        starts, ends, axes, steps = bounds[:4]
+        given = [*node.inputs[1:5], *[None] * (5 - len(node.inputs))]
+        starts, ends, axes, steps = (self.contents(v) for v in given)
         if (data is None or starts is None or ends is None or len(starts) != 1
-                or len(ends) != 1 or axes not in (None, (0,), (-1,))
-                or steps not in (None, (1,))):
-            return
+                or len(ends) != 1 or (given[2] is not None and axes not in ((0,), (-1,)))
+                or (given[3] is not None and steps != (1,))):
+            return  # an axis or step given but not known, or not 0 and 1
         start, end = starts[0], ends[0]
         if isinstance(start, int) and isinstance(end, int):
             # Python's slice clamps out-of-range and negative bounds as ONNX's Slice does.
