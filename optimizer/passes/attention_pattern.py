@@ -286,7 +286,7 @@ _SHAPE_OPS = ("Shape", "Gather", "Slice", "Concat", "Unsqueeze", "Squeeze")  # h
 
 
 def _target_readers(nodes: list[ir.Node]) -> list[ir.Node]:
-    """The Shape/Gather/Concat nodes computing the matched Reshapes' targets: they die with the
+    """The Shape/Gather/Slice/Concat nodes computing the matched Reshapes' targets: they die with the
     match when only it reads them, and stay when other views share them (the dynamo exporter
     reuses one target for the Q, K and V head splits of every layer)."""
     found: list[ir.Node] = []
