@@ -16,7 +16,7 @@ import numpy as np
 import onnx_ir as ir
 from onnxscript.rewriter.pattern import MatchResult
 
-from optimizer.passes.checks import attr_int, perm
+from optimizer.passes.checks import attr_int, perm, refuse_if_removed_outputs_escape
 from optimizer.passes.matching import ONNX_DOMAINS
 from optimizer.passes.symbolic_dims import (
     Dim,
@@ -63,6 +63,7 @@ class Attention:
     mask_dims: tuple[Dim, ...] | None
     out_shape: tuple[Dim, ...]
     out_target: ir.Value | None = None  # a constant target to reshape the fused output with
+    nan_guard: ir.Value | None = None  # the zero SDPA's guard writes for NaN weights, if guarded
 
 
 def _produced_by(value: ir.Value | None, op_type: str, what: str) -> ir.Node:
@@ -152,14 +153,25 @@ def _split_transposed_key(value: ir.Value, tracer: DimTracer) -> tuple[Heads, li
     assert inner.inputs[0] is not None
     key, nodes = _split_heads(inner.inputs[0], _SPLIT_PERM, "key", tracer)
     batch, seq, heads, head_size = key.shape
-    if not isinstance(batch, int) or not isinstance(seq, int):
-        raise _Refused(f"key Reshape '{inner.name}' flattens batch and heads, which needs a "
-                       f"static batch and sequence (found {describe_dims(key.shape)})")
-    flat = _reshaped(inner, (batch, heads, seq, head_size), tracer)
-    if flat != (batch * heads, seq, head_size) or perm(transpose) != (0, 2, 1):
+    if isinstance(batch, int) and isinstance(seq, int):
+        flat = _reshaped(inner, (batch, heads, seq, head_size), tracer)
+        flat_ok = flat == (batch * heads, seq, head_size)
+        kt_ok = _reshaped(outer, (batch * heads, head_size, seq), tracer) == (
+            batch, heads, head_size, seq)
+    else:
+        # B*N has no traced key; a -1 beside T and H is B*N (H static, T > 0), and the targets
+        # must be exactly those, as torch writes them from Shape(K) slices.
+        inner_target = tracer.contents(inner.inputs[1])
+        if inner_target is None or inner_target != (-1, seq, head_size):
+            raise _Refused(f"key Reshape '{inner.name}' flattens batch and heads with target "
+                           f"{describe_dims(inner_target)}; with a dynamic batch or sequence only "
+                           f"[-1, T, H] = {describe_dims((-1, seq, head_size))} is proven")
+        flat_ok = True
+        kt_ok = tracer.contents(outer.inputs[1]) == (batch, heads, head_size, seq)
+    if not flat_ok or perm(transpose) != (0, 2, 1):
         raise _Refused(f"key Reshape/Transpose '{inner.name}'/'{transpose.name}' is not a "
                        f"transpose of the last two axes")
-    if _reshaped(outer, (batch * heads, head_size, seq), tracer) != (batch, heads, head_size, seq):
+    if not kt_ok:
         raise _Refused(f"key Reshape '{outer.name}' does not give [B, N, H, T]")
     return key, [outer, transpose, inner, *nodes]
 
@@ -236,6 +248,23 @@ def _check_dropout(dropout: ir.Node) -> None:
         raise _Refused(f"Dropout '{dropout.name}' is in training mode (is_test=0)")
 
 
+def _check_nan_guard(where: ir.Node, probs: ir.Value) -> tuple[ir.Value, ir.Node]:
+    """Where(IsNaN(probs), 0, probs), torch's SDPA export's guard for a row whose scores are all
+    masked (-inf), gives such a row zero weights. Returns the zero and the IsNaN node."""
+    condition, zero, kept = where.inputs
+    is_nan = None if condition is None else condition.producer()
+    if (is_nan is None or is_nan.op_type != "IsNaN" or is_nan.inputs[0] is not probs
+            or kept is not probs):
+        raise _Refused(f"Where '{where.name}' between Softmax and MatMul is not the NaN guard "
+                       f"Where(IsNaN(weights), 0, weights)")
+    array = _constant(zero, f"Where '{where.name}' replacement")
+    if array.size != 1 or array.reshape(-1)[0] != 0:
+        raise _Refused(f"Where '{where.name}' replaces NaN weights by {array.reshape(-1)[:4]}, "
+                       f"not 0")
+    assert zero is not None
+    return zero, is_nan
+
+
 def _check_mask(mask: ir.Value, scores_shape: tuple[Dim, ...],
                 tracer: DimTracer) -> tuple[Dim, ...]:
     """The mask's dims, once proven to broadcast to the scores' without growing them."""
@@ -253,12 +282,13 @@ def _check_mask(mask: ir.Value, scores_shape: tuple[Dim, ...],
     return shape
 
 
-_SHAPE_OPS = ("Shape", "Gather", "Concat", "Unsqueeze", "Squeeze")  # how targets read shapes
+_SHAPE_OPS = ("Shape", "Gather", "Slice", "Concat", "Unsqueeze", "Squeeze")  # how targets read shapes
 
 
 def _target_readers(nodes: list[ir.Node]) -> list[ir.Node]:
-    """The Shape/Gather/Concat nodes computing the matched Reshapes' targets: they die with the
-    match, so their reading an intermediate's shape is no escape (they must feed nothing else)."""
+    """The Shape/Gather/Slice/Concat nodes computing the matched Reshapes' targets: they die with the
+    match when only it reads them, and stay when other views share them (the dynamo exporter
+    reuses one target for the Q, K and V head splits of every layer)."""
     found: list[ir.Node] = []
     stack = [n.inputs[1] for n in nodes if n.op_type == "Reshape" and len(n.inputs) > 1]
     while stack:
@@ -273,18 +303,10 @@ def _target_readers(nodes: list[ir.Node]) -> list[ir.Node]:
 
 
 def _check_no_escapes(nodes: list[ir.Node], root: ir.Node) -> None:
-    nodes = nodes + _target_readers(nodes)
-    inside = set(nodes)
-    for node in nodes:
-        if node is root:
-            continue
-        for value in node.outputs:
-            if value.is_graph_output():
-                raise _Refused(f"'{value.name}' is a graph output, so it must stay computed")
-            for user, _ in value.uses():
-                if user not in inside:
-                    raise _Refused(f"'{value.name}' is also used by node '{user.name}' "
-                                   f"({user.op_type})")
+    refusal = refuse_if_removed_outputs_escape(nodes, may_stay=_target_readers(nodes),
+                                               replaced=root.outputs)
+    if refusal is not None:
+        raise _Refused(refusal.reason)
 
 
 def parse_attention(probs: ir.Value, ctx: ir.Value, merged: ir.Value, out: ir.Value,
@@ -310,10 +332,14 @@ def _parse(probs: ir.Value, ctx: ir.Value, merged: ir.Value, out: ir.Value,
                        f"float32 or float16 (unknown types need shape inference first)")
     _check_softmax(softmax, opset)
     nodes = [softmax, matmul_v, transpose, reshape]
-    dropout = matmul_v.inputs[0].producer() if matmul_v.inputs[0] is not None else None
-    if dropout is not None and dropout is not softmax:
-        _check_dropout(dropout)
-        nodes.append(dropout)
+    between = matmul_v.inputs[0].producer() if matmul_v.inputs[0] is not None else None
+    nan_guard = None
+    if between is not None and between.op_type == "Where":
+        nan_guard, is_nan = _check_nan_guard(between, probs)
+        nodes += [between, is_nan]
+    elif between is not None and between is not softmax:
+        _check_dropout(between)
+        nodes.append(between)
     assert softmax.inputs[0] is not None and matmul_v.inputs[1] is not None
     matmul, post_scale, mask = _parse_scores(softmax.inputs[0], nodes)
     assert matmul.inputs[0] is not None and matmul.inputs[1] is not None
@@ -359,4 +385,4 @@ def _parse(probs: ir.Value, ctx: ir.Value, merged: ir.Value, out: ir.Value,
         raise _Refused("query, key, value and mask element types differ")
     _check_no_escapes(nodes, reshape)
     return Attention(query, key, value, q_scale * k_scale * post_scale, mask, mask_dims,
-                      out_shape, out_target)
+                      out_shape, out_target, nan_guard)

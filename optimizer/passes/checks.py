@@ -6,7 +6,7 @@ static shapes, producers, initializer names), so that every rule reads a node th
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -28,6 +28,7 @@ __all__ = [
     "refuse_if_intermediates_escape",
     "refuse_if_not_constant",
     "refuse_if_not_float32",
+    "refuse_if_removed_outputs_escape",
     "refuse_if_shared",
     "refuse_unknown_attributes",
     "refuse_unless_same_float",
@@ -69,7 +70,12 @@ def refuse_if_not_constant(*values: ir.Value | None) -> MatchResult | None:
 
 
 def refuse_if_shared(value: ir.Value, *allowed_users: ir.Node) -> MatchResult | None:
-    """Rewriting a weight that other nodes also read would change them too (or double memory)."""
+    """A weight a rewrite folds into a new constant must have no other readers: they would keep
+    the original, and the model would hold both copies.
+
+    For a value a rewrite computes differently, use refuse_if_escapes or
+    refuse_if_removed_outputs_escape instead.
+    """
     for user, _ in value.uses():
         if user not in allowed_users:
             return MatchResult().fail(
@@ -80,9 +86,50 @@ def refuse_if_shared(value: ir.Value, *allowed_users: ir.Node) -> MatchResult | 
 
 def refuse_if_escapes(value: ir.Value, *consumers: ir.Node) -> MatchResult | None:
     """An intermediate fused away must feed only the next ops of the pattern, `consumers`."""
-    if value.is_graph_output():
-        return MatchResult().fail(f"'{value.name}' is a graph output, so it must stay computed")
-    return refuse_if_shared(value, *consumers)
+    node = value.producer()
+    return _refuse_if_read_outside(value, node.op_type if node is not None else "input",
+                                   set(consumers))
+
+
+def refuse_if_removed_outputs_escape(
+    removed: Iterable[ir.Node], *, may_stay: Iterable[ir.Node] = (),
+    replaced: Iterable[ir.Value] = (),
+) -> MatchResult | None:
+    """The nodes a rewrite fuses away must compute nothing read outside the match.
+
+    `removed`: the nodes the fused op replaces. Their outputs, other than `replaced` (whose
+    readers the rewrite moves to the fused op), are intermediates: one that is a graph output,
+    or read by a node that outlives the rewrite, would keep its producer (and what feeds it)
+    computed next to the fused op.
+
+    Values the rewrite leaves in place are no intermediates and may have any readers: the
+    match's inputs, constants, and the outputs of `may_stay` nodes: shape arithmetic such as the
+    Shape/Gather/Concat computing a Reshape's target, which torch's dynamo exporter shares
+    between the Q, K and V head splits and every other view to the same dims. Such a node dies
+    with the match when only the match reads it, else it stays and computes what it did. (A
+    `may_stay` node that stays while reading a removed node's output keeps that node alive, so
+    it is refused like any other outside reader.)
+    """
+    removed = list(dict.fromkeys(removed))
+    skip = set(replaced)
+    dying = set(removed) | set(may_stay)
+    # The may_stay nodes that die: those read by none but dying nodes (a fixed point, since
+    # one staying keeps the shape nodes it reads).
+    changed = True
+    while changed:
+        changed = False
+        for node in list(dying.difference(removed)):
+            if any(value.is_graph_output() or any(user not in dying for user, _ in value.uses())
+                   for value in node.outputs):
+                dying.discard(node)
+                changed = True
+    for node in removed:
+        for value in node.outputs:
+            if value not in skip:
+                refusal = _refuse_if_read_outside(value, node.op_type, dying)
+                if refusal is not None:
+                    return refusal
+    return None
 
 
 def refuse_if_intermediates_escape(context: MatchContext) -> MatchResult | None:
@@ -90,25 +137,21 @@ def refuse_if_intermediates_escape(context: MatchContext) -> MatchResult | None:
 
     Rules that keep matched nodes in place (remove_nodes=False, as FormsRule does) use this so
     that this check, and not the rewriter's silent pre-check, decides, and the refusal is
-    reported with a reason.
+    reported with a reason. (Their patterns bind constants and shape tensors as variables, not
+    nodes, so every matched node is one the rewrite removes.)
     """
-    matched = set(context.nodes)
-    replaced = set(context.output_values)
-    for node in context.nodes:
-        for value in node.outputs:
-            if value in replaced:
-                continue
-            if value.is_graph_output():
-                return MatchResult().fail(
-                    f"'{value.name}' ({node.op_type} output) is a graph output, so it must stay "
-                    "computed"
-                )
-            for user, _ in value.uses():
-                if user not in matched:
-                    return MatchResult().fail(
-                        f"'{value.name}' ({node.op_type} output) is also used by "
-                        f"{node_label(user)}"
-                    )
+    return refuse_if_removed_outputs_escape(context.nodes, replaced=context.output_values)
+
+
+def _refuse_if_read_outside(value: ir.Value, producer_op: str,
+                            inside: set[ir.Node]) -> MatchResult | None:
+    if value.is_graph_output():
+        return MatchResult().fail(
+            f"'{value.name}' ({producer_op} output) is a graph output, so it must stay computed")
+    for user, _ in value.uses():
+        if user not in inside:
+            return MatchResult().fail(
+                f"'{value.name}' ({producer_op} output) is also used by {node_label(user)}")
     return None
 
 

@@ -4,15 +4,21 @@ The matched subgraph, for query/key/value sources q [.., S, N*H], k and v [.., T
     Q = Transpose(Reshape(q, [B, S, N, H]), [0, 2, 1, 3])               (likewise V from v)
     Kᵀ = Transpose(Reshape(k, [B, T, N, H]), [0, 2, 3, 1]), or the [0, 2, 1, 3] split followed
          by Transpose [0, 1, 3, 2], or by Reshape [B*N, T, H] → Transpose [0, 2, 1] →
-         Reshape [B, N, H, T] (what torch's dynamo exporter writes for SDPA)
+         Reshape [B, N, H, T] (what torch's dynamo exporter writes for SDPA; with a dynamic B
+         or T, the targets must read [-1, T, H] and [B, N, H, T], B, T traced from K's shape)
     scores = (a·Q) @ (b·Kᵀ) · c  [+ mask]     a, b, c: constant scalars, Mul or Div, each optional
-    out = Reshape(Transpose(Softmax(scores, -1) [→ inference Dropout] @ V, [0, 2, 1, 3]), shape)
+    out = Reshape(Transpose(W @ V, [0, 2, 1, 3]), shape), with the weights W = Softmax(scores, -1)
+          [→ inference Dropout, or → Where(IsNaN(W), 0, W): torch's SDPA export's guard]
 Since Reshape keeps row-major order and the split/merge only regroup the last axis into heads,
     out = Reshape(MultiHeadAttention(q', k', v', attention_bias=mask', num_heads=N,
                                      scale=a·b·c), shape)
 with q' = q viewed as [B, S, N*H] (k', v' likewise) and mask' = mask broadcast to the
 [B or 1, N or 1, S, T] the op requires; the op splits heads the same way (com.microsoft
 MultiHeadAttention, runs on the CPU provider in float32 and float16, verified by running it).
+With the guard, out = Reshape(Where(IsNaN(o), 0, o), shape) for the op's output o: a row of W
+is NaN exactly when its scores are all -inf (a query whose keys are all masked) or hold a NaN; the
+guard makes that row 0, so its output is 0·V = 0, while the op gives NaN for the row's whole head
+slice, and (for finite V) NaN nowhere else.
 
 Safe only when: every scale is a constant (not a graph input); every Reshape target is a constant
 or read from shapes (Concat of Shape/Gather and constants), and resolves, with N and H static, to
@@ -23,7 +29,10 @@ S, N*Hv] or use a constant target without 0s, and a mask must be 4-D; scales are
 values (a zero scale would read as "use the default" in the op); the Softmax is over the last axis;
 the mask is added (a Where/select mask is not additive) before any scaling, and broadcasts to [B,
 N, S, T] without growing it; a Dropout between Softmax and MatMul is in inference mode; the element
-type is float32 or float16; and no intermediate is a graph output or feeds another node.
+type is float32 or float16; and no intermediate the fusion removes is a graph output or feeds a
+node outside the match. Reshape targets stay and may feed other views: torch's dynamo exporter
+shares one [B, S, N, H] target among the Q, K and V head splits of every layer, and one [B, S,
+N*H] target among the head merges (checks.refuse_if_removed_outputs_escape).
 
 The subgraph is parsed by attention_pattern.parse_attention. No tensorrt rules here: for
 TensorRT, fuse_to_plugins.PluginMultiHeadAttention reuses this rule's parsing to emit the
@@ -69,7 +78,8 @@ class FuseMultiHeadAttention(RewriteRuleClassBase):
 
     def pattern(self, op: Any, scores: ir.Value, value: ir.Value, out_shape: ir.Value) -> ir.Value:
         probs = op.Softmax(scores, _outputs=["probs"])
-        kept = OrValue([op.Dropout(probs, _allow_other_inputs=True), probs])
+        kept = OrValue([op.Dropout(probs, _allow_other_inputs=True),
+                        op.Where(op.IsNaN(probs), _allow_other_inputs=True), probs])
         ctx = op.MatMul(kept, value, _outputs=["ctx"])
         merged = op.Transpose(ctx, _outputs=["merged"])
         return op.Reshape(merged, out_shape, _outputs=["out"])
@@ -109,7 +119,10 @@ def merged_inputs(op: Any, graph: ir.Graph | None,
 
 def merged_output(op: Any, graph: ir.Graph | None, attention: Attention,
                   fused: ir.Value) -> ir.Value:
-    """The fused [B, S, N*Hv] output as the head merge's Reshape gave it."""
+    """The fused [B, S, N*Hv] output as the head merge's Reshape gave it (and as the NaN guard
+    left it, if the model has one)."""
+    if attention.nan_guard is not None:
+        fused = op.Where(op.IsNaN(fused), attention.nan_guard, fused)
     batch, seq, heads, _ = attention.query.shape
     merged_shape = (batch, seq, heads * attention.value.shape[3])
     if attention.out_shape == merged_shape:

@@ -13,7 +13,7 @@ a graph once, in order, and gives each dim of each value a key; equal keys are p
 Keys follow through the ops that provably keep a dim: elementwise ops and broadcasting (where
 every other operand's dim is 1, the same key, or at most that key, which a valid broadcast only
 allows when it is equal or 1), MatMul, Transpose, Gather, ReduceX with keepdims, Slice, Reshape
-(copies via 0, a Shape read or a -1 that cancels), Shape/Gather/Concat/Unsqueeze on shapes, and
+(copies via 0, a Shape read or a -1 that cancels), Shape/Gather/Slice/Concat/Unsqueeze on shapes, and
 the fused nodes (SkipLayerNorm, BiasGelu, MultiHeadAttention) rules leave behind.
 
 Not proven (left as the inferred name, or unknown): anything computed from a shape's values
@@ -240,6 +240,7 @@ class DimTracer:
             out = reshape_dims(node, inputs[0], self.contents(node.inputs[1]))
         elif op == "Slice" and inputs[0] is not None:
             out = self._slice(node, inputs[0])
+            self._slice_contents(node)
         elif op in _ATTENTION and inputs[0] is not None and len(inputs[0]) == 3:
             value = inputs[2] if len(inputs) > 2 else None
             if value is not None and len(value) == 3:
@@ -277,6 +278,21 @@ class DimTracer:
         if not all(isinstance(i, int) for i in indices):
             return
         self._contents[node.outputs[0]] = tuple(data[int(i)] for i in indices)  # type: ignore
+
+    def _slice_contents(self, node: ir.Node) -> None:
+        """Slice(shape, start, end) with step 1 on a shape's values: those values (torch's
+        exporter reads [B, N], T and H off Shape(K) this way, with negative starts)."""
+        data = self.contents(node.inputs[0])
+        given = [*node.inputs[1:5], *[None] * (5 - len(node.inputs))]
+        starts, ends, axes, steps = (self.contents(v) for v in given)
+        if (data is None or starts is None or ends is None or len(starts) != 1
+                or len(ends) != 1 or (given[2] is not None and axes not in ((0,), (-1,)))
+                or (given[3] is not None and steps != (1,))):
+            return  # an axis or step given but not known, or not 0 and 1
+        start, end = starts[0], ends[0]
+        if isinstance(start, int) and isinstance(end, int):
+            # Python's slice clamps out-of-range and negative bounds as ONNX's Slice does.
+            self._contents[node.outputs[0]] = data[start:end]
 
     def _reduce(self, node: ir.Node, data: tuple[Dim, ...]) -> tuple[Dim, ...] | None:
         """keepdims=1: a reduced axis becomes 1, the others keep the input's dim."""

@@ -249,7 +249,7 @@ def test_cross_attention_with_wider_values_becomes_the_plugin() -> None:
     [
         ({"mask": "where"}, "masked by Where"),
         ({"softmax_axis": 2}, "is over axis 2"),
-        ({"probs_shared": True}, "'probs' is also used by node 'n_probs_max'"),
+        ({"probs_shared": True}, "'probs' (Softmax output) is also used by ReduceMax 'n_probs_max'"),
         ({"heads": 1, "head_dim": 320}, "above the MultiHeadAttention kernel's 256"),
     ],
     ids=["where-mask", "softmax-axis", "probs-shared", "head-too-large"],

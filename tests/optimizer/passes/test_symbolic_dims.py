@@ -69,6 +69,24 @@ def test_tracer_joins_a_sliced_broadcast_and_shape_read_reshapes_to_the_input_di
     assert tracer.dims(values["merged"]) == tracer.dims(values["x"])
 
 
+@pytest.mark.parametrize(("start", "end", "expected"), [
+    (-1, 2**63 - 1, (HIDDEN,)), (-2, -1, (("sym", "s"),)), (0, -2, (("sym", "b"), 4)),
+    (-2**63, -2, (("sym", "b"), 4)), (1, 3, (4, ("sym", "s"))), (5, 9, ()),
+], ids=["last", "negative-start", "up-to-negative-end", "int64-min-start", "middle", "past-end"])
+def test_tracer_reads_a_slice_of_a_shapes_values(start: int, end: int,
+                                                 expected: tuple[object, ...]) -> None:
+    """As torch's SDPA export reads [B, N], T and H off Shape(K)."""
+    inits = [numpy_helper.from_array(np.array([start], np.int64), "start"),
+             numpy_helper.from_array(np.array([end], np.int64), "end")]
+    nodes = [helper.make_node("Shape", ["k"], ["shape"]),
+             helper.make_node("Slice", ["shape", "start", "end"], ["part"]),
+             helper.make_node("Identity", ["k"], ["y"])]
+    model = _model(nodes, [helper.make_tensor_value_info("k", TensorProto.FLOAT,
+                                                         ["b", 4, "s", HIDDEN])], ["y"], inits)
+    tracer, values = _traced(model)
+    assert tracer.contents(values["part"]) == expected
+
+
 def test_tracer_keeps_a_differently_named_dim_apart() -> None:
     # The table is sliced to ids' "t", which nothing ties to x's "s": the sum's dim 1 is unknown.
     tracer, values = _traced(_embedding_model(("b", "t")))
