@@ -9,27 +9,28 @@ import sys
 
 from optimizer.errors import OptimizerError
 from optimizer.model_check import load_checked_model
+from optimizer.model_writer import save_model
 from optimizer.optimize import OptimizeOptions, optimize_model
 from optimizer.passes import DEFAULT_PASSES
-from optimizer.shapes import fix_input_shapes, resolve_input_shapes
+from optimizer.static_model import static_model
 
 __all__ = ["run_optimize"]
 
 
 def run_optimize(args: argparse.Namespace) -> int:
     try:
-        model, summary = load_checked_model(args.model)
-        if args.input_shape:
-            shapes = resolve_input_shapes(summary.inputs, dict(args.input_shape))
-            model = fix_input_shapes(model, shapes)
+        original, _ = load_checked_model(args.model)
+        model = static_model(original, dict(args.input_shape)).model if args.input_shape \
+            else original
         options = OptimizeOptions(backend=args.backend, passes=args.passes,
                                   catalog=args.catalog or DEFAULT_PASSES)
         fused, report = optimize_model(model, options)
+        # Loads and runs in ONNX Runtime first: a refusal beats a file that cannot be loaded.
+        save_model(fused, args.output, what=f"the optimized model {args.output.name!r}",
+                   reference=original)
     except OptimizerError as err:
         print(f"fuseforge optimize: {type(err).__name__}: {err}", file=sys.stderr)
         return 2
-    # The bytes as they are: onnx.save would first walk every tensor looking for external data.
-    args.output.write_bytes(fused.SerializeToString())
     if args.report:
         args.report.write_text(json.dumps(report.to_dict(), indent=2))
     print(f"{args.model} -> {args.output}: {report.nodes_before} -> {report.nodes_after} nodes "
