@@ -15,9 +15,10 @@ from onnx import TensorProto, helper
 from core.job_config import JobConfig
 from core.settings import Settings
 from core.storage import LocalArtifactStore
-from optimizer.errors import InputShapeError
+from optimizer.errors import InputShapeError, UnsupportedModelError
 from optimizer.testing.models import IR_VERSION, declared_dims, small_cnn, token_embedding
 from optimizer.testing.passes import run_model
+from optimizer.testing.shape_models import lstm_in_nested_ifs, strided_convnet
 from worker.pipeline.load import load_model
 from worker.pipeline.results import JobRun
 
@@ -119,3 +120,31 @@ def test_a_profile_that_no_longer_fits_the_model_fails_the_stage(tmp_path: Path)
 
     with pytest.raises(InputShapeError, match="axis 2 is fixed at 32 in the model"):
         load_model(run)
+
+
+def test_a_minus_one_batch_loads_without_input_shapes(tmp_path: Path) -> None:
+    run = _run(tmp_path, strided_convnet([-1, 3, 48, 192]), {})
+
+    loaded = load_model(run)
+
+    assert loaded.input_shapes == {"x": (1, 3, 48, 192)}
+    assert _dims(onnx.load(loaded.static_path).graph.input[0]) == [1, 3, 48, 192]
+
+
+def test_image_dims_at_one_fail_the_load_stage_with_the_shapes_to_send(tmp_path: Path) -> None:
+    run = _run(tmp_path, strided_convnet(["N", 3, "H", "W"]), {})
+
+    with pytest.raises(InputShapeError, match=r'input_shapes: \{"x": \[1, 3, 224, 224\]\}'):
+        load_model(run)
+
+    assert not (run.scratch_dir / "model.static.onnx").exists()
+
+
+def test_a_static_model_onnx_runtime_cannot_load_fails_the_load_stage(tmp_path: Path) -> None:
+    run = _run(tmp_path, lstm_in_nested_ifs(), {"input_shapes": {
+        "input": [1, 16], "state": [2, 1, 16], "sr": []}})
+
+    with pytest.raises(UnsupportedModelError, match="First input tensor must have rank 3"):
+        load_model(run)
+
+    assert not (run.scratch_dir / "model.static.onnx").exists()
