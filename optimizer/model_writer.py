@@ -23,6 +23,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
+from optimizer.backends.onnxruntime.runner import OptimizationLevel, session_options
 from optimizer.errors import InferenceError, UnsupportedModelError
 from optimizer.inputs import random_feeds
 from optimizer.plugins.decompose import runnable_in_onnxruntime
@@ -35,23 +36,29 @@ _QUIET = 4
 
 
 def save_model(model: onnx.ModelProto, path: Path, *, what: str,
-               reference: onnx.ModelProto | None = None) -> None:
+               reference: onnx.ModelProto | None = None,
+               optimization_level: OptimizationLevel = "all") -> None:
     """Check `model` as `check_model_runs` does, then write it to `path` (one protobuf, as it
     is: nothing is written when the check fails).
 
     Raises:
         UnsupportedModelError, InferenceError: as `check_model_runs`.
     """
-    check_model_runs(model, what=what, reference=reference)
+    check_model_runs(model, what=what, reference=reference, optimization_level=optimization_level)
     # The bytes as they are: onnx.save would first walk every tensor looking for external data.
     path.write_bytes(model.SerializeToString())
 
 
 def check_model_runs(model: onnx.ModelProto, *, what: str,
-                     reference: onnx.ModelProto | None = None) -> None:
-    """Load `model` in ONNX Runtime (fuseforge plugin nodes decomposed) and, when its input
-    shapes are concrete, run it once. `what` names the model in messages ("the optimized
-    model 'out.onnx'").
+                     reference: onnx.ModelProto | None = None,
+                     optimization_level: OptimizationLevel = "all") -> None:
+    """Load `model` in ONNX Runtime (fuseforge plugin nodes decomposed) at
+    `optimization_level` and, when its input shapes are concrete, run it once. `what` names
+    the model in messages ("the optimized model 'out.onnx'").
+
+    The level matters: at "all" (ONNX Runtime's default, what a user of a written file gets)
+    load-time constant folding inlines `If` branches and type-checks them with the folded
+    shapes, which "disabled" does not.
 
     Raises:
         UnsupportedModelError: ONNX Runtime cannot load the model (its message included).
@@ -59,7 +66,9 @@ def check_model_runs(model: onnx.ModelProto, *, what: str,
             on the same inputs).
     """
     inputs = summarize_model(model).inputs
-    session = _session(runnable_in_onnxruntime(model), f"{what} (input shapes {_shapes(inputs)})")
+    session = _session(runnable_in_onnxruntime(model),
+                       f"{what} (input shapes {_shapes(inputs)}, ONNX Runtime optimization "
+                       f"level {optimization_level!r})", optimization_level)
     if not all(_concrete(spec) for spec in inputs):
         return  # dynamic dims: no size is known to be right; loading is the check
     try:
@@ -87,7 +96,7 @@ def run_problem(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> str | N
     """Why ONNX Runtime cannot load `model` or run it on `feeds` (its first message line), or
     why the run is useless (an output comes out empty); None when it runs."""
     try:
-        session = _session(runnable_in_onnxruntime(model), "the model")
+        session = _session(runnable_in_onnxruntime(model), "the model", "disabled")
         outputs = session.run(None, feeds, _quiet_run())
     except Exception as err:  # noqa: BLE001 - any failure is an answer here
         return _first_line(err)
@@ -97,8 +106,9 @@ def run_problem(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> str | N
     return None
 
 
-def _session(model: onnx.ModelProto, what: str) -> ort.InferenceSession:
-    options = ort.SessionOptions()
+def _session(model: onnx.ModelProto, what: str,
+             optimization_level: OptimizationLevel) -> ort.InferenceSession:
+    options = session_options(optimization_level, None)
     options.log_severity_level = _QUIET
     try:
         return ort.InferenceSession(model.SerializeToString(), sess_options=options,

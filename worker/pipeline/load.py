@@ -46,13 +46,13 @@ def load_model(run: JobRun) -> LoadedModel:
     shapes = static.shapes
     static_path = run.scratch_dir / STATIC_MODEL_FILE
     save_model(static.model, static_path, what="the model with the job's input shapes",
-               reference=model)
+               reference=model, optimization_level=run.ort_check_level)
     profiled_path = None
     if run.config.profiles:
         profiled_path = run.scratch_dir / PROFILED_MODEL_FILE
         profiled = _profiled_model(model, summary.inputs, shapes, run.config.profile_shapes() or {})
         save_model(profiled, profiled_path, what="the model with the job's profiles",
-                   reference=model)
+                   reference=model, optimization_level=run.ort_check_level)
     specs = tuple(replace(spec, shape=shapes[spec.name]) for spec in summary.inputs)
     feeds, labels = job_feeds(run.config, run.dataset_path, specs)
     return LoadedModel(static_path=static_path, profiled_path=profiled_path, input_shapes=shapes,

@@ -25,7 +25,8 @@ def optimize_graph(run: JobRun, loaded: LoadedModel, attempt: Attempt) -> Optimi
     fused_path = run.scratch_dir / "fused.onnx"
     # A rewrite that leaves a model ONNX Runtime cannot load or run fails here, not in a
     # later stage (plugin nodes are checked through the standard ops they stand for).
-    save_model(fused, fused_path, what="the fused model", reference=source)
+    save_model(fused, fused_path, what="the fused model", reference=source,
+               optimization_level=run.ort_check_level)
     report_path = run.scratch_dir / "fusion_report.json"
     report_path.write_text(json.dumps(report.to_dict(), indent=2))
     artifacts = (PendingArtifact("fused.onnx", "optimized_model", fused_path),
@@ -38,7 +39,7 @@ def optimize_graph(run: JobRun, loaded: LoadedModel, attempt: Attempt) -> Optimi
     engine_source = run.scratch_dir / f"model.{precision}.onnx"
     if run.config.backend == "onnxruntime":
         save_model(converted, engine_source, what=f"the fused model at {precision}",
-                   reference=source)
+                   reference=source, optimization_level=run.ort_check_level)
     else:
         # TensorRT builds this graph; ONNX Runtime's CPU kernels lack most bf16/fp16 ops, so
         # loading it there proves nothing (fused.onnx, its fp32 form, was checked).

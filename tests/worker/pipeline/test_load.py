@@ -29,7 +29,7 @@ def _run(tmp_path: Path, model: onnx.ModelProto, config: dict[str, Any]) -> JobR
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     settings = Settings(env="test", data_dir=tmp_path / "data")
-    return JobRun(job_id=uuid.uuid4(), config=JobConfig(backend="tensorrt", **config),
+    return JobRun(job_id=uuid.uuid4(), config=JobConfig(**{"backend": "tensorrt", **config}),
                   model_path=model_path, dataset_path=None, scratch_dir=scratch,
                   settings=settings, store=LocalArtifactStore(settings.artifacts_dir))
 
@@ -140,11 +140,31 @@ def test_image_dims_at_one_fail_the_load_stage_with_the_shapes_to_send(tmp_path:
     assert not (run.scratch_dir / "model.static.onnx").exists()
 
 
-def test_a_static_model_onnx_runtime_cannot_load_fails_the_load_stage(tmp_path: Path) -> None:
-    run = _run(tmp_path, lstm_in_nested_ifs(), {"input_shapes": {
-        "input": [1, 16], "state": [2, 1, 16], "sr": []}})
+_VAD_SHAPES = {"input": [1, 16], "state": [2, 1, 16], "sr": []}
 
-    with pytest.raises(UnsupportedModelError, match="First input tensor must have rank 3"):
+
+def test_a_static_model_the_onnxruntime_engine_cannot_load_fails_the_load_stage(
+        tmp_path: Path) -> None:
+    run = _run(tmp_path, lstm_in_nested_ifs(), {
+        "backend": "onnxruntime", "ort_optimization_level": "all", "input_shapes": _VAD_SHAPES})
+
+    with pytest.raises(UnsupportedModelError, match=r"optimization level 'all'\): .*First input "
+                                                     "tensor must have rank 3"):
         load_model(run)
 
     assert not (run.scratch_dir / "model.static.onnx").exists()
+
+
+@pytest.mark.parametrize("config", [{"backend": "tensorrt"},
+                                    {"backend": "onnxruntime", "ort_optimization_level": "disabled"}])
+def test_a_static_model_loads_where_the_job_runs_it_without_graph_optimizations(
+        tmp_path: Path, config: dict[str, Any]) -> None:
+    # ONNX Runtime only inlines If branches (and so only type-checks the unused one at the
+    # fixed shapes) when it optimizes the graph.
+    run = _run(tmp_path, lstm_in_nested_ifs(), {**config, "input_shapes": _VAD_SHAPES})
+
+    loaded = load_model(run)
+
+    feeds = {"input": np.ones((1, 16), np.float32), "state": np.zeros((2, 1, 16), np.float32),
+             "sr": np.array(16000, np.int64)}
+    assert run_model(onnx.load(loaded.static_path), feeds)[0].shape == (1, 16)
