@@ -114,13 +114,16 @@ def _session(model: onnx.ModelProto, what: str,
         return ort.InferenceSession(model.SerializeToString(), sess_options=options,
                                     providers=["CPUExecutionProvider"])
     except Exception as err:  # noqa: BLE001 - ORT raises its own unrelated exception types
+        unoptimized = "" if optimization_level == "disabled" else (
+            ", or let ONNX Runtime leave the graph as it is (a job's ort_optimization_level "
+            "'disabled')")
         raise UnsupportedModelError(
             f"ONNX Runtime cannot load {what}: {_first_line(err)}. FuseForge does not write a "
             "model that fails to load. If its input shapes were fixed, the model may hold "
             "control flow (If, Loop) whose unused branches only type-check at other shapes, "
-            "which ONNX Runtime checks once the shapes are static: give shapes every branch "
-            "accepts, or (fuseforge optimize) leave the inputs dynamic: no --input-shape."
-        ) from err
+            "which ONNX Runtime's graph optimizations check once the shapes are static: give "
+            "shapes every branch accepts, leave the inputs dynamic (fuseforge optimize without "
+            f"--input-shape){unoptimized}.") from err
 
 
 def _quiet_run() -> ort.RunOptions:
