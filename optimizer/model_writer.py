@@ -17,6 +17,7 @@ job's input ranges.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -37,24 +38,28 @@ _QUIET = 4
 
 def save_model(model: onnx.ModelProto, path: Path, *, what: str,
                reference: onnx.ModelProto | None = None,
-               optimization_level: OptimizationLevel = "all") -> None:
+               optimization_level: OptimizationLevel = "all",
+               feeds: Mapping[str, np.ndarray] | None = None) -> None:
     """Check `model` as `check_model_runs` does, then write it to `path` (one protobuf, as it
     is: nothing is written when the check fails).
 
     Raises:
         UnsupportedModelError, InferenceError: as `check_model_runs`.
     """
-    check_model_runs(model, what=what, reference=reference, optimization_level=optimization_level)
+    check_model_runs(model, what=what, reference=reference,
+                     optimization_level=optimization_level, feeds=feeds)
     # The bytes as they are: onnx.save would first walk every tensor looking for external data.
     path.write_bytes(model.SerializeToString())
 
 
 def check_model_runs(model: onnx.ModelProto, *, what: str,
                      reference: onnx.ModelProto | None = None,
-                     optimization_level: OptimizationLevel = "all") -> None:
+                     optimization_level: OptimizationLevel = "all",
+                     feeds: Mapping[str, np.ndarray] | None = None) -> None:
     """Load `model` in ONNX Runtime (fuseforge plugin nodes decomposed) at
-    `optimization_level` and, when its input shapes are concrete, run it once. `what` names
-    the model in messages ("the optimized model 'out.onnx'").
+    `optimization_level` and, when its input shapes are concrete, run it once on `feeds` (a
+    job's first validation sample), else on seeded random inputs. `what` names the model in
+    messages ("the optimized model 'out.onnx'").
 
     The level matters: at "all" (ONNX Runtime's default, what a user of a written file gets)
     load-time constant folding inlines `If` branches and type-checks them with the folded
@@ -71,10 +76,12 @@ def check_model_runs(model: onnx.ModelProto, *, what: str,
                        f"level {optimization_level!r})", optimization_level)
     if not all(_concrete(spec) for spec in inputs):
         return  # dynamic dims: no size is known to be right; loading is the check
-    try:
-        feeds = random_feeds(inputs, count=1, seed=0)[0]
-    except UnsupportedModelError:
-        return  # an input FuseForge cannot make data for (strings): loading is the check
+    if feeds is None:
+        try:
+            feeds = random_feeds(inputs, count=1, seed=0)[0]
+        except UnsupportedModelError:
+            return  # an input FuseForge cannot make data for (strings): loading is the check
+    feeds = dict(feeds)
     try:
         session.run(None, feeds, _quiet_run())
     except Exception as err:  # noqa: BLE001 - ORT raises its own unrelated exception types
@@ -92,12 +99,12 @@ def check_model_runs(model: onnx.ModelProto, *, what: str,
             "none).") from err
 
 
-def run_problem(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> str | None:
+def run_problem(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> str | None:
     """Why ONNX Runtime cannot load `model` or run it on `feeds` (its first message line), or
     why the run is useless (an output comes out empty); None when it runs."""
     try:
         session = _session(runnable_in_onnxruntime(model), "the model", "disabled")
-        outputs = session.run(None, feeds, _quiet_run())
+        outputs = session.run(None, dict(feeds), _quiet_run())
     except Exception as err:  # noqa: BLE001 - any failure is an answer here
         return _first_line(err)
     for output, value in zip(session.get_outputs(), outputs, strict=True):

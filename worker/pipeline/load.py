@@ -9,6 +9,7 @@ lets vary (min != max) is left dynamic, every other axis fixed to its profile's 
 
 from collections.abc import Mapping
 from dataclasses import replace
+from functools import partial
 
 import onnx
 
@@ -44,17 +45,18 @@ def load_model(run: JobRun) -> LoadedModel:
     # left at 1) and a static model ONNX Runtime cannot load.
     static = static_model(model, run.config.input_shapes)
     shapes = static.shapes
+    specs = tuple(replace(spec, shape=shapes[spec.name]) for spec in summary.inputs)
+    feeds, labels = job_feeds(run.config, run.dataset_path, specs)
+    # Each model is run once on the job's first sample before it is written.
+    save = partial(save_model, reference=model, optimization_level=run.ort_check_level,
+                   feeds=feeds[0] if feeds else None)
     static_path = run.scratch_dir / STATIC_MODEL_FILE
-    save_model(static.model, static_path, what="the model with the job's input shapes",
-               reference=model, optimization_level=run.ort_check_level)
+    save(static.model, static_path, what="the model with the job's input shapes")
     profiled_path = None
     if run.config.profiles:
         profiled_path = run.scratch_dir / PROFILED_MODEL_FILE
         profiled = _profiled_model(model, summary.inputs, shapes, run.config.profile_shapes() or {})
-        save_model(profiled, profiled_path, what="the model with the job's profiles",
-                   reference=model, optimization_level=run.ort_check_level)
-    specs = tuple(replace(spec, shape=shapes[spec.name]) for spec in summary.inputs)
-    feeds, labels = job_feeds(run.config, run.dataset_path, specs)
+        save(profiled, profiled_path, what="the model with the job's profiles")
     return LoadedModel(static_path=static_path, profiled_path=profiled_path, input_shapes=shapes,
                        input_specs=specs, feeds=feeds, labels=labels)
 

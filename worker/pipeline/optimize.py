@@ -1,6 +1,7 @@
 """Stage `optimize`: run the attempt's fusion passes, then convert to the job's precision."""
 
 import json
+from functools import partial
 from typing import Any
 
 import onnx
@@ -25,8 +26,9 @@ def optimize_graph(run: JobRun, loaded: LoadedModel, attempt: Attempt) -> Optimi
     fused_path = run.scratch_dir / "fused.onnx"
     # A rewrite that leaves a model ONNX Runtime cannot load or run fails here, not in a
     # later stage (plugin nodes are checked through the standard ops they stand for).
-    save_model(fused, fused_path, what="the fused model", reference=source,
-               optimization_level=run.ort_check_level)
+    save = partial(save_model, reference=source, optimization_level=run.ort_check_level,
+                   feeds=loaded.feeds[0] if loaded.feeds else None)
+    save(fused, fused_path, what="the fused model")
     report_path = run.scratch_dir / "fusion_report.json"
     report_path.write_text(json.dumps(report.to_dict(), indent=2))
     artifacts = (PendingArtifact("fused.onnx", "optimized_model", fused_path),
@@ -38,8 +40,7 @@ def optimize_graph(run: JobRun, loaded: LoadedModel, attempt: Attempt) -> Optimi
     converted, accuracy = _at_precision(run, loaded, fused, precision)
     engine_source = run.scratch_dir / f"model.{precision}.onnx"
     if run.config.backend == "onnxruntime":
-        save_model(converted, engine_source, what=f"the fused model at {precision}",
-                   reference=source, optimization_level=run.ort_check_level)
+        save(converted, engine_source, what=f"the fused model at {precision}")
     else:
         # TensorRT builds this graph; ONNX Runtime's CPU kernels lack most bf16/fp16 ops, so
         # loading it there proves nothing (fused.onnx, its fp32 form, was checked).
