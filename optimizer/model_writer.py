@@ -7,8 +7,9 @@ input shapes were fixed: with static shapes ONNX Runtime's load-time constant fo
 `If` branches and type-checks an LSTM in a branch that never runs ("First input tensor must
 have rank 3").
 
-The check loads at ONNX Runtime's default optimization level (what a user of the file gets)
-and, when every input shape is concrete, runs the model once on seeded random inputs. With
+The check loads at the ONNX Runtime optimization level the file will be run at (default
+"all", ONNX Runtime's own default: what a user of the file gets) and, when every input shape is
+concrete, runs the model once on the given inputs or seeded random ones. With
 integer inputs, a run failure is blamed on the model only when `reference` (the model it was
 made from) runs on the same inputs: random integers outside what the model accepts (token ids
 past a vocabulary) are not this model's fault and are left to validation, which takes the

@@ -147,8 +147,8 @@ def _forget_inferred_shapes(graph: onnx.GraphProto) -> None:
     # Intermediate and output shapes recorded by the exporter (or an earlier inference) are
     # claims for the old input shapes, in every subgraph too (If branches, Loop and Scan
     # bodies): left there, strict inference refuses the new shapes, or a stale branch output
-    # contradicts what the new shapes give. Subgraph inputs stay: a Loop body's declare types
-    # inference needs.
+    # contradicts what the new shapes give. Subgraph inputs stay: a Loop or Scan body's inputs
+    # declare types that inference needs.
     del graph.value_info[:]
     for value in graph.output:
         if value.type.HasField("tensor_type"):

@@ -78,8 +78,8 @@ def _refuse_too_small(
         return  # not a matter of size: later checks and stages report it
     dims = ", ".join(f"{spec.name!r} axis {axis} ({spec.shape[axis] or 'unnamed'})"
                      for spec, axis in at_one)
-    suggested = {spec.name: list(probe_shapes[spec.name]) for spec in inputs
-                 if any(spec.name == name for name in {item.name for item, _ in at_one})}
+    names = {spec.name for spec, _ in at_one}
+    suggested = {spec.name: list(probe_shapes[spec.name]) for spec in inputs if spec.name in names}
     flags = " ".join(f"--input-shape {name}={','.join(map(str, dims))}"
                      for name, dims in suggested.items())
     raise InputShapeError(
