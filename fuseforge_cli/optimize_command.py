@@ -10,9 +10,10 @@ from fuseforge_cli.failures import EXIT_OK, EXIT_USAGE, CliFailure, readable_fil
 from fuseforge_cli.runtime_logging import quiet_onnxruntime
 from optimizer.errors import PassError
 from optimizer.model_check import load_checked_model
+from optimizer.model_writer import save_model
 from optimizer.optimize import OptimizeOptions, optimize_model, select_passes
 from optimizer.passes import DEFAULT_PASSES
-from optimizer.shapes import fix_input_shapes, resolve_input_shapes
+from optimizer.static_model import static_model
 
 __all__ = ["run_optimize"]
 
@@ -30,14 +31,13 @@ def run_optimize(args: argparse.Namespace) -> int:
         select_passes(options)  # unknown pass names: bad usage, refused before any work
     except PassError as err:
         raise CliFailure(type(err).__name__, str(err), EXIT_USAGE) from err
-    model, summary = load_checked_model(readable_file(args.model))
-    if args.input_shape:
-        shapes = resolve_input_shapes(summary.inputs, dict(args.input_shape))
-        model = fix_input_shapes(model, shapes)
+    original, _ = load_checked_model(readable_file(args.model))
+    model = static_model(original, dict(args.input_shape)).model if args.input_shape else original
     fused, report = optimize_model(model, options)
     try:
-        # The bytes as they are: onnx.save would first walk every tensor for external data.
-        args.output.write_bytes(fused.SerializeToString())
+        # Loads and runs in ONNX Runtime first: a refusal beats a file that cannot be loaded.
+        save_model(fused, args.output, what=f"the optimized model {args.output.name!r}",
+                   reference=original)
         if args.report:
             args.report.write_text(json.dumps(report.to_dict(), indent=2))
     except OSError as err:

@@ -31,7 +31,8 @@ def add_optimize_parser(sub: argparse._SubParsersAction,  # type: ignore[type-ar
     parser.add_argument("--backend", choices=BACKENDS, default="onnxruntime")
     parser.add_argument("--input-shape", type=input_shape, action="append", default=[],
                         metavar="NAME=D1,D2,...",
-                        help="fix an input's shape (repeatable); dynamic dims default to 1")
+                        help="fix an input's shape (repeatable); dynamic dims (named, unknown or "
+                             "-1 in the model) default to 1")
     parser.add_argument("--report", type=Path, help="write the fusion report as JSON here")
     add_output_options(parser)
     parser.set_defaults(func=_run_optimize, catalog=catalog)

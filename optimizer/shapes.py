@@ -132,10 +132,7 @@ def _with_input_dims(
     for value in graph.input:
         if value.name in dims:
             _set_dims(value, dims[value.name])
-    del graph.value_info[:]
-    for value in graph.output:
-        # A declared output shape is the exporter's claim, not a fact: inference recomputes it.
-        value.type.tensor_type.ClearField("shape")
+    _forget_inferred_shapes(graph)
     try:
         return onnx.shape_inference.infer_shapes(
             fixed, check_type=True, strict_mode=True, data_prop=True)
@@ -144,6 +141,24 @@ def _with_input_dims(
         raise InvalidModelError(
             f"ONNX shape inference failed for model {model.graph.name!r} with input shapes "
             f"{shown}: {err}. Check that the model accepts these shapes.") from err
+
+
+def _forget_inferred_shapes(graph: onnx.GraphProto) -> None:
+    # Intermediate and output shapes recorded by the exporter (or an earlier inference) are
+    # claims for the old input shapes, in every subgraph too (If branches, Loop and Scan
+    # bodies): left there, strict inference refuses the new shapes, or a stale branch output
+    # contradicts what the new shapes give. Subgraph inputs stay: a Loop or Scan body's inputs
+    # declare types that inference needs.
+    del graph.value_info[:]
+    for value in graph.output:
+        if value.type.HasField("tensor_type"):
+            value.type.tensor_type.ClearField("shape")
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.HasField("g"):
+                _forget_inferred_shapes(attribute.g)
+            for subgraph in attribute.graphs:
+                _forget_inferred_shapes(subgraph)
 
 
 def _check_shared_dims_agree(
@@ -199,7 +214,9 @@ def _resolve_one(spec: TensorSpec, requested: Sequence[int] | None) -> tuple[int
         if isinstance(dim, bool) or not isinstance(dim, numbers.Integral) or dim < 1:
             raise InputShapeError(
                 f"Input {spec.name!r} axis {axis}: requested dim {dim!r} is not a positive "
-                "integer; give a whole number of at least 1.", input_name=spec.name)
+                "integer; give the size to run at, a whole number of at least 1 (the model's "
+                f"dynamic axes, -1 included, take any), e.g. {list(_default_shape(spec.shape))}.",
+                input_name=spec.name)
         if isinstance(declared, int) and declared != dim:
             raise InputShapeError(
                 f"Input {spec.name!r} axis {axis} is fixed at {declared} in the model "

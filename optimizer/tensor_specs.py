@@ -30,7 +30,11 @@ class TensorSpec:
 
     `dtype` is a numpy dtype name ("float32", "int64", "bool", "bfloat16"...), or the ONNX type
     name in lower case ("string") where numpy has no matching dtype. In `shape` an int is a fixed
-    dim, a str a symbolic dim (e.g. "batch") and None an unknown dim.
+    dim (always >= 1), a str a symbolic dim (e.g. "batch") and None an unknown dim.
+
+    A declared dim of 0 or less is dynamic (None): Paddle2ONNX writes dim_value -1 for a dynamic
+    batch, and specs stored before this rule may still hold such ints, so `from_dict` maps them
+    too. (A fixed dim of 0, an empty input, is not a shape FuseForge can build for.)
     """
 
     name: str
@@ -43,7 +47,8 @@ class TensorSpec:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TensorSpec:
         """Rebuild a spec from `to_dict()` output (e.g. JSON stored in a database)."""
-        return cls(name=data["name"], dtype=data["dtype"], shape=tuple(data["shape"]))
+        return cls(name=data["name"], dtype=data["dtype"],
+                   shape=tuple(_dynamic_if_not_positive(dim) for dim in data["shape"]))
 
 
 @dataclass(frozen=True)
@@ -130,10 +135,15 @@ def _spec(value: onnx.ValueInfoProto) -> TensorSpec:
 
 def _dim(dim: onnx.TensorShapeProto.Dimension) -> Dim:
     if dim.HasField("dim_value"):
-        return int(dim.dim_value)
+        return _dynamic_if_not_positive(int(dim.dim_value))
     if dim.HasField("dim_param") and dim.dim_param:
         return dim.dim_param
     return None
+
+
+def _dynamic_if_not_positive(dim: Dim) -> Dim:
+    # -1 (Paddle2ONNX) and 0 mean "dynamic" in exported models; see TensorSpec.
+    return None if isinstance(dim, int) and not isinstance(dim, bool) and dim < 1 else dim
 
 
 V = TypeVar("V")

@@ -11,6 +11,7 @@ import pytest
 from fuseforge_cli.main import main
 from optimizer.testing.models import small_cnn
 from optimizer.testing.passes import op_types, run_model
+from optimizer.testing.shape_models import lstm_in_nested_ifs, strided_convnet
 from tests.optimizer.passes.test_fuse_layer_norm import layer_norm
 
 
@@ -79,3 +80,69 @@ def test_optimize_refuses_a_file_that_is_not_a_model_with_exit_1(
     bad.write_bytes(b"\x00\x01not a model")
     assert main(["optimize", str(bad), "-o", str(tmp_path / "o.onnx")]) == 1  # model refused
     assert "InvalidModelError" in capsys.readouterr().err
+
+
+def test_optimize_takes_a_minus_one_batch_with_or_without_input_shapes(tmp_path: Path) -> None:
+    model_path, out = tmp_path / "paddle.onnx", tmp_path / "out.onnx"
+    onnx.save(strided_convnet([-1, 3, 48, 192], seed=6), model_path)
+    feed = {"x": np.random.default_rng(0).standard_normal((1, 3, 48, 192)).astype(np.float32)}
+    expected = run_model(onnx.load(model_path), feed)[0]
+
+    for shapes in ([], ["--input-shape", "x=1,3,48,192"]):
+        assert main(["optimize", str(model_path), "-o", str(out), *shapes]) == 0
+        np.testing.assert_allclose(run_model(onnx.load(out), feed)[0], expected, rtol=1e-4,
+                                   atol=1e-4)
+
+
+def test_optimize_refuses_image_dims_at_one_with_the_shapes_to_give(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model_path, out = tmp_path / "convnet.onnx", tmp_path / "out.onnx"
+    onnx.save(strided_convnet(["N", 3, "H", "W"]), model_path)
+
+    assert main(["optimize", str(model_path), "-o", str(out), "--input-shape", "x=1,3,1,1"]) == 2
+
+    err = capsys.readouterr().err
+    assert "InputShapeError" in err and "--input-shape x=1,3,224,224" in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("passes", ["none", "all"])
+def test_optimize_refuses_fixed_shapes_that_onnx_runtime_cannot_load(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], passes: str) -> None:
+    model_path, out = tmp_path / "vad.onnx", tmp_path / "out.onnx"
+    onnx.save(lstm_in_nested_ifs(), model_path)
+
+    code = main(["optimize", str(model_path), "-o", str(out), "--input-shape", "input=1,16",
+                 "--input-shape", "state=2,1,16", "--passes", passes])
+
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "UnsupportedModelError: ONNX Runtime cannot load" in err
+    assert "First input tensor must have rank 3" in err
+    assert not out.exists()
+
+
+def test_optimize_keeps_the_recurrent_model_loadable_with_dynamic_inputs(tmp_path: Path) -> None:
+    model_path, out = tmp_path / "vad.onnx", tmp_path / "out.onnx"
+    onnx.save(lstm_in_nested_ifs(), model_path)
+
+    assert main(["optimize", str(model_path), "-o", str(out), "--passes", "none"]) == 0
+
+    feeds = {"input": np.ones((1, 16), np.float32), "state": np.zeros((2, 1, 16), np.float32),
+             "sr": np.array(16000, np.int64)}
+    np.testing.assert_allclose(run_model(onnx.load(out), feeds)[0],
+                               run_model(onnx.load(model_path), feeds)[0], rtol=1e-5, atol=1e-6)
+
+
+def test_optimize_refuses_a_rewrite_onnx_runtime_cannot_load_rather_than_write_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Cleanup folds the rank check Size(Shape(input)) (the rank is declared) into a constant
+    # If condition; ONNX Runtime then inlines the inner Ifs at load and type-checks the 8 kHz
+    # LSTM, which never runs, with a rank-4 input. Before, the file was written, exit 0.
+    model_path, out = tmp_path / "vad.onnx", tmp_path / "out.onnx"
+    onnx.save(lstm_in_nested_ifs(), model_path)
+
+    assert main(["optimize", str(model_path), "-o", str(out)]) == 2
+
+    assert "ONNX Runtime cannot load the optimized model 'out.onnx'" in capsys.readouterr().err
+    assert not out.exists()

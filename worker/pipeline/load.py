@@ -9,11 +9,14 @@ lets vary (min != max) is left dynamic, every other axis fixed to its profile's 
 
 from collections.abc import Mapping
 from dataclasses import replace
+from functools import partial
 
 import onnx
 
 from optimizer.backends.tensorrt.profiles import OptimizationProfileSpec, resolve_profiles
-from optimizer.shapes import fix_input_shapes, fix_input_shapes_except, resolve_input_shapes
+from optimizer.model_writer import save_model
+from optimizer.shapes import fix_input_shapes_except
+from optimizer.static_model import static_model
 from optimizer.tensor_specs import TensorSpec, summarize_model
 from worker.pipeline.feeds import job_feeds, job_input_ranges
 from worker.pipeline.results import JobRun, LoadedModel
@@ -29,23 +32,32 @@ def load_model(run: JobRun) -> LoadedModel:
 
     Raises:
         InputShapeError: the job's input shapes or profiles do not fit the model (the API
-            checked them, so only a model changed since would do this).
+            checked them, so only a model changed since would do this), or dynamic dims at 1
+            are too small for the model (`static_model`: the message gives shapes to send).
         InvalidModelError: ONNX shape inference fails for these shapes.
+        UnsupportedModelError, InferenceError: ONNX Runtime cannot load or run the model with
+            its inputs fixed (`model_writer.check_model_runs`).
         DatasetError: the job's dataset does not fit the model's inputs.
     """
     model = onnx.load(run.model_path, format="protobuf")
     summary = summarize_model(model)
-    shapes = resolve_input_shapes(summary.inputs, run.config.input_shapes)
+    # Refuses here, before any pass runs, shapes the model cannot run at (dynamic image dims
+    # left at 1) and a static model ONNX Runtime cannot load.
+    static = static_model(model, run.config.input_shapes)
+    shapes = static.shapes
+    specs = tuple(replace(spec, shape=shapes[spec.name]) for spec in summary.inputs)
+    ranges = job_input_ranges(run.config, model)
+    feeds, labels = job_feeds(run.config, run.dataset_path, specs, ranges)
+    # Each model is run once on the job's first sample before it is written.
+    save = partial(save_model, reference=model, optimization_level=run.ort_check_level,
+                   feeds=feeds[0] if feeds else None)
     static_path = run.scratch_dir / STATIC_MODEL_FILE
-    onnx.save(fix_input_shapes(model, shapes), static_path)
+    save(static.model, static_path, what="the model with the job's input shapes")
     profiled_path = None
     if run.config.profiles:
         profiled_path = run.scratch_dir / PROFILED_MODEL_FILE
         profiled = _profiled_model(model, summary.inputs, shapes, run.config.profile_shapes() or {})
-        onnx.save(profiled, profiled_path)
-    specs = tuple(replace(spec, shape=shapes[spec.name]) for spec in summary.inputs)
-    ranges = job_input_ranges(run.config, model)
-    feeds, labels = job_feeds(run.config, run.dataset_path, specs, ranges)
+        save(profiled, profiled_path, what="the model with the job's profiles")
     return LoadedModel(static_path=static_path, profiled_path=profiled_path, input_shapes=shapes,
                        input_specs=specs, feeds=feeds, labels=labels,
                        input_ranges={} if run.dataset_path is not None else ranges)

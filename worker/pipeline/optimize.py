@@ -1,10 +1,12 @@
 """Stage `optimize`: run the attempt's fusion passes, then convert to the job's precision."""
 
 import json
+from functools import partial
 from typing import Any
 
 import onnx
 
+from optimizer.model_writer import save_model
 from optimizer.optimize import OptimizeOptions, optimize_model
 from optimizer.precision import AccuracyBudget, Precision, convert_precision, search_precision
 from worker.pipeline.results import Attempt, JobRun, LoadedModel, OptimizedModel, PendingArtifact
@@ -19,9 +21,14 @@ def optimize_graph(run: JobRun, loaded: LoadedModel, attempt: Attempt) -> Optimi
     low-precision graph TensorRT 11 needs (it builds strongly typed networks)."""
     options = OptimizeOptions(backend=run.config.backend, passes=attempt.passes,
                               excluded_rules=attempt.excluded_rules)
-    fused, report = optimize_model(onnx.load(loaded.fusion_source), options)
+    source = onnx.load(loaded.fusion_source)
+    fused, report = optimize_model(source, options)
     fused_path = run.scratch_dir / "fused.onnx"
-    onnx.save(fused, fused_path)
+    # A rewrite that leaves a model ONNX Runtime cannot load or run fails here, not in a
+    # later stage (plugin nodes are checked through the standard ops they stand for).
+    save = partial(save_model, reference=source, optimization_level=run.ort_check_level,
+                   feeds=loaded.feeds[0] if loaded.feeds else None)
+    save(fused, fused_path, what="the fused model")
     report_path = run.scratch_dir / "fusion_report.json"
     report_path.write_text(json.dumps(report.to_dict(), indent=2))
     artifacts = (PendingArtifact("fused.onnx", "optimized_model", fused_path),
@@ -31,11 +38,18 @@ def optimize_graph(run: JobRun, loaded: LoadedModel, attempt: Attempt) -> Optimi
         return OptimizedModel(fused_path=fused_path, fusion_report=report, engine_source=fused_path,
                               accuracy={}, artifacts=artifacts)
     converted, accuracy = _at_precision(run, loaded, fused, precision)
-    source = run.scratch_dir / f"model.{precision}.onnx"
-    onnx.save(converted, source)
+    engine_source = run.scratch_dir / f"model.{precision}.onnx"
+    if run.config.backend == "onnxruntime":
+        save(converted, engine_source, what=f"the fused model at {precision}")
+    else:
+        # TensorRT builds this graph; ONNX Runtime's CPU kernels lack most bf16/fp16 ops, so
+        # loading it there proves nothing (fused.onnx, its fp32 form, was checked).
+        onnx.save(converted, engine_source)
     return OptimizedModel(
-        fused_path=fused_path, fusion_report=report, engine_source=source, accuracy=accuracy,
-        artifacts=(*artifacts, PendingArtifact(source.name, "optimized_model", source)))
+        fused_path=fused_path, fusion_report=report, engine_source=engine_source,
+        accuracy=accuracy,
+        artifacts=(*artifacts, PendingArtifact(engine_source.name, "optimized_model",
+                                               engine_source)))
 
 
 def _at_precision(run: JobRun, loaded: LoadedModel, fused: onnx.ModelProto, precision: Precision

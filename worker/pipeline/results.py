@@ -46,6 +46,16 @@ class JobRun:
     settings: Settings
     store: ArtifactStore
 
+    @property
+    def ort_check_level(self) -> OrtLevel:
+        """The ONNX Runtime level the models this run writes must load at
+        (`model_writer.save_model`): the engine's for an onnxruntime job; "disabled" for a
+        tensorrt job, whose models ONNX Runtime only runs as the reference and the emulated
+        engine, at that level."""
+        if self.config.backend == "onnxruntime":
+            return self.config.ort_optimization_level or "all"
+        return "disabled"
+
 
 @dataclass(frozen=True)
 class PendingArtifact:

@@ -15,9 +15,10 @@ from onnx import TensorProto, helper
 from core.job_config import JobConfig
 from core.settings import Settings
 from core.storage import LocalArtifactStore
-from optimizer.errors import InputShapeError
+from optimizer.errors import InputShapeError, UnsupportedModelError
 from optimizer.testing.models import IR_VERSION, declared_dims, small_cnn, token_embedding
 from optimizer.testing.passes import run_model
+from optimizer.testing.shape_models import lstm_in_nested_ifs, strided_convnet
 from optimizer.testing.token_models import masked_token_attention
 from worker.pipeline.load import load_model
 from worker.pipeline.results import JobRun
@@ -29,7 +30,7 @@ def _run(tmp_path: Path, model: onnx.ModelProto, config: dict[str, Any]) -> JobR
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     settings = Settings(env="test", data_dir=tmp_path / "data")
-    return JobRun(job_id=uuid.uuid4(), config=JobConfig(backend="tensorrt", **config),
+    return JobRun(job_id=uuid.uuid4(), config=JobConfig(**{"backend": "tensorrt", **config}),
                   model_path=model_path, dataset_path=None, scratch_dir=scratch,
                   settings=settings, store=LocalArtifactStore(settings.artifacts_dir))
 
@@ -139,3 +140,51 @@ def test_a_bert_style_job_draws_its_integer_inputs_in_the_ranges_the_graph_allow
         assert feed["input_ids"].max() < 5 and feed["token_type_ids"].max() <= 1
         assert set(np.unique(feed["attention_mask"])) <= {0, 1}
         run_model(onnx.load(loaded.static_path), feed)  # the 2-row embedding takes them
+
+
+def test_a_minus_one_batch_loads_without_input_shapes(tmp_path: Path) -> None:
+    run = _run(tmp_path, strided_convnet([-1, 3, 48, 192]), {})
+
+    loaded = load_model(run)
+
+    assert loaded.input_shapes == {"x": (1, 3, 48, 192)}
+    assert _dims(onnx.load(loaded.static_path).graph.input[0]) == [1, 3, 48, 192]
+
+
+def test_image_dims_at_one_fail_the_load_stage_with_the_shapes_to_send(tmp_path: Path) -> None:
+    run = _run(tmp_path, strided_convnet(["N", 3, "H", "W"]), {})
+
+    with pytest.raises(InputShapeError, match=r'input_shapes: \{"x": \[1, 3, 224, 224\]\}'):
+        load_model(run)
+
+    assert not (run.scratch_dir / "model.static.onnx").exists()
+
+
+_VAD_SHAPES = {"input": [1, 16], "state": [2, 1, 16], "sr": []}
+
+
+def test_a_static_model_the_onnxruntime_engine_cannot_load_fails_the_load_stage(
+        tmp_path: Path) -> None:
+    run = _run(tmp_path, lstm_in_nested_ifs(), {
+        "backend": "onnxruntime", "ort_optimization_level": "all", "input_shapes": _VAD_SHAPES})
+
+    with pytest.raises(UnsupportedModelError, match=r"optimization level 'all'\): .*First input "
+                                                     "tensor must have rank 3"):
+        load_model(run)
+
+    assert not (run.scratch_dir / "model.static.onnx").exists()
+
+
+@pytest.mark.parametrize("config", [{"backend": "tensorrt"},
+                                    {"backend": "onnxruntime", "ort_optimization_level": "disabled"}])
+def test_a_static_model_loads_where_the_job_runs_it_without_graph_optimizations(
+        tmp_path: Path, config: dict[str, Any]) -> None:
+    # ONNX Runtime only inlines If branches (and so only type-checks the unused one at the
+    # fixed shapes) when it optimizes the graph.
+    run = _run(tmp_path, lstm_in_nested_ifs(), {**config, "input_shapes": _VAD_SHAPES})
+
+    loaded = load_model(run)
+
+    feeds = {"input": np.ones((1, 16), np.float32), "state": np.zeros((2, 1, 16), np.float32),
+             "sr": np.array(16000, np.int64)}
+    assert run_model(onnx.load(loaded.static_path), feeds)[0].shape == (1, 16)

@@ -1,0 +1,162 @@
+"""Write a model FuseForge made only after ONNX Runtime has loaded it and run it once.
+
+Every model FuseForge writes (the CLI's output, a job's static reference and its optimized
+graph) goes through `save_model`, so a file that ONNX Runtime cannot load is refused with the
+runtime's reason instead of being written and found broken later, e.g. a recurrent model whose
+input shapes were fixed: with static shapes ONNX Runtime's load-time constant folding inlines
+`If` branches and type-checks an LSTM in a branch that never runs ("First input tensor must
+have rank 3").
+
+The check loads at the ONNX Runtime optimization level the file will be run at (default
+"all", ONNX Runtime's own default: what a user of the file gets) and, when every input shape is
+concrete, runs the model once on the given inputs or seeded random ones. With
+integer inputs, a run failure is blamed on the model only when `reference` (the model it was
+made from) runs on the same inputs: random integers outside what the model accepts (token ids
+past a vocabulary) are not this model's fault and are left to validation, which takes the
+job's input ranges.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+from optimizer.backends.onnxruntime.runner import OptimizationLevel, session_options
+from optimizer.errors import InferenceError, UnsupportedModelError
+from optimizer.input_ranges import infer_input_ranges
+from optimizer.inputs import random_feeds
+from optimizer.plugins.decompose import runnable_in_onnxruntime
+from optimizer.tensor_specs import TensorSpec, summarize_model
+
+__all__ = ["check_model_runs", "run_problem", "save_model"]
+
+# FATAL only: a failure comes back as an exception, so ONNX Runtime need not print it too.
+_QUIET = 4
+
+
+def save_model(model: onnx.ModelProto, path: Path, *, what: str,
+               reference: onnx.ModelProto | None = None,
+               optimization_level: OptimizationLevel = "all",
+               feeds: Mapping[str, np.ndarray] | None = None) -> None:
+    """Check `model` as `check_model_runs` does, then write it to `path` (one protobuf, as it
+    is: nothing is written when the check fails).
+
+    Raises:
+        UnsupportedModelError, InferenceError: as `check_model_runs`.
+    """
+    check_model_runs(model, what=what, reference=reference,
+                     optimization_level=optimization_level, feeds=feeds)
+    # The bytes as they are: onnx.save would first walk every tensor looking for external data.
+    path.write_bytes(model.SerializeToString())
+
+
+def check_model_runs(model: onnx.ModelProto, *, what: str,
+                     reference: onnx.ModelProto | None = None,
+                     optimization_level: OptimizationLevel = "all",
+                     feeds: Mapping[str, np.ndarray] | None = None) -> None:
+    """Load `model` in ONNX Runtime (fuseforge plugin nodes decomposed) at
+    `optimization_level` and, when its input shapes are concrete, run it once on `feeds` (a
+    job's first validation sample), else on seeded random inputs. `what` names the model in
+    messages ("the optimized model 'out.onnx'").
+
+    The level matters: at "all" (ONNX Runtime's default, what a user of a written file gets)
+    load-time constant folding inlines `If` branches and type-checks them with the folded
+    shapes, which "disabled" does not.
+
+    Raises:
+        UnsupportedModelError: ONNX Runtime cannot load the model (its message included).
+        InferenceError: the run fails (with integer inputs: and `reference`, when given, runs
+            on the same inputs).
+    """
+    inputs = summarize_model(model).inputs
+    session = _session(runnable_in_onnxruntime(model),
+                       f"{what} (input shapes {_shapes(inputs)}, ONNX Runtime optimization "
+                       f"level {optimization_level!r})", optimization_level)
+    if not all(_concrete(spec) for spec in inputs):
+        return  # dynamic dims: no size is known to be right; loading is the check
+    if feeds is None:
+        try:
+            feeds = random_feeds(inputs, count=1, seed=0, ranges=infer_input_ranges(model))[0]
+        except UnsupportedModelError:
+            return  # an input FuseForge cannot make data for (strings): loading is the check
+    feeds = dict(feeds)
+    try:
+        session.run(None, feeds, _quiet_run())
+    except Exception as err:  # noqa: BLE001 - ORT raises its own unrelated exception types
+        # Random floats suit any float input, so with only those a failed run is the model's
+        # fault; random integers may not (token ids past a vocabulary), so then the run counts
+        # only when the reference passes it.
+        if (reference is not None and any(_integral(spec) for spec in inputs)
+                and run_problem(reference, feeds) is not None):
+            return
+        raise InferenceError(
+            f"ONNX Runtime loads {what} but cannot run it at input shapes "
+            f"{_shapes(inputs)}: {_first_line(err)}. FuseForge does not write a model that "
+            "fails to run: check that the model accepts these input shapes; for an optimized "
+            "model, see whether a rewrite is the cause by running fewer passes (passes: "
+            "none).") from err
+
+
+def run_problem(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> str | None:
+    """Why ONNX Runtime cannot load `model` or run it on `feeds` (its first message line), or
+    why the run is useless (an output comes out empty); None when it runs."""
+    try:
+        session = _session(runnable_in_onnxruntime(model), "the model", "disabled")
+        outputs = session.run(None, dict(feeds), _quiet_run())
+    except Exception as err:  # noqa: BLE001 - any failure is an answer here
+        return _first_line(err)
+    for output, value in zip(session.get_outputs(), outputs, strict=True):
+        if getattr(value, "size", 1) == 0:
+            return f"output {output.name!r} comes out empty (shape {list(value.shape)})"
+    return None
+
+
+def _session(model: onnx.ModelProto, what: str,
+             optimization_level: OptimizationLevel) -> ort.InferenceSession:
+    options = session_options(optimization_level, None)
+    options.log_severity_level = _QUIET
+    try:
+        return ort.InferenceSession(model.SerializeToString(), sess_options=options,
+                                    providers=["CPUExecutionProvider"])
+    except Exception as err:  # noqa: BLE001 - ORT raises its own unrelated exception types
+        unoptimized = "" if optimization_level == "disabled" else (
+            ", or let ONNX Runtime leave the graph as it is (a job's ort_optimization_level "
+            "'disabled')")
+        raise UnsupportedModelError(
+            f"ONNX Runtime cannot load {what}: {_first_line(err)}. FuseForge does not write a "
+            "model that fails to load. If its input shapes were fixed, the model may hold "
+            "control flow (If, Loop) whose unused branches only type-check at other shapes, "
+            "which ONNX Runtime's graph optimizations check once the shapes are static: give "
+            "shapes every branch accepts, leave the inputs dynamic (fuseforge optimize without "
+            f"--input-shape){unoptimized}.") from err
+
+
+def _quiet_run() -> ort.RunOptions:
+    options = ort.RunOptions()
+    options.log_severity_level = _QUIET
+    return options
+
+
+def _integral(spec: TensorSpec) -> bool:
+    return spec.dtype.startswith(("int", "uint", "bool"))
+
+
+def _concrete(spec: TensorSpec) -> bool:
+    return all(isinstance(dim, int) for dim in spec.shape)
+
+
+def _shapes(inputs: tuple[TensorSpec, ...]) -> str:
+    return ", ".join(f"{spec.name}={_dims(spec)}" for spec in inputs)
+
+
+def _dims(spec: TensorSpec) -> str:
+    return "[" + ", ".join("?" if dim is None else str(dim) for dim in spec.shape) + "]"
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
