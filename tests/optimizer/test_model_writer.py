@@ -81,7 +81,6 @@ def test_a_working_model_is_written_as_it_is(tmp_path: Path) -> None:
 
 
 def _two_row_embedding() -> onnx.ModelProto:
-    # Random ids (0..9) index past its 2 rows: the inputs' fault, not the model's.
     table = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)
     graph = helper.make_graph(
         [helper.make_node("Gather", ["table", "ids"], ["out"])], "token_types",
@@ -93,11 +92,19 @@ def _two_row_embedding() -> onnx.ModelProto:
     return model
 
 
-def test_random_integers_the_reference_fails_on_too_do_not_refuse_a_model(tmp_path: Path) -> None:
+def test_random_integers_are_drawn_where_the_graph_can_take_them(tmp_path: Path) -> None:
+    save_model(_two_row_embedding(), tmp_path / "types.onnx", what="the embedding")
+
+    assert (tmp_path / "types.onnx").exists()
+
+
+def test_integers_the_reference_fails_on_too_do_not_refuse_a_model(tmp_path: Path) -> None:
     model = _two_row_embedding()
+    past_the_table = {"ids": np.full((1, 8), 5, np.int64)}  # the inputs' fault, not the model's
 
     with pytest.raises(InferenceError, match="indices element out of data bounds"):
-        save_model(model, tmp_path / "types.onnx", what="the embedding")  # no reference
-    save_model(model, tmp_path / "types.onnx", what="the embedding", reference=model)
+        save_model(model, tmp_path / "types.onnx", what="the embedding", feeds=past_the_table)
+    save_model(model, tmp_path / "types.onnx", what="the embedding", reference=model,
+               feeds=past_the_table)
 
     assert (tmp_path / "types.onnx").exists()
