@@ -7,7 +7,7 @@ from typing import Any
 import onnx
 
 from optimizer.model_writer import save_model
-from optimizer.optimize import OptimizeOptions, optimize_model
+from optimizer.optimize import optimize_model
 from optimizer.precision import AccuracyBudget, Precision, convert_precision, search_precision
 from worker.pipeline.results import Attempt, JobRun, LoadedModel, OptimizedModel, PendingArtifact
 
@@ -19,10 +19,8 @@ _SEARCH_SAMPLES = 4  # each search step runs the model on these; validation then
 def optimize_graph(run: JobRun, loaded: LoadedModel, attempt: Attempt) -> OptimizedModel:
     """The fused model (fused.onnx, with its report) and, below fp32, its conversion: the
     low-precision graph TensorRT 11 needs (it builds strongly typed networks)."""
-    options = OptimizeOptions(backend=run.config.backend, passes=attempt.passes,
-                              excluded_rules=attempt.excluded_rules)
     source = onnx.load(loaded.fusion_source)
-    fused, report = optimize_model(source, options)
+    fused, report = optimize_model(source, attempt.optimize_options(run.config.backend))
     fused_path = run.scratch_dir / "fused.onnx"
     # A rewrite that leaves a model ONNX Runtime cannot load or run fails here, not in a
     # later stage (plugin nodes are checked through the standard ops they stand for).

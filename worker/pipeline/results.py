@@ -17,6 +17,7 @@ from core.storage import ArtifactStore
 from optimizer.benchmark import BenchmarkResult
 from optimizer.fusion_report import FusionReport
 from optimizer.input_ranges import InputRange
+from optimizer.optimize import OptimizeOptions
 from optimizer.tensor_specs import TensorSpec
 from optimizer.validation import ValidationReport
 
@@ -106,6 +107,10 @@ class Attempt:
     def the_jobs_own(cls, config: JobConfig) -> "Attempt":
         return cls(kept="the job's passes", passes=config.passes,
                    ort_level=config.ort_optimization_level)
+
+    def optimize_options(self, backend: str) -> OptimizeOptions:
+        return OptimizeOptions(backend=backend, passes=self.passes,
+                               excluded_rules=self.excluded_rules)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from worker.pipeline.attempts import fallback_record
 from worker.pipeline.backend import JobBackend
 from worker.pipeline.benchmark import benchmark_engine
 from worker.pipeline.diagnose import diagnose_failure
+from worker.pipeline.larger_shape_check import check_rewrites_at_larger_shape
 from worker.pipeline.load import load_model
 from worker.pipeline.onnxruntime_backend import OnnxRuntimeBackend
 from worker.pipeline.optimize import optimize_graph
@@ -124,7 +125,8 @@ def _validated_engine(run: JobRun, backend: JobBackend[Any], loaded: LoadedModel
     ask for them) until one validates; then check the engine at its profiles' extremes.
 
     Raises:
-        AccuracyMismatchError: no attempt validates, or the engine fails at a profile's end.
+        AccuracyMismatchError: no attempt validates, the rewrites fail at a larger shape (dims
+            left dynamic), or the engine fails at a profile's end.
     """
     attempt = Attempt.the_jobs_own(run.config)
     fallbacks: list[Attempt] | None = None  # decided after the first failure
@@ -163,6 +165,11 @@ def _validated_engine(run: JobRun, backend: JobBackend[Any], loaded: LoadedModel
         attempt = fallbacks.pop(0)
     if first_failure is not None:
         outcome.accuracy["fallback"] = fallback_record(attempt, first_failure)
+    larger = check_rewrites_at_larger_shape(run, loaded,
+                                            attempt.optimize_options(run.config.backend))
+    if larger is not None:  # dims left dynamic: the rewrites are also checked at a larger shape
+        outcome.accuracy["larger_shape_check"] = larger.record
+        larger.raise_if_failed(run.job_id)
     if run.config.profiles:  # an engine built for a range of shapes: check both ends too
         with backend.open_runner(engine) as runner:
             checks = check_profile_extremes(run, loaded, runner, job_tolerances(run.config))

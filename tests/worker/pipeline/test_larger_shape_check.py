@@ -1,0 +1,87 @@
+"""A job that leaves dims dynamic also has its rewrites checked at a larger shape, where a
+softmax over more than one key shows a wrong attention rewrite that sequence length 1 hides."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import onnx
+import onnx_ir as ir
+import pytest
+from onnxscript.rewriter.pattern import RewriteRuleClassBase
+
+from core.job_config import JobConfig
+from core.settings import Settings
+from core.storage import LocalArtifactStore
+from optimizer.errors import AccuracyMismatchError
+from optimizer.optimize import OptimizeOptions
+from optimizer.passes import DEFAULT_PASSES
+from optimizer.passes.base import FusionPass
+from optimizer.testing.token_models import masked_token_attention
+from worker.pipeline.larger_shape_check import check_rewrites_at_larger_shape
+from worker.pipeline.load import load_model
+from worker.pipeline.results import JobRun
+
+
+class SoftmaxToOnes(RewriteRuleClassBase):
+    """A WRONG rewrite, planted: a softmax over one key is 1, over more it is not."""
+
+    def pattern(self, op: Any, x: ir.Value) -> ir.Value:
+        return op.Softmax(x, _allow_other_attributes=True)
+
+    def rewrite(self, op: Any, x: ir.Value) -> ir.Value:
+        return op.Add(op.Mul(x, op.Constant(value_float=0.0)), op.Constant(value_float=1.0))
+
+
+PLANTED = FusionPass(name="planted_softmax_to_ones", summary="test only", stage="other",
+                     rules={"onnxruntime": [SoftmaxToOnes.rule()]})
+
+
+def _run(tmp_path: Path, config: dict[str, Any]) -> JobRun:
+    model_path = tmp_path / "model.onnx"
+    onnx.save(masked_token_attention(seed=4), model_path)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    settings = Settings(env="test", data_dir=tmp_path / "data")
+    return JobRun(job_id=uuid.uuid4(), config=JobConfig(**{"backend": "onnxruntime", **config}),
+                  model_path=model_path, dataset_path=None, scratch_dir=scratch,
+                  settings=settings, store=LocalArtifactStore(settings.artifacts_dir))
+
+
+def _options(passes: list[str]) -> OptimizeOptions:
+    return OptimizeOptions(backend="onnxruntime", passes=passes,
+                           catalog=(*DEFAULT_PASSES, PLANTED))
+
+
+def test_a_wrong_rewrite_sequence_length_one_hides_fails_at_the_larger_shape(
+        tmp_path: Path) -> None:
+    run = _run(tmp_path, {})
+    loaded = load_model(run)
+    assert set(loaded.input_shapes.values()) == {(1, 1)}  # where the engine is validated
+
+    check = check_rewrites_at_larger_shape(run, loaded, _options(["planted_softmax_to_ones"]))
+
+    assert check is not None and check.report is not None and not check.report.passed
+    assert check.record["input_shapes"] == {name: [2, 16] for name in
+                                            ("input_ids", "token_type_ids", "attention_mask")}
+    with pytest.raises(AccuracyMismatchError, match=r"at input shapes input_ids=\[2, 16\]"):
+        check.raise_if_failed(run.job_id)
+
+
+def test_the_default_passes_pass_at_the_larger_shape(tmp_path: Path) -> None:
+    run = _run(tmp_path, {})
+
+    check = check_rewrites_at_larger_shape(run, load_model(run),
+                                           OptimizeOptions(backend="onnxruntime", passes="all"))
+
+    assert check is not None and check.record["passed"] is True
+    check.raise_if_failed(run.job_id)
+
+
+def test_a_job_that_gives_its_shapes_is_not_checked_again(tmp_path: Path) -> None:
+    shapes = {name: [2, 8] for name in ("input_ids", "token_type_ids", "attention_mask")}
+    run = _run(tmp_path, {"input_shapes": shapes})
+
+    assert check_rewrites_at_larger_shape(run, load_model(run), _options(["fuse_gelu"])) is None
