@@ -1,0 +1,132 @@
+"""Export one corpus model with torch: run INSIDE the corpus venv (torch, transformers), never in
+FuseForge's own; bench/corpus/cache.py calls it as a subprocess, one model per process.
+
+transformers models are built from a small config with random weights (nothing is downloaded);
+ResNet-50 is bench/models/export_torch.py's module. Prints one JSON line describing the export.
+
+    <cache>/venv/bin/python -m bench.corpus.export_torch_model ARCH OUT.onnx --opset 17 [--dynamo]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+SEQ = 128
+SEED = 0
+
+
+class _FirstOutput(nn.Module):
+    """Returns the wrapped model's first output only (last_hidden_state / logits)."""
+
+    def __init__(self, inner: nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, *args: torch.Tensor) -> torch.Tensor:
+        out = self.inner(*args, return_dict=False)
+        return out[0] if isinstance(out, tuple) else out
+
+
+def _randomize_norms(module: nn.Module) -> None:
+    """Random LayerNorm gammas/betas and biases: a fusion must not hide behind 1s and 0s."""
+    generator = torch.Generator().manual_seed(SEED)
+    with torch.no_grad():
+        for sub in module.modules():
+            if isinstance(sub, nn.LayerNorm):
+                sub.weight.uniform_(0.5, 1.5, generator=generator)
+                sub.bias.normal_(0.0, 0.1, generator=generator)
+            elif isinstance(sub, nn.Linear) and sub.bias is not None:
+                sub.bias.normal_(0.0, 0.1, generator=generator)
+
+
+def _attention(opset: int, dynamo: bool) -> str:
+    # The TorchScript exporter has no scaled_dot_product_attention below opset 14.
+    return "sdpa" if dynamo or opset >= 14 else "eager"
+
+
+def build(arch: str, opset: int, dynamo: bool) -> tuple[nn.Module, dict[str, torch.Tensor],
+                                                        dict[str, dict[int, str]], dict[str, Any]]:
+    """The module, example inputs by name, dynamic axes, and what to record about it."""
+    torch.manual_seed(SEED)
+    if arch == "resnet50":
+        from bench.models.export_torch import ResNet50, randomize
+        model = randomize(ResNet50(), SEED)
+        return (model, {"input": torch.randn(1, 3, 224, 224)}, {"input": {0: "batch"}},
+                {"config": "torchvision ResNet-50 v1.5 layout, random weights"})
+    import transformers
+    attention = _attention(opset, dynamo)
+    small = {"num_hidden_layers": 2, "hidden_size": 128, "num_attention_heads": 4,
+             "intermediate_size": 512}
+    text_axes = {"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"}}
+    ids = torch.randint(0, 1000, (1, SEQ))
+    mask = torch.ones(1, SEQ, dtype=torch.int64)
+    inner: nn.Module
+    if arch == "bert":
+        config = transformers.BertConfig(**small, attn_implementation=attention)
+        inner = transformers.BertModel(config, add_pooling_layer=False)
+        inputs = {"input_ids": ids, "attention_mask": mask,
+                  "token_type_ids": torch.zeros(1, SEQ, dtype=torch.int64)}
+        axes = {**text_axes, "token_type_ids": {0: "batch", 1: "sequence"}}
+    elif arch == "vit":
+        config = transformers.ViTConfig(**small, image_size=128, patch_size=16,
+                                        attn_implementation=attention)
+        inner = transformers.ViTModel(config, add_pooling_layer=False)
+        inputs, axes = {"pixel_values": torch.randn(1, 3, 128, 128)}, {"pixel_values": {0: "batch"}}
+    elif arch == "gpt2":
+        config = transformers.GPT2Config(n_layer=2, n_embd=128, n_head=4, n_positions=256,
+                                         use_cache=False, attn_implementation=attention)
+        inner = transformers.GPT2Model(config)
+        inputs, axes = {"input_ids": ids, "attention_mask": mask}, text_axes
+    elif arch == "whisper-encoder":
+        config = transformers.WhisperConfig(d_model=128, encoder_layers=2, decoder_layers=2,
+                                            encoder_attention_heads=4, decoder_attention_heads=4,
+                                            encoder_ffn_dim=512, decoder_ffn_dim=512,
+                                            num_mel_bins=80, max_source_positions=64,
+                                            attn_implementation=attention)
+        inner = transformers.WhisperModel(config).encoder
+        inputs = {"input_features": torch.randn(1, 80, 128)}
+        axes = {"input_features": {0: "batch"}}
+    else:
+        raise SystemExit(f"unknown arch {arch!r}")
+    _randomize_norms(inner)
+    record = {"config": f"{type(config).__name__}: 2 layers, hidden 128, 4 heads, "
+                        f"attention {attention}",
+              "transformers_version": transformers.__version__}
+    return _FirstOutput(inner).eval(), inputs, axes, record
+
+
+def export(arch: str, path: Path, opset: int, dynamo: bool) -> dict[str, Any]:
+    model, inputs, axes, record = build(arch, opset, dynamo)
+    names = list(inputs)
+    with torch.no_grad():
+        kwargs: dict[str, Any] = {"external_data": False} if dynamo else {}
+        torch.onnx.export(model, tuple(inputs.values()), str(path), dynamo=dynamo,
+                          opset_version=opset, input_names=names, output_names=["output"],
+                          dynamic_axes={**axes, "output": {0: "batch"}}, **kwargs)
+    exporter = "torch dynamo" if dynamo else "torch TorchScript"
+    return {**record, "exporter": exporter, "exporter_version": torch.__version__,
+            "source": "generated (random weights)", "licence": "n/a (generated)"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("arch")
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--opset", type=int, required=True)
+    parser.add_argument("--dynamo", action="store_true")
+    args = parser.parse_args(argv)
+    record = export(args.arch, args.out, args.opset, args.dynamo)
+    print(json.dumps(record))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
