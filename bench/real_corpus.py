@@ -21,11 +21,12 @@ the passes buy ("(lib)" in the ratio column), or the library's own error.
 The ratio: the job's engine (engine.onnx + manifest.json, downloaded) against the uploaded
 original at ONNX Runtime's default level (ORT_ENABLE_ALL), timed interleaved in this process on
 the same feeds at the engine's shapes, median of per-round engine/original ratios
-(bench/corpus/measure.py). Target (issue 10): every job succeeds, ratio <= 1.00, and <= 0.95 on
+(bench/corpus/measure.py), over --rounds rounds or, for a fast model, enough rounds for about 2 s
+of the original's time. Target (issue 10): every job succeeds, ratio <= 1.00, and <= 0.95 on
 transformer models. The machine is shared and noisy: compare ratios within one run.
 
     .venv/bin/python -m bench.real_corpus [--only bert-ts-op11,silero-vad] [--skip-generate]
-        [--rounds 20] [--cache DIR] [--out FILE]
+        [--rounds 40] [--cache DIR] [--out FILE] [--keep]
 
 Prints the table and writes FILE.json and FILE.md (default <cache>/report). A model that fails
 to build or to run gets its row and the others go on. Exit code 0 when every row meets the target.
@@ -34,6 +35,7 @@ to build or to run gets its row and the others go on. Exit code 0 when every row
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import time
 import traceback
@@ -41,6 +43,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
 import onnxruntime as ort
 
 from bench.corpus.cache import DEFAULT_CACHE, ModelFile, build_model, load_record
@@ -87,7 +90,8 @@ def _outcome_text(outcome: JobOutcome) -> str:
 
 def _ratio(model: CorpusModel, file: ModelFile, outcome: JobOutcome, work: Path,
            args: argparse.Namespace) -> tuple[float | None, str, dict[str, Any] | None]:
-    """The engine/original ratio, where it came from, and the library's fusion report if used."""
+    """The engine/original ratio, where it came from (with the p50 latencies), and the
+    library's fusion report if one was used."""
     ranges = dict(model.input_ranges or {})
     report = None
     try:
@@ -97,9 +101,10 @@ def _ratio(model: CorpusModel, file: ModelFile, outcome: JobOutcome, work: Path,
             engine_dir, report = library_engine(file.path, model.input_shapes,
                                                 work / "library" / model.name)
             source = "library engine (job failed)"
-        ratio = engine_ratio(file.path, engine_dir, ranges=ranges, rounds=args.rounds,
-                             warmup=args.warmup, threads=args.threads or None)
-        return ratio, source, report
+        ratio, p50 = engine_ratio(file.path, engine_dir, ranges=ranges, rounds=args.rounds,
+                                  warmup=args.warmup, threads=args.threads or None)
+        latencies = ", ".join(f"{variant} p50 {ms:.2f} ms" for variant, ms in p50.items())
+        return ratio, f"{source}; {latencies}", report
     except Exception as err:  # the library's failure is a finding, not the end of the run
         return None, f"no engine: {type(err).__name__}: {str(err)[:300]}", report
 
@@ -156,6 +161,38 @@ def _exporter_guess(model: CorpusModel) -> str:
                                                 else "torch TorchScript")
 
 
+def _run_jobs(models: list[CorpusModel], files: dict[str, ModelFile | str], work: Path,
+              args: argparse.Namespace) -> list[Row]:
+    """One row per model: its job on one `fuseforge run`, then the timing of its engine."""
+    rows: list[Row] = []
+    try:
+        with FuseForgeService(work / "service", args.job_timeout_s) as service:
+            for model in models:
+                rows.append(_model_row(service, model, files[model.name], work, args))
+    except (Exception, SystemExit) as err:  # the service would not start or broke: say so
+        traceback.print_exc()
+        for model in models[len(rows):]:
+            failed = JobOutcome("harness error", type(err).__name__,
+                                f"{err} (see {work / 'service' / 'fuseforge-run.log'})")
+            rows.append(_row(model, files[model.name], failed, (None, "no job", None)))
+    return rows
+
+
+def _model_row(service: FuseForgeService, model: CorpusModel, file: ModelFile | str, work: Path,
+               args: argparse.Namespace) -> Row:
+    if not isinstance(file, ModelFile):
+        return _row(model, file, None, (None, "not built", None))
+    print(f"  job: {model.name} ...", file=sys.stderr, end="", flush=True)
+    try:
+        outcome = service.run_job(model, file.path)
+    except httpx.HTTPError as err:  # one request failing: record it, go on with the next model
+        outcome = JobOutcome("harness error", type(err).__name__, str(err))
+    ratio = _ratio(model, file, outcome, work, args)
+    print(f" {outcome.status} in {outcome.seconds:.0f} s, ratio "
+          f"{'-' if ratio[0] is None else f'{ratio[0]:.2f}'}", file=sys.stderr)
+    return _row(model, file, outcome, ratio)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -166,11 +203,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="comma-separated model names")
     parser.add_argument("--skip-generate", action="store_true",
                         help="use only the models already in the cache")
-    parser.add_argument("--rounds", type=int, default=20, help="interleaved timing rounds")
+    parser.add_argument("--rounds", type=int, default=40,
+                        help="interleaved timing rounds (at least; fast models get more)")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1,
                         help="ORT intra-op threads for the timing (0: ORT's default)")
     parser.add_argument("--job-timeout-s", type=float, default=900)
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the run's FuseForge data folder and engines (hundreds of MB); "
+                             "by default only its logs stay under <cache>/runs/")
     args = parser.parse_args(argv)
     started = time.monotonic()
     cache = args.cache.expanduser().resolve()
@@ -189,34 +230,23 @@ def main(argv: list[str] | None = None) -> int:
     files = _build_all(models, cache, not args.skip_generate, work / "build.log")
     built_s = time.monotonic() - started
 
-    rows: list[Row] = []
-    with FuseForgeService(work / "service", args.job_timeout_s) as service:
-        for model in models:
-            file = files[model.name]
-            if not isinstance(file, ModelFile):
-                rows.append(_row(model, file, None, (None, "not built", None)))
-                continue
-            print(f"  job: {model.name} ...", file=sys.stderr, end="", flush=True)
-            try:
-                outcome = service.run_job(model, file.path)
-            except Exception as err:  # the service itself broke: record it, try the next model
-                traceback.print_exc()
-                outcome = JobOutcome("harness error", type(err).__name__, str(err))
-            ratio = _ratio(model, file, outcome, work, args)
-            rows.append(_row(model, file, outcome, ratio))
-            print(f" {outcome.status} in {outcome.seconds:.0f} s, ratio "
-                  f"{'-' if ratio[0] is None else f'{ratio[0]:.2f}'}", file=sys.stderr)
-
+    try:
+        rows = _run_jobs(models, files, work, args)
+    finally:
+        if not args.keep:
+            for bulky in (work / "service" / "data", work / "service" / "engines", work / "library"):
+                shutil.rmtree(bulky, ignore_errors=True)
     total_s = time.monotonic() - started
     header = (f"FuseForge real-model corpus, {stamp} UTC: onnxruntime {ort.__version__}, "
-              f"{args.rounds} interleaved rounds, {args.threads or 'default'} intra-op thread(s); "
+              f">= {args.rounds} interleaved rounds (more for fast models: ~2 s of the original), "
+              f"{args.threads or 'default'} intra-op thread(s); "
               f"engine/orig@all = engine time / original time at ORT_ENABLE_ALL (median of "
               f"per-round ratios; <= 1.00 target, <= 0.95 for transformers). Build {built_s:.0f} s, "
               f"total {total_s:.0f} s.")
     print(header)
     print(format_table(rows))
     json_path, md_path = write_outputs(rows, args.out or cache / "report", header)
-    print(f"wrote {json_path} and {md_path}; service log and engines under {work}")
+    print(f"wrote {json_path} and {md_path}; logs under {work}")
     return 0 if all(r.target == "ok" for r in rows) else 1
 
 

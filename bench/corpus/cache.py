@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 import zipfile
+from dataclasses import dataclass
 from email.parser import Parser
 from pathlib import Path
 from typing import Any
@@ -35,12 +36,12 @@ VENV_PACKAGES = ("torch==2.13.0", "transformers==5.24.0", "onnx==1.23.2", "onnxs
 EXPORT_TIMEOUT_S = 900
 
 
+@dataclass(frozen=True)
 class ModelFile:
     """A built corpus model: its path and its record."""
 
-    def __init__(self, path: Path, record: dict[str, Any]) -> None:
-        self.path = path
-        self.record = record
+    path: Path
+    record: dict[str, Any]
 
 
 def load_record(cache: Path, model: CorpusModel) -> ModelFile | None:

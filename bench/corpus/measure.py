@@ -15,12 +15,15 @@ passes buy, marked as such, or the library's own error.
 from __future__ import annotations
 
 import json
+import math
 import tempfile
+import time
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import onnx
 
 from optimizer.backends.onnxruntime.build import OrtBuildOptions, build_ort_engine, runner_for_engine
@@ -52,15 +55,20 @@ def library_engine(original: Path, input_shapes: Mapping[str, Any] | None,
 
 
 def engine_ratio(original: Path, engine_dir: Path, *, ranges: Mapping[str, tuple[float, float]],
-                 rounds: int, warmup: int, threads: int | None) -> float:
-    """Engine time / original time at ORT's default level: the median of per-round ratios."""
+                 rounds: int, warmup: int, threads: int | None,
+                 min_seconds: float = 2.0) -> tuple[float, dict[str, float]]:
+    """Engine time / original time at ORT's default level (the median of per-round ratios),
+    and each one's median latency in ms.
+
+    At least `rounds` rounds, more for a fast model: enough for the original to run about
+    `min_seconds` in all (sub-millisecond models swing by 10% over a few dozen rounds).
+    """
     manifest = json.loads((engine_dir / "manifest.json").read_text())
     shapes = {name: tuple(shape) for name, shape in manifest["input_shapes"].items()}
     specs = [replace(spec, shape=shapes[spec.name])
              for spec in summarize_model(onnx.load(original, load_external_data=False)).inputs]
     feeds = random_feeds(specs, count=1, seed=0,
                          ranges={**index_ranges(original), **ranges})[0]
-    options = BenchmarkOptions(warmup=warmup, iterations=rounds, measure_memory=False)
     with tempfile.TemporaryDirectory() as tmp:
         # The manifest as the job wrote it, but the same thread count as the original's session.
         timed_manifest = Path(tmp) / "manifest.json"
@@ -70,13 +78,28 @@ def engine_ratio(original: Path, engine_dir: Path, *, ranges: Mapping[str, tuple
         with (OnnxRuntimeRunner(original, optimization_level="all",
                                 intra_op_threads=threads) as reference,
               runner_for_engine(timed_manifest) as engine):
+            options = BenchmarkOptions(warmup=warmup, measure_memory=False,
+                                       iterations=_rounds(reference, feeds, rounds, min_seconds))
             results = benchmark_interleaved({"original": reference, "engine": engine}, feeds,
                                             options, reference="original", batch_size=1)
     [speedup] = [r.speedup_vs_reference for r in results if r.variant == "engine"]
     if speedup is None:
         raise RuntimeError("the benchmark gave the engine no speed-up figure")
     # The median of per-round original/engine, inverted: engine/original (exact for odd rounds).
-    return 1.0 / speedup
+    return 1.0 / speedup, {r.variant: r.latency_ms_p50 for r in results}
+
+
+def _rounds(reference: OnnxRuntimeRunner, feeds: Mapping[str, np.ndarray], rounds: int,
+            min_seconds: float) -> int:
+    reference.infer(feeds)  # the first run pays for allocations
+    started = time.perf_counter()
+    for _ in range(3):
+        reference.infer(feeds)
+    per_run = max((time.perf_counter() - started) / 3, 1e-5)
+    return max(rounds, min(_MAX_ROUNDS, math.ceil(min_seconds / per_run)))
+
+
+_MAX_ROUNDS = 2000
 
 
 def index_ranges(path: Path) -> dict[str, tuple[float, float]]:

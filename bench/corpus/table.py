@@ -27,7 +27,7 @@ class Row:
     validation: str  # "passed" / "failed (outputs ...)" / "-"
     fused: str  # "LayerNorm x5, Attention x2" from the rules that fired
     ratio: float | None  # engine time / original time at ORT's default level
-    ratio_source: str  # "job engine", "library engine (job failed)", or why none
+    ratio_source: str  # "job engine; <p50s>", "library engine (job failed); <p50s>", or why none
     refusals: list[str] = field(default_factory=list)
     target: str = ""  # "ok", "missed: ..." against the target
     seconds: float = 0.0
@@ -72,7 +72,7 @@ _COLUMNS = ("model", "exporter", "opset", "outcome", "validation", "fused ops", 
 
 def _cells(row: Row) -> list[str]:
     ratio = f"{row.ratio:.2f}" if row.ratio is not None else "-"
-    if row.ratio is not None and row.ratio_source != "job engine":
+    if row.ratio is not None and not row.ratio_source.startswith("job engine"):
         ratio += " (lib)"
     return [row.model, row.exporter, str(row.opset or "-"), _short(row.outcome, 70),
             _short(row.validation, 30), _short(row.fused, 70), ratio, _short(row.target, 40),
@@ -93,7 +93,7 @@ def format_table(rows: list[Row]) -> str:
     for row in rows:
         extra = [f"  outcome: {row.outcome}"] if len(row.outcome) > 70 else []
         extra += [f"  fused: {row.fused}"] if len(row.fused) > 70 else []
-        extra += [f"  ratio: {row.ratio_source}"] if row.ratio_source != "job engine" else []
+        extra += [f"  ratio: {row.ratio_source}"]
         extra += [f"  refused: {r}" for r in row.refusals]
         if extra:
             lines.append(f"{row.model} ({row.source}; {row.licence}):")
@@ -107,7 +107,7 @@ def _markdown(rows: list[Row], header: str) -> str:
     lines = [header, "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for r in rows:
         ratio = f"{r.ratio:.2f}" if r.ratio is not None else "-"
-        if r.ratio is not None and r.ratio_source != "job engine":
+        if r.ratio is not None:
             ratio += f" ({r.ratio_source})"
         elif r.ratio is None:
             ratio = f"- ({r.ratio_source})"
