@@ -1,0 +1,121 @@
+"""Time a FuseForge engine against the original model at ONNX Runtime's default level.
+
+The job's own benchmark times the engine against the original with ORT's optimizations off;
+a user who would otherwise just load the model in ORT runs it at the default level
+(ORT_ENABLE_ALL), so that is the yardstick here. Both run in this process, interleaved
+(optimizer.benchmark.benchmark_interleaved), on the same seeded feeds at the engine's shapes;
+the figure is the engine's time over the original's, from the median of per-round ratios
+(<= 1.00: the engine is at least as fast).
+
+When a job failed there is no engine to download; `library_engine` then builds one the way a
+job does (fixed shapes, optimize_model, build_ort_engine) so the table still shows what the
+passes buy, marked as such, or the library's own error.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from optimizer.backends.onnxruntime.build import OrtBuildOptions, build_ort_engine, runner_for_engine
+from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
+from optimizer.benchmark import BenchmarkOptions, benchmark_interleaved
+from optimizer.inputs import random_feeds
+from optimizer.optimize import OptimizeOptions, optimize_model
+from optimizer.shapes import fix_input_shapes, resolve_input_shapes
+from optimizer.tensor_specs import summarize_model
+
+__all__ = ["engine_ratio", "library_engine"]
+
+
+def library_engine(original: Path, input_shapes: Mapping[str, Any] | None,
+                   out_dir: Path) -> tuple[Path, dict[str, Any]]:
+    """Optimize and build `original` as a job would; the engine folder and the fusion report.
+
+    Raises whatever the library raises (OptimizerError subclasses for the model's faults).
+    """
+    model = onnx.load(original)
+    shapes = resolve_input_shapes(summarize_model(model).inputs, input_shapes)
+    fused, report = optimize_model(fix_input_shapes(model, shapes),
+                                   OptimizeOptions(backend="onnxruntime", passes="all"))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fused_path = out_dir / "fused.onnx"
+    onnx.save(fused, fused_path)
+    build_ort_engine(fused_path, out_dir, options=OrtBuildOptions(), input_shapes=shapes)
+    return out_dir, report.to_dict()
+
+
+def engine_ratio(original: Path, engine_dir: Path, *, ranges: Mapping[str, tuple[float, float]],
+                 rounds: int, warmup: int, threads: int | None,
+                 min_seconds: float = 2.0) -> tuple[float, dict[str, float]]:
+    """Engine time / original time at ORT's default level (the median of per-round ratios),
+    and each one's median latency in ms.
+
+    At least `rounds` rounds, more for a fast model: enough for the original to run about
+    `min_seconds` in all (sub-millisecond models swing by 10% over a few dozen rounds).
+    """
+    manifest = json.loads((engine_dir / "manifest.json").read_text())
+    shapes = {name: tuple(shape) for name, shape in manifest["input_shapes"].items()}
+    specs = [replace(spec, shape=shapes[spec.name])
+             for spec in summarize_model(onnx.load(original, load_external_data=False)).inputs]
+    feeds = random_feeds(specs, count=1, seed=0,
+                         ranges={**index_ranges(original), **ranges})[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        # The manifest as the job wrote it, but the same thread count as the original's session.
+        timed_manifest = Path(tmp) / "manifest.json"
+        timed_manifest.write_text(json.dumps({**manifest, "intra_op_threads": threads}))
+        (Path(tmp) / manifest["engine_file"]).symlink_to(
+            (engine_dir / manifest["engine_file"]).resolve())
+        with (OnnxRuntimeRunner(original, optimization_level="all",
+                                intra_op_threads=threads) as reference,
+              runner_for_engine(timed_manifest) as engine):
+            options = BenchmarkOptions(warmup=warmup, measure_memory=False,
+                                       iterations=_rounds(reference, feeds, rounds, min_seconds))
+            results = benchmark_interleaved({"original": reference, "engine": engine}, feeds,
+                                            options, reference="original", batch_size=1)
+    [speedup] = [r.speedup_vs_reference for r in results if r.variant == "engine"]
+    if speedup is None:
+        raise RuntimeError("the benchmark gave the engine no speed-up figure")
+    # The median of per-round original/engine, inverted: engine/original (exact for odd rounds).
+    return 1.0 / speedup, {r.variant: r.latency_ms_p50 for r in results}
+
+
+def _rounds(reference: OnnxRuntimeRunner, feeds: Mapping[str, np.ndarray], rounds: int,
+            min_seconds: float) -> int:
+    reference.infer(feeds)  # the first run pays for allocations
+    started = time.perf_counter()
+    for _ in range(3):
+        reference.infer(feeds)
+    per_run = max((time.perf_counter() - started) / 3, 1e-5)
+    return max(rounds, min(_MAX_ROUNDS, math.ceil(min_seconds / per_run)))
+
+
+_MAX_ROUNDS = 2000
+
+
+def index_ranges(path: Path) -> dict[str, tuple[float, float]]:
+    """Integer inputs that index an embedding table directly: [0, rows); masks: {0, 1}.
+
+    Only for timing: valid indices keep ORT on its normal path, and both models get the same.
+    """
+    model = onnx.load(path, load_external_data=False)
+    rows = {t.name: t.dims[0] for t in model.graph.initializer if t.dims}
+    ranges: dict[str, tuple[float, float]] = {}
+    integer = {v.name for v in model.graph.input
+               if v.type.tensor_type.elem_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32)}
+    for node in model.graph.node:
+        if node.op_type == "Gather" and node.input[0] in rows and node.input[1] in integer:
+            ranges[node.input[1]] = (0, int(rows[node.input[0]]))
+    for name in integer:
+        if "mask" in name:
+            ranges[name] = (0, 2)
+    return ranges
