@@ -9,8 +9,14 @@ level) is renamed when its name is used anywhere else in the model, because it n
 enclosing scope, visible to every other subgraph there. The If's outputs are taken over by the
 branch's outputs; where an If output is a graph output its name is kept (the branch value takes
 it, or an Identity when the branch output is an outer value, an initializer or already an
-output), so a subgraph's signature never changes. Works in any graph: main, If branches, and
-Loop/Scan bodies; nested Ifs whose conditions are constant are inlined in turn, to a fixed point.
+output), so a subgraph's signature never changes. Works in the main graph and in Loop/Scan bodies;
+an inlined branch's own Ifs with constant conditions are inlined in turn, to a fixed point.
+
+An If inside a branch of an If whose condition is not constant is left alone: that code may
+never run, and inlining would show ONNX Runtime's type inference the taken branch at load even
+with graph optimizations disabled: a branch that cannot run at the model's fixed shapes (the
+8 kHz LSTM of shape_models.lstm_in_nested_ifs, fed rank 4) would then fail to load where it
+loaded before; left as an If, ONNX Runtime checks it only at level basic and up.
 An initializer that is also a graph input can be overridden at run time, so it is no constant.
 """
 
@@ -121,26 +127,37 @@ def _detach(node: ir.Node) -> None:
                 inner.replace_input_with(i, None)
 
 
-def _scope_chain(model: ir.Model, graph: ir.Graph) -> list[ir.Graph]:
-    """`graph` and the graphs enclosing it, innermost first."""
-    parents: dict[ir.Graph, ir.Graph] = {}
+def _owners(model: ir.Model) -> dict[ir.Graph, ir.Node]:
+    """The node each subgraph of `model` belongs to."""
+    owners: dict[ir.Graph, ir.Node] = {}
     for node in ir.traversal.RecursiveGraphIterator(model.graph):
         for attr in node.attributes.values():
             if attr.is_ref() or attr.type not in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS):
                 continue
             bodies = [attr.as_graph()] if attr.type == ir.AttributeType.GRAPH else attr.as_graphs()
-            for body in bodies:
-                assert node.graph is not None
-                parents[body] = node.graph
+            owners.update((body, node) for body in bodies)
+    return owners
+
+
+def _scope_chain(owners: dict[ir.Graph, ir.Node], graph: ir.Graph) -> list[ir.Graph]:
+    """`graph` and the graphs enclosing it, innermost first."""
     chain = [graph]
-    while chain[-1] in parents:
-        chain.append(parents[chain[-1]])
+    while chain[-1] in owners:
+        outer = owners[chain[-1]].graph
+        assert outer is not None
+        chain.append(outer)
     return chain
+
+
+def _in_a_branch(owners: dict[ir.Graph, ir.Node], graph: ir.Graph) -> bool:
+    """Whether `graph` runs only when some If (whose condition is not constant) picks it."""
+    return any(owners[inner].op_type == "If" for inner in _scope_chain(owners, graph)
+               if inner in owners)
 
 
 def _outer_value(model: ir.Model, graph: ir.Graph, name: str | None) -> ir.Value | None:
     """The value called `name` that code in `graph` sees (its own or an enclosing graph's)."""
-    for scope in _scope_chain(model, graph):
+    for scope in _scope_chain(_owners(model), graph):
         values = [*scope.inputs, *scope.initializers.values(),
                   *(value for node in scope for value in node.outputs)]
         found = [value for value in values if value.name == name]
@@ -190,10 +207,14 @@ def _inline(model: ir.Model, if_node: ir.Node, taken: bool, names: _Names) -> bo
 
 
 def _next_constant_if(model: ir.Model, skipped: set[ir.Node]) -> tuple[ir.Node, bool] | None:
+    owners = _owners(model)
     for node in ir.traversal.RecursiveGraphIterator(model.graph):
         taken = _constant_condition(node)
-        if taken is not None and node not in skipped:
-            return node, taken
+        if taken is None or node in skipped or node.graph is None:
+            continue
+        if _in_a_branch(owners, node.graph):
+            continue  # see the module doc: code that may never run is left as it is
+        return node, taken
     return None
 
 

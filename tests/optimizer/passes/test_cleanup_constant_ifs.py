@@ -9,6 +9,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from optimizer.passes.cleanup import CLEANUP
 from optimizer.testing.passes import apply_pass, op_types, run_model
+from optimizer.testing.shape_models import lstm_in_nested_ifs
 from tests.optimizer.passes.test_cleanup import constant, make_model, tensor
 
 F = TensorProto.FLOAT
@@ -219,3 +220,21 @@ def test_if_with_a_constant_condition_in_a_loop_body_is_inlined() -> None:
     loop_body = fused.graph.node[0].attribute[0].g
     assert [o.name for o in loop_body.output] == ["cond_out", "step"]
     assert_same_outputs(model, fused)
+
+
+def test_ifs_inside_a_branch_picked_at_run_time_are_left_alone() -> None:
+    # The rank checks fold, but the Ifs sit in the branches of If(sr == 16000); inlining them
+    # would show ONNX Runtime's type inference the 8 kHz LSTM fed rank 4 even at level disabled.
+    model = lstm_in_nested_ifs()
+    for value, dims in zip(model.graph.input[:2], ([1, 16], [2, 1, 16]), strict=True):
+        for dim, size in zip(value.type.tensor_type.shape.dim, dims, strict=True):
+            dim.Clear()
+            dim.dim_value = size
+
+    fused, _ = apply_pass(model, CLEANUP)
+
+    assert all_op_types(fused.graph).count("If") == 3
+    feeds = {"input": np.random.default_rng(0).standard_normal((1, 16)).astype(np.float32),
+             "state": np.zeros((2, 1, 16), np.float32), "sr": np.array(16000, np.int64)}
+    for got, want in zip(run_model(fused, feeds), run_model(model, feeds), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
