@@ -150,7 +150,7 @@ def _scope_chain(owners: dict[ir.Graph, ir.Node], graph: ir.Graph) -> list[ir.Gr
 
 
 def _in_a_branch(owners: dict[ir.Graph, ir.Node], graph: ir.Graph) -> bool:
-    """Whether `graph` runs only when some If (whose condition is not constant) picks it."""
+    """Whether `graph` is an If branch or inside one: code that runs only when picked."""
     return any(owners[inner].op_type == "If" for inner in _scope_chain(owners, graph)
                if inner in owners)
 

@@ -101,6 +101,20 @@ def test_if_with_a_condition_known_only_at_run_time_stays() -> None:
         np.testing.assert_array_equal(run_model(fused, feeds)[0], run_model(model, feeds)[0])
 
 
+def test_if_on_an_initializer_that_is_also_a_graph_input_stays() -> None:
+    # A caller may feed "cond" and override the initializer, so it is no constant.
+    model = make_model(
+        [helper.make_node("If", ["cond"], ["y"],
+                          then_branch=branch("then", [helper.make_node("Relu", ["x"], ["t"])],
+                                             ["t"]),
+                          else_branch=branch("else", [helper.make_node("Neg", ["x"], ["e"])],
+                                             ["e"]))],
+        [tensor("cond", [], TensorProto.BOOL), tensor("x", [2, 3])], [tensor("y", [2, 3])],
+        inits=[numpy_helper.from_array(np.array(True), "cond")])
+    fused, _ = apply_pass(model, CLEANUP)
+    assert op_types(fused) == ["If"]
+
+
 def test_moved_values_are_renamed_where_the_model_already_uses_their_names() -> None:
     # The taken branch defines "t" and "k"; the main graph computes its own "t" after the If,
     # and a second If (condition unknown) has a branch that defines "k" too.
