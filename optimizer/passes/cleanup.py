@@ -11,6 +11,8 @@ round a float16 result differently from the runtime in the last bit):
   Reshape(x, s2) when s2 copies no dims from the middle tensor (no 0 entries, or
   allowzero = 1). Transpose(Transpose(x, p1), p2) is Transpose(x, p1[p2]), and x itself when
   p1[p2] is the identity.
+- An If whose condition folded to a constant is replaced by the nodes of the branch it takes
+  (inline_constant_ifs.py: our own exact inlining, with renaming; not onnxscript's).
 - Nodes whose outputs nobody reads, and initializers nobody reads, are removed.
 
 Safety: all of it runs on the main graph and inside If/Loop/Scan bodies; a subgraph's outputs
@@ -36,6 +38,7 @@ from onnxscript.optimizer._constant_folding import (
 
 from optimizer.passes.base import FusionPass
 from optimizer.passes.checks import attr_int, perm
+from optimizer.passes.inline_constant_ifs import inline_constant_ifs
 from optimizer.passes.matching import MS_DOMAIN, ONNX_DOMAINS, default_opset
 
 __all__ = ["CLEANUP", "cleanup_graph"]
@@ -46,8 +49,9 @@ _QUANTIZATION_OPS = frozenset({
     "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "ConvInteger",
     "MatMulInteger",
 })
-# The folder rewrites these into more nodes (sequence ops) or inlines branches (If); we keep
-# this pass to removals, and Dropout is handled below with stricter conditions.
+# The folder rewrites these into more nodes (sequence ops) or inlines branches (If, without
+# renaming what collides); we keep the folder to removals, inline constant Ifs ourselves, and
+# handle Dropout below with stricter conditions.
 _NOT_FOLDED = frozenset({
     "If", "Loop", "Scan", "Dropout", "SplitToSequence", "ConcatFromSequence", "SequenceAt",
     "SequenceConstruct", "ConstantOfShape",
@@ -336,6 +340,7 @@ def cleanup_graph(model: ir.Model) -> int:
     count = sum(_lift_constants(graph) for graph in _all_graphs(model))
     count += _fold_constants(model)
     count += sum(_lift_constants(graph) for graph in _all_graphs(model))  # folded shape values
+    count += inline_constant_ifs(model)  # conditions folded just above; the engine refolds after
     count += sum(_simplify(graph, opset) for graph in _all_graphs(model))
     # Inner bodies first, so a body's dead nodes release outer values before the outer sweep.
     bottom_up = list(reversed(_all_graphs(model)))

@@ -134,11 +134,36 @@ def test_optimize_keeps_the_recurrent_model_loadable_with_dynamic_inputs(tmp_pat
                                run_model(onnx.load(model_path), feeds)[0], rtol=1e-5, atol=1e-6)
 
 
+def test_optimize_inlines_the_recurrent_model_once_its_sample_rate_is_a_constant(
+        tmp_path: Path) -> None:
+    # With "sr" an input, the 8 kHz branch is fed rank 4 at these shapes and fails whenever it
+    # runs (as silero-vad's 8 kHz branch does at 512 samples), so ONNX Runtime's load-time
+    # check refuses it (tests above). A model specialised to 16 kHz (sr an initializer) folds
+    # completely: cleanup inlines If(sr == 16000) and then the rank checks inside it.
+    model = lstm_in_nested_ifs(seed=3)
+    model.graph.input.remove(next(v for v in model.graph.input if v.name == "sr"))
+    model.graph.initializer.append(onnx.numpy_helper.from_array(np.array(16000, np.int64), "sr"))
+    model_path, out = tmp_path / "vad16k.onnx", tmp_path / "out.onnx"
+    onnx.save(model, model_path)
+
+    assert main(["optimize", str(model_path), "-o", str(out), "--input-shape", "input=1,16",
+                 "--input-shape", "state=2,1,16"]) == 0
+
+    fused = onnx.load(out)
+    assert "If" not in op_types(fused) and "LSTM" in op_types(fused)
+    rng = np.random.default_rng(0)
+    feeds = {"input": rng.standard_normal((1, 16)).astype(np.float32),
+             "state": rng.standard_normal((2, 1, 16)).astype(np.float32)}
+    for got, want in zip(run_model(fused, feeds), run_model(model, feeds), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
 def test_optimize_refuses_a_rewrite_onnx_runtime_cannot_load_rather_than_write_it(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # Cleanup folds the rank check Size(Shape(input)) (the rank is declared) into a constant
     # If condition; ONNX Runtime then inlines the inner Ifs at load and type-checks the 8 kHz
-    # LSTM, which never runs, with a rank-4 input. Before, the file was written, exit 0.
+    # LSTM with a rank-4 input (it fails whenever sr != 16000). Before, the file was written,
+    # exit 0. Cleanup leaves these Ifs alone: they sit in branches of If(sr == 16000).
     model_path, out = tmp_path / "vad.onnx", tmp_path / "out.onnx"
     onnx.save(lstm_in_nested_ifs(), model_path)
 
