@@ -50,7 +50,7 @@ def test_model_the_backend_cannot_run_fails_with_a_clear_error_and_no_artifacts(
 ) -> None:
     base_url = stack["base_url"]
     # Valid ONNX (Relu takes int16 since opset 14) that ONNX Runtime has no CPU kernel for: the
-    # upload check passes it, the engine build names the op.
+    # upload check passes it; the load stage, which loads every model it writes, names the op.
     graph = helper.make_graph(
         [helper.make_node("Relu", ["x"], ["y"])],
         "g",
@@ -64,7 +64,8 @@ def test_model_the_backend_cannot_run_fails_with_a_clear_error_and_no_artifacts(
     job = wait_for_job(base_url, created.json()["id"])
 
     assert job["status"] == "failed"
-    assert job["error"]["code"] == "EngineBuildError"
+    assert job["error"]["code"] == "UnsupportedModelError"
+    assert "ONNX Runtime cannot load" in job["error"]["message"]
     assert "Relu" in job["error"]["message"]
     assert job["artifacts"] == [] and job["benchmarks"] == []
     assert not (Path(stack["data_dir"]) / "artifacts" / "jobs" / job["id"]).exists()
