@@ -52,6 +52,7 @@ _QUANTIZATION_OPS = frozenset({
 # The folder rewrites these into more nodes (sequence ops) or inlines branches (If, without
 # renaming what collides); we keep the folder to removals, inline constant Ifs ourselves, and
 # handle Dropout below with stricter conditions.
+_SHAPE_SIZED_ELEMENTS = 64
 _NOT_FOLDED = frozenset({
     "If", "Loop", "Scan", "Dropout", "SplitToSequence", "ConcatFromSequence", "SequenceAt",
     "SequenceConstruct", "ConstantOfShape",
@@ -130,12 +131,23 @@ class _CleanupFolder(FoldConstantsPass):
     def process_node(self, node: ir.Node, is_function: bool) -> Replacement | None:
         if is_function or node.domain not in ONNX_DOMAINS:
             return None
-        if (_is_quantization_op(node) or node.op_type in _NOT_FOLDED
+        if (_is_quantization_op(node)
+                or (node.op_type in _NOT_FOLDED and not _is_shape_sized_fill(node))
                 or any(output.is_graph_output() for output in node.outputs)):
             if self.shape_inference and node.op_type not in ("If", "Loop", "Scan"):
                 self._do_inference(node)  # keep shapes flowing for the nodes after it
             return None
         return super().process_node(node, is_function)
+
+
+def _is_shape_sized_fill(node: ir.Node) -> bool:
+    """A ConstantOfShape of a constant shape with a handful of elements: shape arithmetic, as in
+    torch's "expand with -1" (Where(Equal(shape, ConstantOfShape(...) * -1), ...)), whose folding
+    lets a mask's shape be known. A big fill stays a node rather than becoming a big weight."""
+    if not (node.op_type == "ConstantOfShape" and node.inputs and node.inputs[0] is not None):
+        return False
+    shape = node.inputs[0].const_value
+    return shape is not None and int(np.prod(shape.numpy())) <= _SHAPE_SIZED_ELEMENTS
 
 
 def _should_fold(node: ir.Node) -> bool | None:

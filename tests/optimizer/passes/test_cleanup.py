@@ -354,3 +354,42 @@ def test_cleanup_is_equivalent_on_random_chains(steps: list[str], shape: tuple[i
         assert node.op_type in ("Add", "Relu") or node.output[0] in outputs, node
     assert_outputs_close(model, fused, atol=0, rtol=0, seed=seed)
     assert cleanup_graph(ir.from_proto(fused)) == 0
+
+
+def _expand_with_minus_one(fill_shape: list[int]) -> onnx.ModelProto:
+    """torch's "expand with -1" (TorchScript exports of transformers' masks): the target shape
+    is Where(Equal(s, ConstantOfShape(len(s)) * -1), ConstantOfShape(len(s)), s); and a
+    ConstantOfShape of `fill_shape` added to the result."""
+    nodes = [
+        constant("s", np.array([2, -1, 32], np.int64)),
+        constant("n", np.array([3], np.int64)),
+        constant("minus_one", np.array(-1, np.int64)),
+        constant("fill_shape", np.array(fill_shape, np.int64)),
+        helper.make_node("ConstantOfShape", ["n"], ["ones"],
+                         value=numpy_helper.from_array(np.array([1], np.int64))),
+        helper.make_node("Mul", ["ones", "minus_one"], ["minus_ones"]),
+        helper.make_node("Equal", ["s", "minus_ones"], ["is_minus_one"]),
+        helper.make_node("Where", ["is_minus_one", "ones", "s"], ["target"]),
+        helper.make_node("Expand", ["x", "target"], ["expanded"]),
+        helper.make_node("ConstantOfShape", ["fill_shape"], ["fill"],
+                         value=numpy_helper.from_array(np.array([0.5], np.float32))),
+        helper.make_node("Add", ["expanded", "fill"], ["y"]),
+    ]
+    return make_model(nodes, [tensor("x", [1, 3, 32])], [tensor("y", [2, 3, 32])])
+
+
+def test_a_shape_sized_constant_of_shape_folds_so_an_expand_target_becomes_known() -> None:
+    model = _expand_with_minus_one([1, 1, 32])
+
+    fused = cleaned(model)
+
+    assert "ConstantOfShape" not in op_types(fused) and "Where" not in op_types(fused)
+    assert_outputs_close(model, fused, atol=0, rtol=0)
+
+
+def test_a_big_constant_of_shape_stays_a_node() -> None:
+    model = _expand_with_minus_one([2, 3, 32])  # 192 elements: a fill, not shape arithmetic
+
+    fused = cleaned(model)
+
+    assert op_types(fused).count("ConstantOfShape") == 1
