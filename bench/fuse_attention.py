@@ -18,15 +18,15 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from typing import Any
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 from bench.timing import Timing, add_timing_arguments, fused_speedups
 from optimizer.backends.onnxruntime.runner import OptimizationLevel
 from optimizer.passes.fuse_attention import FUSE_ATTENTION
+from optimizer.testing.graph_writer import GraphWriter
 from optimizer.testing.passes import apply_pass
 
 WIDTHS = ((256, 4), (768, 12))  # (hidden, heads): BERT-mini-ish and BERT-base
@@ -34,20 +34,7 @@ BATCHES = (1, 8)
 LEVELS: tuple[OptimizationLevel, ...] = ("disabled", "all")
 
 
-class _Builder:
-    def __init__(self, seed: int) -> None:
-        self.rng = np.random.default_rng(seed)
-        self.nodes: list[onnx.NodeProto] = []
-        self.inits: list[onnx.TensorProto] = []
-
-    def const(self, name: str, array: np.ndarray) -> str:
-        self.inits.append(numpy_helper.from_array(array, name))
-        return name
-
-    def node(self, op: str, inputs: list[str], output: str, **attrs: Any) -> str:
-        self.nodes.append(helper.make_node(op, inputs, [output], **attrs))
-        return output
-
+class _Builder(GraphWriter):
     def linear(self, x: str, name: str, d_in: int, d_out: int) -> str:
         w = self.const(f"{name}.w", (self.rng.standard_normal((d_in, d_out)) / math.sqrt(d_in))
                        .astype(np.float32))

@@ -20,6 +20,7 @@ from onnx import TensorProto, helper, numpy_helper
 from optimizer.passes.fuse_attention import FUSE_ATTENTION
 from optimizer.passes.fuse_to_plugins import FUSE_TO_PLUGINS
 from optimizer.plugins import decompose_for_onnxruntime
+from optimizer.testing.graph_writer import GraphWriter
 from optimizer.testing.passes import apply_pass, op_types, run_model
 
 HEADS, HEAD_DIM = 4, 8
@@ -27,20 +28,7 @@ HIDDEN = HEADS * HEAD_DIM
 MHA = "com.microsoft.MultiHeadAttention"
 
 
-class _Writer:
-    def __init__(self, seed: int) -> None:
-        self.rng = np.random.default_rng(seed)
-        self.nodes: list[onnx.NodeProto] = []
-        self.inits: list[onnx.TensorProto] = []
-
-    def const(self, name: str, array: np.ndarray) -> str:
-        self.inits.append(numpy_helper.from_array(array, name))
-        return name
-
-    def node(self, op: str, inputs: list[str], output: str, **attrs: Any) -> str:
-        self.nodes.append(helper.make_node(op, inputs, [output], name=f"n_{output}", **attrs))
-        return output
-
+class _Writer(GraphWriter):
     def linear(self, x: str, name: str) -> str:
         w = self.const(f"w_{name}", (self.rng.standard_normal((HIDDEN, HIDDEN)) * 0.3)
                        .astype(np.float32))
