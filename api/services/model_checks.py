@@ -35,6 +35,7 @@ __all__ = ["ModelCheckAborted", "ModelChecker"]
 _GIB = 2**30
 _MIB = 2**20
 _POLL_S = 0.05
+_TOUCH_EVERY_S = 1.0
 _CONTEXT = multiprocessing.get_context("forkserver")
 _CONTEXT.set_forkserver_preload(["optimizer.model_check"])
 
@@ -57,8 +58,14 @@ class ModelChecker:
             ModelCheckAborted: the check broke its time or memory limit, or its process died.
         """
         scan_model_file(path, name)  # in bounded memory: garbage never reaches a process
-        with self._turns:
+        # The janitor removes upload files left untouched for `janitor.upload_stale_s` (an API
+        # killed mid-upload): touch this one while it waits for a turn and while it is checked.
+        while not self._turns.acquire(timeout=_TOUCH_EVERY_S):
+            _touch(path)
+        try:
             return self._check_in_child(path, limits, name)
+        finally:
+            self._turns.release()
 
     def _check_in_child(self, path: Path, limits: ModelLimits, name: str) -> ModelSummary:
         receiving, sending = _CONTEXT.Pipe(duplex=False)
@@ -67,7 +74,7 @@ class ModelChecker:
         process.start()
         sending.close()
         try:
-            outcome = self._wait(process, receiving, name)
+            outcome = self._wait(process, receiving, path, name)
         finally:
             if process.is_alive():
                 process.kill()
@@ -79,9 +86,14 @@ class ModelChecker:
             return summary
         raise value
 
-    def _wait(self, process: Any, receiving: Connection, name: str) -> tuple[str, Any]:
+    def _wait(self, process: Any, receiving: Connection, path: Path, name: str
+              ) -> tuple[str, Any]:
         deadline = time.monotonic() + self._timeout_s
+        touched = time.monotonic()
         while not receiving.poll(_POLL_S):
+            if time.monotonic() - touched > _TOUCH_EVERY_S:
+                _touch(path)
+                touched = time.monotonic()
             if not process.is_alive() and not receiving.poll(0):
                 raise ModelCheckAborted(
                     f"the check of model file {name!r} died (exit code {process.exitcode}), "
@@ -100,6 +112,13 @@ class ModelChecker:
                 f"the check of model file {name!r} needs more than its "
                 f"{self._max_bytes / _GIB:g} GiB of memory")
         return outcome
+
+
+def _touch(path: Path) -> None:
+    try:
+        os.utime(path)
+    except FileNotFoundError:
+        pass  # the check then says the upload is gone
 
 
 def _check(sending: Connection, path: Path, limits: ModelLimits, name: str,
