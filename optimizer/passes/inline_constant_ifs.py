@@ -16,7 +16,11 @@ An If inside a branch of an If whose condition is not constant is left alone: th
 never run, and inlining would show ONNX Runtime's type inference the taken branch at load even
 with graph optimizations disabled: a branch that cannot run at the model's fixed shapes (the
 8 kHz LSTM of shape_models.lstm_in_nested_ifs, fed rank 4) would then fail to load where it
-loaded before; left as an If, ONNX Runtime checks it only at level basic and up.
+loaded before; left as an If, ONNX Runtime checks it only at level basic and up. For the same
+reason a constant If is not inlined when its taken branch holds such code (an If whose
+condition is not constant, a Loop or a Scan): inlining would lift it into the enclosing graph,
+where ONNX Runtime checks its bodies at load with that graph's static shapes (silero-vad's
+sample-rate If under its rank check did so, failing to load even at level disabled).
 An initializer that is also a graph input can be overridden at run time, so it is no constant.
 """
 
@@ -191,6 +195,8 @@ def _inline(model: ir.Model, if_node: ir.Node, taken: bool, names: _Names) -> bo
     branch = attr.as_graph()
     if branch.inputs or len(branch.outputs) != len(if_node.outputs):
         return False  # not a valid If branch; leave it to the checker
+    if any(_open_control_flow(node) for node in branch):
+        return False  # see the module doc: it would lift code that may never run
     moved = {value for node in branch for value in node.outputs}
     branch_outputs = _resolved_outputs(model, branch, graph, moved)
     if branch_outputs is None:
@@ -204,6 +210,15 @@ def _inline(model: ir.Model, if_node: ir.Node, taken: bool, names: _Names) -> bo
     _detach(if_node)
     graph.remove(if_node, safe=True)
     return True
+
+
+def _open_control_flow(node: ir.Node) -> bool:
+    """A Loop, Scan or If whose condition is not a constant: its bodies may never run."""
+    if node.domain not in ONNX_DOMAINS:
+        return False
+    if node.op_type == "If":
+        return _constant_condition(node) is None
+    return node.op_type in ("Loop", "Scan")
 
 
 def _next_constant_if(model: ir.Model, skipped: set[ir.Node]) -> tuple[ir.Node, bool] | None:
