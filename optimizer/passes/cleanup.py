@@ -15,7 +15,8 @@ round a float16 result differently from the runtime in the last bit):
   (inline_constant_ifs.py: our own exact inlining, with renaming; not onnxscript's).
 - Nodes whose outputs nobody reads, and initializers nobody reads, are removed.
 
-Safety: all of it runs on the main graph and inside If/Loop/Scan bodies; a subgraph's outputs
+Safety: all of it runs on the main graph and inside If/Loop/Scan bodies (folding skips the
+branches of an If whose condition is not constant: see `_branches_of_open_ifs`); a subgraph's outputs
 and signature never change. When y = x and y is a graph output, x takes y's name, which is only
 possible when x is computed by a node of that same graph and is not already an output;
 otherwise the node stays. Dropout goes only in inference (training_mode absent or a constant
@@ -33,6 +34,7 @@ from onnxscript.optimizer._constant_folding import (
     DEFAULT_CONSTANT_FOLD_INPUT_SIZE_LIMIT,
     DEFAULT_CONSTANT_FOLD_OUTPUT_SIZE_LIMIT,
     FoldConstantsPass,
+    FoldConstantsResult,
     Replacement,
 )
 
@@ -128,16 +130,56 @@ def _lift_constants(graph: ir.Graph) -> int:
 class _CleanupFolder(FoldConstantsPass):
     """FoldConstantsPass restricted to ONNX ops that are safe to fold here (see module doc)."""
 
+    def call(self, model: ir.Model) -> FoldConstantsResult:
+        self._maybe_never_run = _branches_of_open_ifs(model)
+        return super().call(model)
+
     def process_node(self, node: ir.Node, is_function: bool) -> Replacement | None:
         if is_function or node.domain not in ONNX_DOMAINS:
             return None
-        if (_is_quantization_op(node)
+        if (_is_quantization_op(node) or node.graph in self._maybe_never_run
                 or (node.op_type in _NOT_FOLDED and not _is_shape_sized_fill(node))
                 or any(output.is_graph_output() for output in node.outputs)):
             if self.shape_inference and node.op_type not in ("If", "Loop", "Scan"):
                 self._do_inference(node)  # keep shapes flowing for the nodes after it
             return None
         return super().process_node(node, is_function)
+
+
+def _branches_of_open_ifs(model: ir.Model) -> set[ir.Graph]:
+    """The graphs inside a branch of an If whose condition is not a constant, nested ones too.
+
+    Such code may never run at the model's shapes (silero-vad's 8 kHz branch at 16 kHz input
+    sizes), and folding it with those shapes writes constants that contradict it: ONNX Runtime
+    then refuses the model at load even with graph optimizations disabled. Its nodes are left
+    as they are; Identity and other no-op removal still applies."""
+    found: set[ir.Graph] = set()
+    for node in ir.traversal.RecursiveGraphIterator(model.graph):
+        if node.graph in found or not (_is_onnx(node, "If") and not _constant_if(node)):
+            continue
+        for attr in node.attributes.values():
+            if attr.type == ir.AttributeType.GRAPH:
+                branch = attr.as_graph()
+                found.add(branch)
+                found.update(inner for inner_node in ir.traversal.RecursiveGraphIterator(branch)
+                             for inner in _subgraphs(inner_node))
+    return found
+
+
+def _subgraphs(node: ir.Node) -> list[ir.Graph]:
+    graphs = []
+    for attr in node.attributes.values():
+        if attr.type == ir.AttributeType.GRAPH:
+            graphs.append(attr.as_graph())
+        elif attr.type == ir.AttributeType.GRAPHS:
+            graphs.extend(attr.as_graphs())
+    return graphs
+
+
+def _constant_if(node: ir.Node) -> bool:
+    condition = node.inputs[0] if node.inputs else None
+    return condition is not None and condition.const_value is not None \
+        and not condition.is_graph_input()
 
 
 def _is_shape_sized_fill(node: ir.Node) -> bool:
