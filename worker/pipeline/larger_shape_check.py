@@ -14,13 +14,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import onnx
 
 from optimizer.backends.onnxruntime.runner import runner_for_model
-from optimizer.errors import AccuracyMismatchError, InputShapeError
+from optimizer.errors import AccuracyMismatchError, InferenceError, InputShapeError
 from optimizer.jsonable import json_safe
-from optimizer.model_writer import run_problem
 from optimizer.optimize import OptimizeOptions, optimize_model
+from optimizer.runner import Runner
 from optimizer.shapes import fix_input_shapes
 from optimizer.tensor_specs import TensorSpec, summarize_model
 from optimizer.validation import Tolerances, ValidationReport, default_tolerances, validate
@@ -75,18 +76,29 @@ def check_rewrites_at_larger_shape(run: JobRun, loaded: LoadedModel,
     feeds = random_job_feeds(run.config, specs, loaded.input_ranges, count=_SAMPLES,
                              seed_offset=2)
     static = fix_input_shapes(original, larger)
-    problem = run_problem(static, feeds[0])
-    if problem is not None:
-        record["skipped"] = f"the original model does not run at these shapes: {problem}"
-        return LargerShapeCheck(record)
-    fused, _ = optimize_model(static, options)
-    with runner_for_model(static) as reference, runner_for_model(fused) as candidate:
-        report = validate(reference, candidate, feeds, _rewrite_tolerances(run),
-                          input_ranges=loaded.input_ranges)
+    with runner_for_model(static) as reference:  # one session of the original serves both
+        problem = _run_problem(reference, feeds[0])
+        if problem is not None:
+            record["skipped"] = f"the original model does not run at these shapes: {problem}"
+            return LargerShapeCheck(record)
+        fused, _ = optimize_model(static, options)
+        with runner_for_model(fused) as candidate:
+            report = validate(reference, candidate, feeds, _rewrite_tolerances(run),
+                              input_ranges=loaded.input_ranges)
     record.update(passed=report.passed, samples=report.samples,
                   max_abs_err={output.name: output.max_abs_err for output in report.outputs},
                   failures=[failure.to_dict() for failure in report.failures])
     return LargerShapeCheck(json_safe(record), report)
+
+
+def _run_problem(reference: Runner, feed: Mapping[str, np.ndarray]) -> str | None:
+    # Why the original cannot serve at these shapes: it fails, or an output comes out empty.
+    try:
+        outputs = reference.infer(feed)
+    except InferenceError as err:
+        return str(err).splitlines()[0]
+    empty = [name for name, value in outputs.items() if value.size == 0]
+    return f"output {empty[0]!r} comes out empty" if empty else None
 
 
 def _rewrite_tolerances(run: JobRun) -> Tolerances:

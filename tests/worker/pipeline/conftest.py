@@ -8,12 +8,14 @@ code paths (stages, fallback, outcome, cancel) where a failure points at a line.
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import onnx
 import pytest
 import redis
 from celery.contrib.testing.worker import start_worker
@@ -23,6 +25,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api.deps import get_api_settings, get_read_sessions, get_session
 from api.main import create_app
+from core.job_config import JobConfig
 from core.settings import Settings, StageLimit, StageLimits
 from core.storage import LocalArtifactStore
 from optimizer.capabilities import HostCapabilities
@@ -30,6 +33,7 @@ from tests.conftest import TEST_REDIS_URL
 from tests.support.databases import fresh_database
 from tests.support.fake_tensorrt import FAKE_TENSORRT
 from worker.celery_app import celery_app
+from worker.pipeline.results import JobRun
 from worker.runtime import WorkerRuntime, use_runtime
 from worker.tasks import run_job as _registers_the_tasks  # noqa: F401
 
@@ -132,4 +136,17 @@ def fake_tensorrt_control(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Pa
     path.write_text("{}")
     monkeypatch.setenv("FAKE_TENSORRT_CONTROL", str(path))
     return path
+
+
+def job_run(tmp_path: Path, model: onnx.ModelProto, config: dict[str, Any]) -> JobRun:
+    """A run of `model` (written to tmp_path) with `config` (JobConfig fields; the backend is
+    tensorrt unless given) and a scratch folder: what a stage function is handed."""
+    model_path = tmp_path / "model.onnx"
+    onnx.save(model, model_path)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    settings = Settings(env="test", data_dir=tmp_path / "data")
+    return JobRun(job_id=uuid.uuid4(), config=JobConfig(**{"backend": "tensorrt", **config}),
+                  model_path=model_path, dataset_path=None, scratch_dir=scratch,
+                  settings=settings, store=LocalArtifactStore(settings.artifacts_dir))
 

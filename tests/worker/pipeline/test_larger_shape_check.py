@@ -3,23 +3,19 @@ softmax over more than one key shows a wrong attention rewrite that sequence len
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 from typing import Any
 
-import onnx
 import onnx_ir as ir
 import pytest
 from onnxscript.rewriter.pattern import RewriteRuleClassBase
 
-from core.job_config import JobConfig
-from core.settings import Settings
-from core.storage import LocalArtifactStore
 from optimizer.errors import AccuracyMismatchError
 from optimizer.optimize import OptimizeOptions
 from optimizer.passes import DEFAULT_PASSES
 from optimizer.passes.base import FusionPass
 from optimizer.testing.token_models import masked_token_attention
+from tests.worker.pipeline.conftest import job_run
 from worker.pipeline.larger_shape_check import check_rewrites_at_larger_shape
 from worker.pipeline.load import load_model
 from worker.pipeline.results import JobRun
@@ -40,14 +36,7 @@ PLANTED = FusionPass(name="planted_softmax_to_ones", summary="test only", stage=
 
 
 def _run(tmp_path: Path, config: dict[str, Any]) -> JobRun:
-    model_path = tmp_path / "model.onnx"
-    onnx.save(masked_token_attention(seed=4), model_path)
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
-    settings = Settings(env="test", data_dir=tmp_path / "data")
-    return JobRun(job_id=uuid.uuid4(), config=JobConfig(**{"backend": "onnxruntime", **config}),
-                  model_path=model_path, dataset_path=None, scratch_dir=scratch,
-                  settings=settings, store=LocalArtifactStore(settings.artifacts_dir))
+    return job_run(tmp_path, masked_token_attention(seed=4), {"backend": "onnxruntime", **config})
 
 
 def _options(passes: list[str]) -> OptimizeOptions:

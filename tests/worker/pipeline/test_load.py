@@ -3,7 +3,6 @@ with the profiled axes left dynamic for a job with optimization profiles."""
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -12,27 +11,13 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from core.job_config import JobConfig
-from core.settings import Settings
-from core.storage import LocalArtifactStore
 from optimizer.errors import InputShapeError, UnsupportedModelError
 from optimizer.testing.models import IR_VERSION, declared_dims, small_cnn, token_embedding
 from optimizer.testing.passes import run_model
 from optimizer.testing.shape_models import lstm_in_nested_ifs, strided_convnet
 from optimizer.testing.token_models import masked_token_attention
+from tests.worker.pipeline.conftest import job_run
 from worker.pipeline.load import load_model
-from worker.pipeline.results import JobRun
-
-
-def _run(tmp_path: Path, model: onnx.ModelProto, config: dict[str, Any]) -> JobRun:
-    model_path = tmp_path / "model.onnx"
-    onnx.save(model, model_path)
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
-    settings = Settings(env="test", data_dir=tmp_path / "data")
-    return JobRun(job_id=uuid.uuid4(), config=JobConfig(**{"backend": "tensorrt", **config}),
-                  model_path=model_path, dataset_path=None, scratch_dir=scratch,
-                  settings=settings, store=LocalArtifactStore(settings.artifacts_dir))
 
 
 def _token_model() -> onnx.ModelProto:
@@ -44,7 +29,7 @@ _dims = declared_dims
 
 
 def test_a_job_without_profiles_gets_only_the_static_model(tmp_path: Path) -> None:
-    run = _run(tmp_path, small_cnn(), {"input_shapes": {"input": [4, 3, 32, 32]}})
+    run = job_run(tmp_path, small_cnn(), {"input_shapes": {"input": [4, 3, 32, 32]}})
 
     loaded = load_model(run)
 
@@ -56,7 +41,7 @@ def test_a_job_without_profiles_gets_only_the_static_model(tmp_path: Path) -> No
 
 def test_a_profiled_batch_stays_dynamic_in_the_profiled_model_only(tmp_path: Path) -> None:
     profile = {"min": [1, 3, 32, 32], "opt": [4, 3, 32, 32], "max": [16, 3, 32, 32]}
-    run = _run(tmp_path, small_cnn(), {"input_shapes": {"input": [4, 3, 32, 32]},
+    run = job_run(tmp_path, small_cnn(), {"input_shapes": {"input": [4, 3, 32, 32]},
                                        "profiles": {"input": profile}})
 
     loaded = load_model(run)
@@ -81,7 +66,7 @@ def test_a_profiled_batch_stays_dynamic_in_the_profiled_model_only(tmp_path: Pat
 def test_axes_a_profile_fixes_are_fixed_and_shared_dims_keep_one_name(tmp_path: Path) -> None:
     # batch varies, seq is pinned at 64 by min == max
     profile = {"min": [1, 64], "opt": [2, 64], "max": [8, 64]}
-    run = _run(tmp_path, _token_model(), {
+    run = job_run(tmp_path, _token_model(), {
         "input_shapes": {"ids": [2, 64], "mask": [2, 64]},
         "profiles": {"ids": profile, "mask": profile}})
 
@@ -101,7 +86,7 @@ def test_an_input_without_a_profile_is_fixed_at_its_input_shape(tmp_path: Path) 
         [helper.make_tensor_value_info("rows", TensorProto.FLOAT, [None, 4])]),
         opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = IR_VERSION
-    run = _run(tmp_path, model, {
+    run = job_run(tmp_path, model, {
         "input_shapes": {"a": [6, 4], "b": [3, 4]},
         "profiles": {"a": {"min": [1, 4], "opt": [6, 4], "max": [8, 4]}}})
 
@@ -114,7 +99,7 @@ def test_an_input_without_a_profile_is_fixed_at_its_input_shape(tmp_path: Path) 
 
 def test_a_profile_that_no_longer_fits_the_model_fails_the_stage(tmp_path: Path) -> None:
     # The API checks profiles; a stale config (e.g. a replaced model file) still fails clearly.
-    run = _run(tmp_path, small_cnn(), {
+    run = job_run(tmp_path, small_cnn(), {
         "input_shapes": {"input": [4, 3, 32, 32]},
         "profiles": {"input": {"min": [1, 3, 16, 16], "opt": [4, 3, 32, 32],
                                "max": [16, 3, 32, 32]}}})
@@ -125,7 +110,7 @@ def test_a_profile_that_no_longer_fits_the_model_fails_the_stage(tmp_path: Path)
 
 def test_a_bert_style_job_draws_its_integer_inputs_in_the_ranges_the_graph_allows(
         tmp_path: Path) -> None:
-    run = _run(tmp_path, masked_token_attention(vocab=30),
+    run = job_run(tmp_path, masked_token_attention(vocab=30),
                {"input_shapes": {name: [2, 8] for name in
                                  ("input_ids", "token_type_ids", "attention_mask")},
                 "input_ranges": {"input_ids": [0, 5]}})
@@ -143,7 +128,7 @@ def test_a_bert_style_job_draws_its_integer_inputs_in_the_ranges_the_graph_allow
 
 
 def test_a_minus_one_batch_loads_without_input_shapes(tmp_path: Path) -> None:
-    run = _run(tmp_path, strided_convnet([-1, 3, 48, 192]), {})
+    run = job_run(tmp_path, strided_convnet([-1, 3, 48, 192]), {})
 
     loaded = load_model(run)
 
@@ -152,7 +137,7 @@ def test_a_minus_one_batch_loads_without_input_shapes(tmp_path: Path) -> None:
 
 
 def test_image_dims_at_one_fail_the_load_stage_with_the_shapes_to_send(tmp_path: Path) -> None:
-    run = _run(tmp_path, strided_convnet(["N", 3, "H", "W"]), {})
+    run = job_run(tmp_path, strided_convnet(["N", 3, "H", "W"]), {})
 
     with pytest.raises(InputShapeError, match=r'input_shapes: \{"x": \[1, 3, 224, 224\]\}'):
         load_model(run)
@@ -165,7 +150,7 @@ _VAD_SHAPES = {"input": [1, 16], "state": [2, 1, 16], "sr": []}
 
 def test_a_static_model_the_onnxruntime_engine_cannot_load_fails_the_load_stage(
         tmp_path: Path) -> None:
-    run = _run(tmp_path, lstm_in_nested_ifs(), {
+    run = job_run(tmp_path, lstm_in_nested_ifs(), {
         "backend": "onnxruntime", "ort_optimization_level": "all", "input_shapes": _VAD_SHAPES})
 
     with pytest.raises(UnsupportedModelError, match=r"optimization level 'all'\): .*First input "
@@ -181,7 +166,7 @@ def test_a_static_model_loads_where_the_job_runs_it_without_graph_optimizations(
         tmp_path: Path, config: dict[str, Any]) -> None:
     # ONNX Runtime only inlines If branches (and so only type-checks the unused one at the
     # fixed shapes) when it optimizes the graph.
-    run = _run(tmp_path, lstm_in_nested_ifs(), {**config, "input_shapes": _VAD_SHAPES})
+    run = job_run(tmp_path, lstm_in_nested_ifs(), {**config, "input_shapes": _VAD_SHAPES})
 
     loaded = load_model(run)
 
