@@ -49,7 +49,7 @@ import onnxruntime as ort
 from bench.corpus.cache import DEFAULT_CACHE, ModelFile, build_model, load_record
 from bench.corpus.catalog import CorpusModel, by_name
 from bench.corpus.jobs import FuseForgeService, JobOutcome
-from bench.corpus.measure import engine_ratio, library_engine
+from bench.corpus.measure import engine_ratio, graphs_after_ort, library_engine
 from bench.corpus.table import Row, format_table, fused_counts, top_refusals, write_outputs
 
 TRANSFORMER_TARGET = 0.95
@@ -104,7 +104,8 @@ def _ratio(model: CorpusModel, file: ModelFile, outcome: JobOutcome, work: Path,
         ratio, p50 = engine_ratio(file.path, engine_dir, ranges=ranges, rounds=args.rounds,
                                   warmup=args.warmup, threads=args.threads or None)
         latencies = ", ".join(f"{variant} p50 {ms:.2f} ms" for variant, ms in p50.items())
-        return ratio, f"{source}; {latencies}", report
+        after_ort = graphs_after_ort(file.path, engine_dir)
+        return ratio, f"{source}; {latencies}; after ORT's own optimizations: {after_ort}", report
     except Exception as err:  # the library's failure is a finding, not the end of the run
         return None, f"no engine: {type(err).__name__}: {str(err)[:300]}", report
 

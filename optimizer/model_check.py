@@ -25,6 +25,7 @@ from optimizer.tensor_specs import ModelSummary, summarize_model
 __all__ = ["check_model_file", "load_checked_model"]
 
 _KNOWN_TYPES = frozenset(onnx.TensorProto.DataType.values())
+_CHECK_BYTES_UP_TO = 256 * 2**20
 _SAVE_INLINE_HINT = (
     "Save the model with every tensor inside the .onnx file, e.g. "
     "onnx.save(model, path, save_as_external_data=False), and upload that file."
@@ -65,9 +66,14 @@ def load_checked_model(path: Path, limits: ModelLimits | None = None, *,
     except FileNotFoundError as err:
         raise InternalError(f"Uploaded model file {str(path)!r} does not exist.") from err
     scan_model_file(path, file_name)  # garbage is refused before anything is loaded
+    # A model up to _CHECK_BYTES_UP_TO is read once, and its bytes go to the ONNX checker as
+    # they are (faster than the checker reading and parsing the file again); a larger one is
+    # not held twice: the checker reads the file itself (a model check's memory is limited).
+    data = path.read_bytes() if size <= _CHECK_BYTES_UP_TO else None
     try:
         # format="protobuf": without it onnx picks a parser from the file's extension.
-        model = onnx.load(path, format="protobuf", load_external_data=False)
+        model = (onnx.load(path, format="protobuf", load_external_data=False) if data is None
+                 else onnx.load_model_from_string(data, format="protobuf"))
     except DecodeError as err:
         if "alloc failed" in str(err):  # protobuf's way of saying it ran out of memory
             raise MemoryError(f"parsing model file {file_name!r} ran out of memory") from err
@@ -85,9 +91,11 @@ def load_checked_model(path: Path, limits: ModelLimits | None = None, *,
         # every initializer listed as a graph input, and runtimes never cared. IR 4 dropped
         # that rule without changing what such a model computes, so say IR 4 and check that.
         model.ir_version = 4
+        data = None
         _run_checker(model, file_name)
     else:
-        _run_checker(path, file_name)
+        _run_checker(str(path) if data is None else data, file_name)
+    del data
     _require_tensor_io(model, file_name)
     return model, summarize_model(model)
 
@@ -161,12 +169,11 @@ def _is_known_type(elem_type: int) -> bool:
     return elem_type != onnx.TensorProto.UNDEFINED and elem_type in _KNOWN_TYPES
 
 
-def _run_checker(model: Path | onnx.ModelProto, file_name: str) -> None:
+def _run_checker(model: str | bytes | onnx.ModelProto, file_name: str) -> None:
     try:
-        # By path where it can: the checker reads the file itself, instead of this process
-        # serializing the model again to hand it over (and a model over protobuf's 2 GiB could
-        # not be). External data was refused above, so it reads only the file.
-        onnx.checker.check_model(str(model) if isinstance(model, Path) else model, full_check=False)
+        # The file's bytes or path where it can, instead of this process serializing the model
+        # again to hand it over. External data was refused above, so it reads only the file.
+        onnx.checker.check_model(model, full_check=False)
     except onnx.checker.ValidationError as err:
         raise InvalidModelError(
             f"Model file {file_name!r} fails the ONNX checker: {err}") from err

@@ -123,12 +123,6 @@ CORPUS: tuple[CorpusModel, ...] = (
                 {"x": (1, 3, 48, 320)}),
     CorpusModel("silero-vad", WheelSpec(*_SILERO, "silero_vad/data/silero_vad.onnx"),
                 _SILERO_JOB, _SR_16K, note="LSTM inside nested If subgraphs"),
-    # What the refusal of the job above advises: ONNX Runtime cannot load the model with its
-    # shapes fixed at level all (its 8 kHz branch type-checks only at other shapes), so the
-    # engine leaves the graph as it is.
-    CorpusModel("silero-vad-ort-disabled", WheelSpec(*_SILERO, "silero_vad/data/silero_vad.onnx"),
-                _SILERO_JOB, _SR_16K, note="the refusal's advice: ort_optimization_level disabled",
-                extra_job={"ort_optimization_level": "disabled"}),
     CorpusModel("silero-vad-op18-ifless", WheelSpec(*_SILERO,
                                                     "silero_vad/data/silero_vad_op18_ifless.onnx"),
                 _SILERO_JOB, _SR_16K),

@@ -18,6 +18,7 @@ import json
 import math
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -25,6 +26,7 @@ from typing import Any
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 
 from optimizer.backends.onnxruntime.build import OrtBuildOptions, build_ort_engine, runner_for_engine
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
@@ -34,7 +36,7 @@ from optimizer.optimize import OptimizeOptions, optimize_model
 from optimizer.shapes import fix_input_shapes, resolve_input_shapes
 from optimizer.tensor_specs import summarize_model
 
-__all__ = ["engine_ratio", "library_engine"]
+__all__ = ["engine_ratio", "graphs_after_ort", "library_engine"]
 
 
 def library_engine(original: Path, input_shapes: Mapping[str, Any] | None,
@@ -87,6 +89,31 @@ def engine_ratio(original: Path, engine_dir: Path, *, ranges: Mapping[str, tuple
         raise RuntimeError("the benchmark gave the engine no speed-up figure")
     # The median of per-round original/engine, inverted: engine/original (exact for odd rounds).
     return 1.0 / speedup, {r.variant: r.latency_ms_p50 for r in results}
+
+
+def graphs_after_ort(original: Path, engine_dir: Path) -> str:
+    """What ONNX Runtime makes of each at the default level, as the two sessions run them:
+    'same ops (58 nodes)' when the op histograms match (then the timing can only differ by
+    noise: the engine is the graph ORT would have made of the original), else 'engine 412 /
+    original 530 nodes'."""
+    manifest = json.loads((engine_dir / "manifest.json").read_text())
+    with tempfile.TemporaryDirectory() as tmp:
+        ours = _optimized_ops(engine_dir / manifest["engine_file"], Path(tmp) / "engine.onnx",
+                              list(manifest.get("disabled_optimizers", {})))
+        theirs = _optimized_ops(original, Path(tmp) / "original.onnx", [])
+    if ours == theirs:
+        return f"same ops ({sum(ours.values())} nodes)"
+    return f"engine {sum(ours.values())} / original {sum(theirs.values())} nodes"
+
+
+def _optimized_ops(model: Path, out: Path, disabled: list[str]) -> Counter[str]:
+    options = ort.SessionOptions()
+    options.optimized_model_filepath = str(out)
+    options.log_severity_level = 3  # not the warning that NCHWc layouts are CPU-specific
+    ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"],
+                         disabled_optimizers=disabled)
+    graph = onnx.load(out).graph
+    return Counter(f"{node.domain}:{node.op_type}" for node in graph.node)
 
 
 def _rounds(reference: OnnxRuntimeRunner, feeds: Mapping[str, np.ndarray], rounds: int,

@@ -2,9 +2,13 @@
 it is validated on.
 
 Every job gets model.static.onnx, all inputs fixed at the job's `input_shapes`: the reference
-that validation, benchmarks and bisection run. A job with optimization profiles (TensorRT only)
-also gets model.profiled.onnx, which the engine is fused and built from: every axis a profile
-lets vary (min != max) is left dynamic, every other axis fixed to its profile's size.
+that validation, benchmarks and bisection run. An onnxruntime job whose model ONNX Runtime
+cannot load with fixed inputs at the engine's level, but loads as uploaded, fuses and builds its
+engine from the upload, inputs left dynamic (`LoadedModel.inputs_left_dynamic` says why).
+
+A job with optimization profiles (TensorRT only) also gets model.profiled.onnx, which the engine
+is fused and built from: every axis a profile lets vary (min != max) is left dynamic, every
+other axis fixed to its profile's size.
 """
 
 from collections.abc import Mapping
@@ -14,7 +18,8 @@ from functools import partial
 import onnx
 
 from optimizer.backends.tensorrt.profiles import OptimizationProfileSpec, resolve_profiles
-from optimizer.model_writer import save_model
+from optimizer.errors import InferenceError, UnsupportedModelError
+from optimizer.model_writer import check_model_runs, save_model
 from optimizer.shapes import fix_input_shapes_except
 from optimizer.static_model import static_model
 from optimizer.tensor_specs import TensorSpec, summarize_model
@@ -52,7 +57,14 @@ def load_model(run: JobRun) -> LoadedModel:
     save = partial(save_model, reference=model, optimization_level=run.ort_check_level,
                    feeds=feeds[0] if feeds else None)
     static_path = run.scratch_dir / STATIC_MODEL_FILE
-    save(static.model, static_path, what="the model with the job's input shapes")
+    what = "the model with the job's input shapes"
+    left_dynamic = None
+    try:
+        save(static.model, static_path, what=what)
+    except UnsupportedModelError as err:
+        left_dynamic = _why_inputs_stay_dynamic(run, model, err)
+        # The reference runs with ONNX Runtime's optimizations off, where it does load.
+        save(static.model, static_path, what=what, optimization_level="disabled")
     profiled_path = None
     if run.config.profiles:
         profiled_path = run.scratch_dir / PROFILED_MODEL_FILE
@@ -60,7 +72,28 @@ def load_model(run: JobRun) -> LoadedModel:
         save(profiled, profiled_path, what="the model with the job's profiles")
     return LoadedModel(static_path=static_path, profiled_path=profiled_path, input_shapes=shapes,
                        input_specs=specs, feeds=feeds, labels=labels,
-                       input_ranges={} if run.dataset_path is not None else ranges)
+                       input_ranges={} if run.dataset_path is not None else ranges,
+                       inputs_left_dynamic=left_dynamic,
+                       dynamic_path=run.model_path if left_dynamic else None)
+
+
+def _why_inputs_stay_dynamic(run: JobRun, model: onnx.ModelProto,
+                             refusal: UnsupportedModelError) -> str:
+    """Why an onnxruntime job's engine keeps the upload's dynamic inputs: ONNX Runtime loads
+    the model as uploaded at the engine's level, but not with its inputs fixed (its graph
+    optimizations then type-check control-flow branches at those shapes, and a branch the
+    model never takes there may not fit them). Raises `refusal` when that is not the case."""
+    level = run.ort_check_level
+    if run.config.backend != "onnxruntime" or level == "disabled":
+        raise refusal
+    try:
+        check_model_runs(model, what="the uploaded model", optimization_level=level)
+    except (UnsupportedModelError, InferenceError):
+        raise refusal from None
+    cause = str(refusal.__cause__ or refusal).strip().splitlines()[0]
+    return (f"ONNX Runtime cannot load the model at level {level!r} with its inputs fixed at "
+            f"the job's shapes ({cause}), but loads it as uploaded: the engine keeps the "
+            "model's dynamic inputs, and is validated and timed at the job's shapes.")
 
 
 def _profiled_model(

@@ -47,8 +47,11 @@ class OnnxRuntimeBackend:
         engine_dir.mkdir()
         options = OrtBuildOptions(optimization_level=attempt.ort_level or DEFAULT_ORT_LEVEL)
         engine = build_ort_engine(optimized.engine_source, engine_dir, options=options,
-                                  input_shapes=loaded.input_shapes)
-        return BuiltEngine(engine, artifacts=(
+                                  input_shapes=loaded.input_shapes,
+                                  keep_inputs_dynamic=loaded.inputs_left_dynamic is not None)
+        report = (None if loaded.inputs_left_dynamic is None
+                  else {"inputs_left_dynamic": loaded.inputs_left_dynamic})
+        return BuiltEngine(engine, report=report, artifacts=(
             PendingArtifact("engine.onnx", "engine", engine.model_path),
             PendingArtifact("manifest.json", "manifest", engine.manifest_path),
         ))

@@ -80,11 +80,16 @@ class LoadedModel:
     labels: np.ndarray | None  # the dataset's class labels, when it has them
     # Where random feeds are drawn: the job's input_ranges, else inferred from the graph.
     input_ranges: dict[str, InputRange] = field(default_factory=dict)
+    # onnxruntime jobs whose model ONNX Runtime cannot load at the engine's level once its
+    # inputs are fixed (control flow whose unused branches only type-check at other shapes):
+    # why, and the engine is then fused and built from the upload, its inputs left dynamic.
+    inputs_left_dynamic: str | None = None
+    dynamic_path: Path | None = None
 
     @property
     def fusion_source(self) -> Path:
         """The model the passes rewrite and engines are built from."""
-        return self.profiled_path or self.static_path
+        return self.profiled_path or self.dynamic_path or self.static_path
 
     @property
     def batch_size(self) -> int:

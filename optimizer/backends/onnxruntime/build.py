@@ -87,10 +87,13 @@ def build_ort_engine(
     *,
     options: OrtBuildOptions,
     input_shapes: Mapping[str, Sequence[int]],
+    keep_inputs_dynamic: bool = False,
 ) -> OrtEngine:
     """Optimize `model_path` for the given input shapes into `out_dir`/engine.onnx.
 
-    Inputs missing from `input_shapes` get the defaults of `resolve_input_shapes`. Writes
+    Inputs missing from `input_shapes` get the defaults of `resolve_input_shapes`. With
+    `keep_inputs_dynamic` the engine keeps the model's own input dims (for a model ONNX
+    Runtime cannot optimize with fixed ones) and the shapes are only recorded. Writes
     `out_dir`/manifest.json (backend, versions, levels, input shapes, op histograms) and
     checks that the engine loads at its load level before returning.
 
@@ -105,7 +108,7 @@ def build_ort_engine(
                             f"one of {', '.join(_SAVED_LEVEL)}.")
     original = _load(model_path)
     shapes = resolve_input_shapes(summarize_model(original).inputs, input_shapes)
-    static = fix_input_shapes(original, shapes)
+    static = original if keep_inputs_dynamic else fix_input_shapes(original, shapes)
     out_dir.mkdir(parents=True, exist_ok=True)
     engine_path = out_dir / ENGINE_FILE
     saved_level = _SAVED_LEVEL[requested]
@@ -135,6 +138,7 @@ def build_ort_engine(
             name: SLOWER_ORT_FUSIONS.get(name, "disabled by the job") for name in options.disabled_optimizers
         },
         "input_shapes": {name: list(shape) for name, shape in shapes.items()},
+        "inputs_left_dynamic": keep_inputs_dynamic,
         "source_model": _graph_stats(original),
         "engine_model": _graph_stats(_load(engine_path)),
     }

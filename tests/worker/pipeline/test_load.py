@@ -11,7 +11,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from optimizer.errors import InputShapeError, UnsupportedModelError
+from optimizer.errors import InputShapeError
 from optimizer.testing.models import IR_VERSION, declared_dims, small_cnn, token_embedding
 from optimizer.testing.passes import run_model
 from optimizer.testing.shape_models import lstm_in_nested_ifs, strided_convnet
@@ -148,16 +148,36 @@ def test_image_dims_at_one_fail_the_load_stage_with_the_shapes_to_send(tmp_path:
 _VAD_SHAPES = {"input": [1, 16], "state": [2, 1, 16], "sr": []}
 
 
-def test_a_static_model_the_onnxruntime_engine_cannot_load_fails_the_load_stage(
+def test_an_onnxruntime_engine_keeps_the_dynamic_inputs_of_a_model_it_cannot_load_fixed(
         tmp_path: Path) -> None:
+    # Fixed at these shapes, the model's unused 8 kHz branch no longer type-checks at level
+    # all; as uploaded it loads there, so the engine is fused and built from the upload.
     run = job_run(tmp_path, lstm_in_nested_ifs(), {
         "backend": "onnxruntime", "ort_optimization_level": "all", "input_shapes": _VAD_SHAPES})
 
-    with pytest.raises(UnsupportedModelError, match=r"optimization level 'all'\): .*First input "
-                                                     "tensor must have rank 3"):
-        load_model(run)
+    loaded = load_model(run)
 
-    assert not (run.scratch_dir / "model.static.onnx").exists()
+    assert loaded.fusion_source == run.model_path
+    assert loaded.inputs_left_dynamic is not None
+    assert "level 'all'" in loaded.inputs_left_dynamic
+    assert "First input tensor must have rank 3" in loaded.inputs_left_dynamic
+    # The reference is still the model at the job's shapes, and it runs.
+    static = onnx.load(loaded.static_path)
+    assert [_dims(value) for value in static.graph.input] == [[1, 16], [2, 1, 16], []]
+    feeds = {"input": np.ones((1, 16), np.float32), "state": np.zeros((2, 1, 16), np.float32),
+             "sr": np.array(16000, np.int64)}
+    assert run_model(static, feeds)[0].shape == (1, 16)
+
+
+def test_a_model_that_loads_with_fixed_inputs_is_fused_at_the_jobs_shapes(
+        tmp_path: Path) -> None:
+    run = job_run(tmp_path, small_cnn(), {"backend": "onnxruntime",
+                                       "input_shapes": {"input": [2, 3, 32, 32]}})
+
+    loaded = load_model(run)
+
+    assert loaded.inputs_left_dynamic is None
+    assert loaded.fusion_source == loaded.static_path
 
 
 @pytest.mark.parametrize("config", [{"backend": "tensorrt"},

@@ -9,8 +9,11 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import onnx
+
 from optimizer.capabilities import HostCapabilities
 from optimizer.testing.models import model_bytes, small_cnn
+from optimizer.testing.shape_models import lstm_in_nested_ifs
 from tests.worker.pipeline.conftest import EmbeddedWorker
 from worker.runtime import use_runtime
 
@@ -43,6 +46,28 @@ def test_a_job_runs_every_stage_in_order_and_commits_its_records(embedded: Embed
     stored = embedded.runtime.settings.artifacts_dir / "jobs" / job["id"]
     assert {p.name for p in stored.iterdir()} == {a["name"] for a in job["artifacts"]}
     assert not (embedded.runtime.settings.scratch_dir / job["id"]).exists()
+
+
+def test_a_model_onnxruntime_cannot_load_with_fixed_inputs_gets_an_engine_with_dynamic_ones(
+        embedded: EmbeddedWorker) -> None:
+    # A recurrent model in nested Ifs (as silero-vad is): fixed at the job's shapes, its unused
+    # 8 kHz branch no longer type-checks at ONNX Runtime's level all, so the job used to fail.
+    model_id = embedded.upload(model_bytes(lstm_in_nested_ifs()), "vad.onnx")
+    job = embedded.wait(embedded.submit(
+        model_id, backend="onnxruntime", ort_optimization_level="all",
+        input_shapes={"input": [1, 16], "state": [2, 1, 16], "sr": []},
+        input_ranges={"sr": [16000, 16001]}, benchmark=FAST_BENCHMARK))
+
+    assert job["status"] == "succeeded", job["error"]
+    assert "First input tensor must have rank 3" in job["engine_report"]["inputs_left_dynamic"]
+    assert job["validation"]["passed"] is True
+    engine_dir = embedded.runtime.settings.artifacts_dir / "jobs" / job["id"]
+    manifest = json.loads((engine_dir / "manifest.json").read_text())
+    assert manifest["inputs_left_dynamic"] is True
+    assert manifest["load_optimization_level"] == "all"
+    declared = [[d.dim_param or d.dim_value for d in value.type.tensor_type.shape.dim]
+                for value in onnx.load(engine_dir / "engine.onnx").graph.input]
+    assert declared[0] == ["N", 16]  # the model's own dynamic batch, not the job's 1
 
 
 def test_fallback_loops_over_attempts_without_moving_progress_back(
