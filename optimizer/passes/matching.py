@@ -21,7 +21,7 @@ from onnxscript.rewriter.pattern import (
     RewriteRuleClassBase,
 )
 
-__all__ = ["MS_DOMAIN", "ONNX_DOMAINS", "FormsRule", "default_opset", "node_label"]
+__all__ = ["MS_DOMAIN", "ONNX_DOMAINS", "FormsMatcher", "FormsRule", "default_opset", "node_label"]
 
 MS_DOMAIN = "com.microsoft"  # onnxruntime's contrib ops (FusedConv, Gelu, SkipLayerNormalization)
 ONNX_DOMAINS = ("", "ai.onnx")  # the default domain, under either of its names
@@ -40,7 +40,7 @@ def node_label(node: ir.Node) -> str:
     return f"{node.op_type} producing '{node.outputs[0].name}'"
 
 
-class _FormsMatcher(PatternMatcher):
+class FormsMatcher(PatternMatcher):
     """Matches the first written form whose structure fits and whose check passes.
 
     When forms fit but every check refuses, returns the first fitting form's match, so the
@@ -50,14 +50,14 @@ class _FormsMatcher(PatternMatcher):
     def __init__(self, graph_pattern: Any, forms: Sequence[Pattern],
                  condition: Callable[..., MatchResult]) -> None:
         super().__init__(graph_pattern)
-        self._forms = forms
+        self.forms = forms
         self._condition = condition
 
     def match(self, model: ir.Model, graph_or_function: ir.Graph | ir.Function, node: ir.Node, *,
               verbose: int = 0, remove_nodes: bool = True,
               tracer: MatchingTracer | None = None) -> MatchResult:
         refused: MatchResult | None = None
-        for form in self._forms:
+        for form in self.forms:
             result = form.match(model, graph_or_function, node, verbose=verbose,
                                 check_nodes_are_removable=remove_nodes)
             if not result:
@@ -97,7 +97,7 @@ class FormsRule(RewriteRuleClassBase):
         compiled = [Pattern(form, name=f"{instance.name} form {i}") for i, form in enumerate(forms)]
 
         def matcher(graph_pattern: Any) -> PatternMatcher:
-            return _FormsMatcher(graph_pattern, compiled, instance.check)
+            return FormsMatcher(graph_pattern, compiled, instance.check)
 
         return RewriteRule(forms[0], instance.rewrite, instance.check, matcher=matcher,
                            name=instance.name, remove_nodes=False)

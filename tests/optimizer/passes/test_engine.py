@@ -9,7 +9,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from optimizer.optimize import OptimizeOptions, optimize_model, select_passes
 from optimizer.passes.base import FusionPass
-from optimizer.passes.engine import run_passes
+from optimizer.passes.engine import _may_match, run_passes
 from optimizer.passes.fold_batch_norm import FOLD_BATCH_NORM, FoldBatchNormIntoConv
 from optimizer.testing.models import small_cnn
 from tests.optimizer.passes.test_fold_batch_norm import conv_bn
@@ -84,3 +84,22 @@ def test_replaced_weights_do_not_stay_behind_as_unused_initializers() -> None:
     used = {name for node in fused.graph.node for name in node.input}
     assert {init.name for init in fused.graph.initializer} <= used
     assert fused.ByteSize() < model.ByteSize()
+
+
+def test_every_default_pass_on_a_convnet_reaches_its_fixed_point_in_one_round() -> None:
+    # The replaced weights go after each round that changed something, so the dry run's
+    # clean-up finds no work left and asks for no second round.
+    fused, report = optimize_model(small_cnn(), OptimizeOptions(backend="onnxruntime"))
+    assert report.iterations == 1
+    assert report.applied("cleanup") == 0
+    assert report.applied("FoldBatchNormIntoConv") == 2
+
+
+def test_a_rule_is_tried_only_on_a_graph_holding_the_op_at_its_patterns_root() -> None:
+    rule = FoldBatchNormIntoConv.rule()
+    with_bn = ir.from_proto(small_cnn())
+    without_bn = ir.from_proto(optimize_model(small_cnn(), OptimizeOptions(
+        passes=["fold_batch_norm"]))[0])
+
+    assert _may_match(rule, with_bn)
+    assert not _may_match(rule, without_bn)
