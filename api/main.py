@@ -13,6 +13,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from api.body_deadline import BodyDeadline
+from api.docs import serve_docs
+from api.openapi_errors import document_errors
 from api.routes import datasets, health, jobs, models, passes, plugins, workers
 from api.services.errors import DatabaseUnavailable, MalformedRequest, ServiceError
 from api.services.health import HealthCache
@@ -115,7 +117,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         title="FuseForge",
         summary="Upload ONNX models; get fused, validated and benchmarked inference engines.",
         version="0.1.0",
+        docs_url=None,  # served by api/docs.py with local assets
+        redoc_url=None,
     )
+    serve_docs(app)
+    document_errors(app)
     app.state.job_cache = JobDocumentCache(fresh_s=settings.http.read_cache_s)
     app.state.health_cache = HealthCache(fresh_s=settings.http.health_cache_s)
     app.state.model_checker = ModelChecker(settings.model_check)

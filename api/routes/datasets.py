@@ -8,6 +8,7 @@ from starlette.concurrency import run_in_threadpool
 from api.deps import ReceivedUploadDep, SessionDep, StoreDep
 from api.path_ids import DatasetIdPath
 from api.schemas.common import PageParams
+from api.schemas.uploads import UPLOAD_BODY
 from api.schemas.datasets import DatasetList, DatasetRead
 from api.services import datasets
 
@@ -19,6 +20,7 @@ router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
     response_model=DatasetRead,
     status_code=201,
     responses={200: {"description": "The same bytes were uploaded before; that one is returned"}},
+    openapi_extra=UPLOAD_BODY,
 )
 async def upload_dataset(
     received: ReceivedUploadDep,

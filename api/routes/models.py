@@ -8,6 +8,7 @@ from starlette.concurrency import run_in_threadpool
 from api.deps import ModelCheckerDep, ReceivedUploadDep, SessionDep, SettingsDep, StoreDep
 from api.path_ids import ModelIdPath
 from api.schemas.common import PageParams
+from api.schemas.uploads import UPLOAD_BODY
 from api.schemas.models import ModelList, ModelRead
 from api.services import models
 
@@ -19,6 +20,7 @@ router = APIRouter(prefix="/v1/models", tags=["models"])
     response_model=ModelRead,
     status_code=201,
     responses={200: {"description": "The same bytes were uploaded before; that model is returned"}},
+    openapi_extra=UPLOAD_BODY,
 )
 async def upload_model(
     received: ReceivedUploadDep,

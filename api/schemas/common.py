@@ -14,7 +14,9 @@ class ErrorBody(BaseModel):
 
 class PageParams(BaseModel):
     limit: int = Field(default=50, ge=1, le=500)
-    offset: int = Field(default=0, ge=0)
+    # Bounded: past a 64-bit integer the databases' drivers fail (a 500); a billion rows is
+    # far beyond any listing.
+    offset: int = Field(default=0, ge=0, le=10**9)
 
 
 T = TypeVar("T")
