@@ -8,8 +8,8 @@ from starlette.concurrency import run_in_threadpool
 from api.deps import ReceivedUploadDep, SessionDep, StoreDep
 from api.path_ids import DatasetIdPath
 from api.schemas.common import PageParams
-from api.schemas.uploads import UPLOAD_BODY
 from api.schemas.datasets import DatasetList, DatasetRead
+from api.schemas.uploads import UPLOAD_BODY
 from api.services import datasets
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])

@@ -8,8 +8,8 @@ from starlette.concurrency import run_in_threadpool
 from api.deps import ModelCheckerDep, ReceivedUploadDep, SessionDep, SettingsDep, StoreDep
 from api.path_ids import ModelIdPath
 from api.schemas.common import PageParams
-from api.schemas.uploads import UPLOAD_BODY
 from api.schemas.models import ModelList, ModelRead
+from api.schemas.uploads import UPLOAD_BODY
 from api.services import models
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
