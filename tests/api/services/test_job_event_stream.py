@@ -2,18 +2,21 @@
 a job becomes on the wire, and which stored events are of which kind."""
 
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import nullcontext
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 import anyio
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from api.services.errors import JobNotFound
-from api.services.job_event_stream import StreamTiming, open_job_event_stream
+from api.services.job_event_stream import KEEP_ALIVE, StreamTiming, open_job_event_stream
 from core.db import job_state
+from core.db.session import make_engine
 from optimizer.testing.models import model_bytes, small_cnn
+from tests.support.processes import free_port
 from tests.support.sse import ServerSentEvent, parse_sse
 
 # A poll every 10 ms; no heartbeat or time limit within a test.
@@ -100,3 +103,47 @@ def test_the_stream_of_an_unknown_job_fails_before_it_starts(db_session: Session
 
     with pytest.raises(JobNotFound, match="does not exist"):
         anyio.run(open_unknown)
+
+
+def test_a_stream_rides_out_a_database_outage_and_goes_on_where_it_was(
+        db_session: Session, job_id: uuid.UUID) -> None:
+    # The outage is real: meanwhile sessions point where no PostgreSQL listens (refused).
+    dead = make_engine(f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/fuseforge")
+    up = {"database": True}
+    refused_reads: list[None] = []
+
+    def sessions() -> AbstractContextManager[Session]:
+        if up["database"]:
+            return nullcontext(db_session)
+        refused_reads.append(None)
+        return _dead_session(dead)
+
+    async def follow() -> tuple[list[bytes], list[bytes]]:
+        stream = await open_job_event_stream(
+            sessions=sessions, job_id=job_id, after_id=0,
+            timing=StreamTiming(poll_s=0.01, heartbeat_s=0.05, max_s=60))
+        await anext(stream)
+        up["database"] = False
+        quiet = []
+        while len(refused_reads) < 3:
+            quiet.append(await anext(stream))  # no news, but the connection is kept
+        job_state.cancel(db_session, job_id)
+        db_session.commit()
+        up["database"] = True
+        return quiet, [chunk async for chunk in stream]
+
+    try:
+        quiet, resumed = anyio.run(follow)
+    finally:
+        dead.dispose()
+
+    assert quiet and all(write == KEEP_ALIVE for write in quiet)
+    after = list(parse_sse(resumed))
+    assert [e.json()["message"] for e in after if e.id is not None] == ["cancelled by request"]
+    assert after[-1].event == "end"
+
+
+@contextmanager
+def _dead_session(engine: Engine) -> Iterator[Session]:
+    with Session(engine) as session:
+        yield session
