@@ -128,12 +128,20 @@ class HttpSettings(BaseModel):
     clients polling them (a job that has ended is cached for good: it never changes again); the
     API's own writes (create, cancel) are seen at once. 0 reads every request fresh.
     `health_cache_s`: how long /healthz reuses its probes of the database, broker and disk.
+
+    GET /v1/jobs/{id}/events (Server-Sent Events) reads the job's new events every
+    `events_poll_s`, sends a comment after `events_heartbeat_s` of silence so proxies keep the
+    connection open, and ends after `events_max_s` with an `event: timeout` (the client
+    reconnects with Last-Event-ID), so no stream holds a connection for ever.
     """
 
     body_idle_timeout_s: float = Field(default=30.0, gt=0)
     body_min_rate_bytes_s: int = Field(default=500, ge=0)
     read_cache_s: float = Field(default=0.5, ge=0)
     health_cache_s: float = Field(default=2.0, ge=0)
+    events_poll_s: float = Field(default=0.5, gt=0)
+    events_heartbeat_s: float = Field(default=15.0, gt=0)
+    events_max_s: float = Field(default=1800.0, gt=0)
 
 
 class Settings(BaseSettings):

@@ -4,14 +4,22 @@ import uuid
 from collections.abc import Callable
 from typing import Annotated, TypeVar
 
-from fastapi import APIRouter, Query, Response
-from fastapi.responses import FileResponse
+from fastapi import APIRouter, Header, Query, Response
+from fastapi.responses import FileResponse, StreamingResponse
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from api.deps import DispatcherDep, JobCacheDep, ReadSessionsDep, SessionDep, Sessions, StoreDep
+from api.deps import (
+    DispatcherDep,
+    JobCacheDep,
+    ReadSessionsDep,
+    SessionDep,
+    Sessions,
+    SettingsDep,
+    StoreDep,
+)
 from api.path_ids import ArtifactNamePath, JobIdPath
-from api.schemas.common import PageParams
+from api.schemas.common import ErrorBody, PageParams
 from api.schemas.jobs import JobCreate, JobList, JobRead
 from api.services import jobs
 from api.services.errors import JobNotFound
@@ -21,6 +29,8 @@ from api.services.job_documents import (
     job_list_document,
     list_key,
 )
+from api.services.job_event_stream import EVENT_TYPES, StreamTiming, open_job_event_stream
+from api.services.job_events import resume_point
 from core.db.models import JobStatus
 from optimizer.errors import InternalError
 
@@ -63,6 +73,47 @@ async def read_job(job_id: JobIdPath, cache: JobCacheDep, sessions: ReadSessions
     if document is None:
         raise JobNotFound(f"job {job_id} does not exist; GET /v1/jobs lists jobs")
     return _json(document)
+
+
+_EVENTS_EXAMPLE = (
+    'id: 41\nevent: stage\ndata: {"id": 41, "stage": "validate", "message": "stage validate '
+    'started", "created_at": "2026-12-01T22:30:00+00:00"}\n\n'
+    'event: status\ndata: {"status": "running", "stage": "validate", "progress": 0.6, '
+    '"status_detail": null, "error": null}\n\n')
+
+
+@router.get(
+    "/{job_id}/events",
+    response_class=StreamingResponse,
+    summary="Follow a job live (Server-Sent Events)",
+    responses={
+        200: {"description": "A text/event-stream until the job ends. Event types: " + "; ".join(
+                  f"`{name}`: {meaning}" for name, meaning in EVENT_TYPES.items())
+              + ". Stored events carry `id:`; reconnect with Last-Event-ID to resume after one.",
+              "content": {"text/event-stream": {"schema": {"type": "string"},
+                                                "example": _EVENTS_EXAMPLE}}},
+        400: {"model": ErrorBody, "description": "Last-Event-ID (or `after`) is not an event id"},
+        404: {"model": ErrorBody, "description": "No such job"},
+    },
+)
+async def stream_job_events(
+    job_id: JobIdPath,
+    sessions: ReadSessionsDep,
+    settings: SettingsDep,
+    last_event_id: Annotated[str | None, Header(
+        description="Resume after this event id (EventSource sends it when it reconnects)")
+    ] = None,
+    after: Annotated[str | None, Query(
+        description="Resume after this event id, for clients that cannot set headers; "
+                    "Last-Event-ID wins when both are sent")] = None,
+) -> StreamingResponse:
+    # async: the stream waits on the event loop, not on one of the thread pool's threads.
+    stream = await open_job_event_stream(
+        sessions=sessions, job_id=job_id,
+        after_id=resume_point(last_event_id=last_event_id, after=after),
+        timing=StreamTiming.of(settings.http))
+    return StreamingResponse(stream, media_type="text/event-stream", headers={
+        "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})  # no proxy buffering
 
 
 @router.post("/{job_id}/cancel", response_model=JobRead)

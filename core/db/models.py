@@ -237,12 +237,13 @@ class JobEvent(Base):
     __tablename__ = "job_events"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    job_id: Mapped[uuid.UUID] = mapped_column(
-        ForeignKey("jobs.id", ondelete="CASCADE"), index=True
-    )
+    job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
     stage: Mapped[str | None] = mapped_column(String(32))
     message: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
+
+    # A job's events after an id, in order (GET /v1/jobs/{id}/events): one range scan, no sort.
+    __table_args__ = (Index("ix_job_events_job_id_id", "job_id", "id"),)
 
 
 class Worker(Base):

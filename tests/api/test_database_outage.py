@@ -33,6 +33,7 @@ ROUTES = [
     ("GET", f"/v1/jobs/{SOME_ID}", {}),
     ("POST", "/v1/jobs", {"json": {"model_id": SOME_ID}}),
     ("POST", f"/v1/jobs/{SOME_ID}/cancel", {}),
+    ("GET", f"/v1/jobs/{SOME_ID}/events", {}),
     ("GET", f"/v1/jobs/{SOME_ID}/artifacts/engine.onnx", {}),
     ("GET", "/v1/workers", {}),
 ]
