@@ -9,7 +9,15 @@ from fastapi.responses import FileResponse
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from api.deps import DispatcherDep, JobCacheDep, ReadSessionsDep, SessionDep, Sessions, StoreDep
+from api.deps import (
+    DispatcherDep,
+    JobCacheDep,
+    ReadSessionsDep,
+    SessionDep,
+    Sessions,
+    SettingsDep,
+    StoreDep,
+)
 from api.path_ids import ArtifactNamePath, JobIdPath
 from api.schemas.common import PageParams
 from api.schemas.jobs import JobCreate, JobList, JobRead
@@ -31,8 +39,9 @@ T = TypeVar("T")
 
 @router.post("", response_model=JobRead, status_code=202)
 def create_job(body: JobCreate, session: SessionDep, dispatcher: DispatcherDep,
-               cache: JobCacheDep) -> Response:
-    job = jobs.create_job(session=session, spec=body, dispatcher=dispatcher)
+               cache: JobCacheDep, settings: SettingsDep) -> Response:
+    job = jobs.create_job(session=session, spec=body, dispatcher=dispatcher,
+                          webhooks=settings.webhooks)
     cache.forget_changing()  # the list this client reads next shows its job
     return _document(session, job.id, cache, status_code=202)
 
@@ -66,8 +75,9 @@ async def read_job(job_id: JobIdPath, cache: JobCacheDep, sessions: ReadSessions
 
 
 @router.post("/{job_id}/cancel", response_model=JobRead)
-def cancel_job(job_id: JobIdPath, session: SessionDep, cache: JobCacheDep) -> Response:
-    jobs.cancel_job(session=session, job_id=job_id)
+def cancel_job(job_id: JobIdPath, session: SessionDep, cache: JobCacheDep,
+               dispatcher: DispatcherDep) -> Response:
+    jobs.cancel_job(session=session, job_id=job_id, dispatcher=dispatcher)
     cache.forget_changing()
     return _document(session, job_id, cache)
 
