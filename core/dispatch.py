@@ -1,5 +1,5 @@
-"""Send jobs to the broker by task name, and look into it: is it reachable, which job messages
-does it hold.
+"""Send jobs (and their webhooks) to the broker by task name, and look into it: is it
+reachable, which job messages does it hold.
 
 A producer only: a small Celery client built from the broker URL, used by the API (to dispatch
 a job after its row commits) and by the janitor (to re-send a queued job whose message the broker
@@ -23,7 +23,14 @@ from sqlalchemy import bindparam, create_engine, text
 from sqlalchemy.engine import make_url
 
 from core.job_config import JobConfig
-from core.queues import CPU_QUEUE, GPU_QUEUE, RUN_JOB_TASK, job_queue
+from core.queues import (
+    CPU_QUEUE,
+    DELIVER_WEBHOOK_TASK,
+    GPU_QUEUE,
+    RUN_JOB_TASK,
+    WEBHOOK_QUEUE,
+    job_queue,
+)
 
 __all__ = ["JobDispatcher", "dispatcher_for"]
 
@@ -48,6 +55,11 @@ class JobDispatcher:
         self._app.send_task(RUN_JOB_TASK, args=[str(job_id)], queue=job_queue(config),
                             retry=True, retry_policy=_SEND_RETRY)
 
+    def send_webhook(self, job_id: uuid.UUID) -> None:
+        """Send `webhooks.deliver` for a job that ended (core/webhooks/announce.py)."""
+        self._app.send_task(DELIVER_WEBHOOK_TASK, args=[str(job_id)], queue=WEBHOOK_QUEUE,
+                            retry=True, retry_policy=_SEND_RETRY)
+
     def broker_error(self) -> str | None:
         """None when the broker answers, else what went wrong (for /healthz)."""
         try:
@@ -57,7 +69,8 @@ class JobDispatcher:
             return f"{type(err).__name__}: {err}"
         return None
 
-    def declare_queues(self, names: Iterable[str] = (CPU_QUEUE, GPU_QUEUE)) -> None:
+    def declare_queues(self, names: Iterable[str] = (CPU_QUEUE, GPU_QUEUE, WEBHOOK_QUEUE)
+                       ) -> None:
         """Create the queues before the API and the workers start, so they never race to create
         the same one (kombu's SQL transport fails one of two simultaneous creations)."""
         # kombu's Connection and Queue are unannotated.

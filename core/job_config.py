@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from core.webhooks.urls import callback_url_problem
 from optimizer.capabilities import normalize_compute_capability
 from optimizer.passes import PASSES_BY_NAME
 
@@ -166,6 +167,22 @@ class JobConfig(BaseModel):
     )
     validation: ValidationConfig = ValidationConfig()
     benchmark: BenchmarkConfig = BenchmarkConfig()
+    callback_url: str | None = Field(
+        default=None,
+        description="POSTed the job's JSON when it succeeds, fails or is cancelled, signed with "
+        "the FuseForge-Signature header (README: Webhooks); http(s), a public address",
+        examples=["https://hooks.example.com/fuseforge"],
+    )
+
+    @field_validator("callback_url")
+    @classmethod
+    def _callback_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        problem = callback_url_problem(value)
+        if problem is not None:
+            raise PydanticCustomError("callback_url", "{problem}", {"problem": problem})
+        return value
 
     @field_validator("target_gpu")
     @classmethod

@@ -20,9 +20,11 @@ from optimizer.capabilities import (
 
 __all__ = [
     "CPU_QUEUE",
+    "DELIVER_WEBHOOK_TASK",
     "GPU_QUEUE",
     "JOB_QUEUE_BY_BACKEND",
     "RUN_JOB_TASK",
+    "WEBHOOK_QUEUE",
     "gpu_queue_for_target",
     "gpu_queues",
     "is_gpu_queue",
@@ -31,8 +33,11 @@ __all__ = [
 ]
 
 RUN_JOB_TASK = "jobs.run"
+DELIVER_WEBHOOK_TASK = "webhooks.deliver"
 CPU_QUEUE = "cpu"
 GPU_QUEUE = "gpu"
+# Every worker consumes it besides its own queues, so webhooks go out whichever workers run.
+WEBHOOK_QUEUE = "webhooks"
 # CPU backends run on CPU workers; TensorRT jobs on GPU workers.
 JOB_QUEUE_BY_BACKEND = {"onnxruntime": CPU_QUEUE, "tensorrt": GPU_QUEUE}
 

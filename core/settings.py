@@ -5,6 +5,8 @@ artifact folder and a SQLite-backed broker, all under `data_dir`. In `prod` the 
 those defaults, naming the variable to set.
 """
 
+import ipaddress
+import secrets
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -19,7 +21,7 @@ if TYPE_CHECKING:
 __all__ = [
     "HttpSettings", "JanitorSettings", "JobSettings", "ModelCheckSettings", "ModelLimitSettings",
     "Settings",
-    "StageLimit", "StageLimits", "get_settings",
+    "StageLimit", "StageLimits", "WebhookSettings", "get_settings",
 ]
 
 
@@ -144,6 +146,36 @@ class HttpSettings(BaseModel):
     events_max_s: float = Field(default=1800.0, gt=0)
 
 
+# Secrets a deployment copied from an example; prod refuses them like a missing one.
+_PLACEHOLDER_SECRETS = frozenset({"", "change-me", "changeme", "secret", "placeholder", "xxx"})
+_MIN_SECRET_LENGTH = 32
+
+
+class WebhookSettings(BaseModel):
+    """Job webhooks (core/webhooks/): where they may go, how they are signed and retried.
+
+    A callback URL whose host resolves to a loopback, private, link-local, multicast, reserved or
+    unspecified address is refused (a server-side request forgery guard) unless its host is in
+    `allowed_hosts` or the address lies in `allowed_networks`, e.g.
+    FUSEFORGE_WEBHOOKS__ALLOWED_NETWORKS='["10.1.0.0/16"]' for receivers on the internal network.
+    """
+
+    # HMAC-SHA256 key of the FuseForge-Signature header. Unset: one generated once into
+    # data_dir/webhook-secret (the embedded default); prod needs FUSEFORGE_WEBHOOKS__SECRET.
+    secret: str | None = None
+    allowed_hosts: list[str] = []  # host names (or literal addresses) exempt from the guard
+    allowed_networks: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = []
+    timeout_s: float = Field(default=10.0, gt=0)  # one attempt, connect to last byte
+    max_attempts: int = Field(default=5, ge=1, le=20)
+    # The pause before attempt n+1 is first_retry_s * 2**(n-1), at most max_retry_s.
+    first_retry_s: float = Field(default=1.0, ge=0)
+    max_retry_s: float = Field(default=60.0, ge=0)
+
+    def retry_after_s(self, attempt: int) -> float:
+        """The pause after failed attempt `attempt` (1-based)."""
+        return float(min(self.first_retry_s * 2 ** (attempt - 1), self.max_retry_s))
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="FUSEFORGE_", env_nested_delimiter="__")
 
@@ -161,6 +193,7 @@ class Settings(BaseSettings):
     model_limits: ModelLimitSettings = ModelLimitSettings()  # FUSEFORGE_MODEL_LIMITS__MAX_DIM=4096
     model_check: ModelCheckSettings = ModelCheckSettings()  # FUSEFORGE_MODEL_CHECK__AT_ONCE=4
     http: HttpSettings = HttpSettings()  # FUSEFORGE_HTTP__BODY_IDLE_TIMEOUT_S=10
+    webhooks: WebhookSettings = WebhookSettings()  # FUSEFORGE_WEBHOOKS__SECRET=...
     # "module:attribute" of the TensorRT toolkit GPU workers use (optimizer/backends/tensorrt/toolkit.py);
     # unset means TensorRT itself. The test suite names its FakeTensorRT here.
     tensorrt_toolkit: str | None = None
@@ -177,6 +210,11 @@ class Settings(BaseSettings):
             )
             if not value
         ]
+        secret = self.webhooks.secret
+        if (secret is None or secret.strip().lower() in _PLACEHOLDER_SECRETS
+                or len(secret) < _MIN_SECRET_LENGTH):
+            missing.append(f"FUSEFORGE_WEBHOOKS__SECRET (a random string of at least "
+                           f"{_MIN_SECRET_LENGTH} characters, e.g. `openssl rand -hex 32`)")
         if missing:
             raise ValueError(
                 f"FUSEFORGE_ENV=prod refuses the embedded defaults: set {', '.join(missing)}"
@@ -191,6 +229,23 @@ class Settings(BaseSettings):
     def resolved_broker_url(self) -> str:
         # kombu's SQLAlchemy transport: a real broker with acks and redelivery, no service to run.
         return self.broker_url or f"sqla+sqlite:///{(self.data_dir / 'broker.sqlite').resolve()}"
+
+    @property
+    def resolved_webhook_secret(self) -> str:
+        """The webhook signing key: the configured one, else the embedded default, generated
+        once into data_dir so the API, the workers and restarts share it."""
+        if self.webhooks.secret:
+            return self.webhooks.secret
+        path = self.data_dir / "webhook-secret"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                with path.open("x") as file:  # the first process to get here writes it
+                    file.write(secrets.token_hex(32))
+                path.chmod(0o600)
+            except FileExistsError:
+                pass
+        return path.read_text().strip()
 
     @property
     def artifacts_dir(self) -> Path:

@@ -12,7 +12,7 @@ from typing import Any
 from celery import Celery
 from celery.signals import celeryd_after_setup, worker_ready, worker_shutdown
 
-from core.queues import CPU_QUEUE, worker_queues
+from core.queues import CPU_QUEUE, WEBHOOK_QUEUE, worker_queues
 from core.settings import Settings, get_settings
 from worker.registration import WorkerHeartbeat
 from worker.runtime import current_runtime
@@ -26,7 +26,8 @@ _SQL_BROKER_POLL_S = 0.02
 
 def make_celery_app(settings: Settings) -> Celery:
     """The consuming app for `settings`' broker, with the worker's task modules."""
-    app = Celery("fuseforge", broker=settings.resolved_broker_url, include=["worker.tasks.run_job"])
+    app = Celery("fuseforge", broker=settings.resolved_broker_url,
+                 include=["worker.tasks.run_job", "worker.tasks.deliver_webhook"])
     app.conf.update(
         task_acks_late=True,  # a message is acked only after the job ran; claim() makes reruns safe
         task_reject_on_worker_lost=True,
@@ -61,6 +62,8 @@ def _choose_queues(sender: str, instance: Any, **_: Any) -> None:
     add, drop = worker_queues(queues.consume_from.keys(), capabilities)
     for name in add:
         queues.select_add(name)
+    if WEBHOOK_QUEUE not in queues.consume_from:
+        queues.select_add(WEBHOOK_QUEUE)  # any worker delivers webhooks
     for name in drop:
         queues.deselect(name)
     if drop:

@@ -4,9 +4,10 @@
 every `janitor.interval_s`:
 
 - **stale jobs**: fail running jobs whose supervisor stopped touching their heartbeat for
-  `jobs.stale_after_s` (its worker died). It runs apart from the workers, so liveness never
-  waits behind a job or on a worker that is gone. After a database outage it waits a full
-  `stale_after_s` before judging, since no heartbeat could be written meanwhile.
+  `jobs.stale_after_s` (its worker died), and send their webhooks. It runs apart from the
+  workers, so liveness never waits behind a job or on a worker that is gone. After a database
+  outage it waits a full `stale_after_s` before judging, since no heartbeat could be written
+  meanwhile.
 - **lost messages**: the database is the source of truth; a job queued for
   `janitor.requeue_after_s` whose `jobs.run` message the broker no longer holds (e.g. a message
   acked while the database was down) is sent again. A duplicate is harmless: `claim` is guarded.
@@ -39,6 +40,7 @@ from core.job_config import JobConfig
 from core.queues import job_queue
 from core.settings import Settings, get_settings
 from core.storage import ArtifactStore, artifact_store
+from core.webhooks.announce import announce_end
 
 __all__ = ["Janitor", "main"]
 
@@ -86,6 +88,9 @@ class Janitor:
             swept = job_state.sweep_stale(session, timedelta(seconds=stale_after))
         if swept:
             logger.warning("failed %d stale job(s): %s", len(swept), ", ".join(map(str, swept)))
+            with self._sessions() as session:
+                for job_id in swept:
+                    announce_end(session, self._dispatcher, job_id)
         return swept
 
     def requeue_lost_jobs(self) -> list[uuid.UUID]:

@@ -41,8 +41,9 @@ T = TypeVar("T")
 
 @router.post("", response_model=JobRead, status_code=202)
 def create_job(body: JobCreate, session: SessionDep, dispatcher: DispatcherDep,
-               cache: JobCacheDep) -> Response:
-    job = jobs.create_job(session=session, spec=body, dispatcher=dispatcher)
+               cache: JobCacheDep, settings: SettingsDep) -> Response:
+    job = jobs.create_job(session=session, spec=body, dispatcher=dispatcher,
+                          webhooks=settings.webhooks)
     cache.forget_changing()  # the list this client reads next shows its job
     return _document(session, job.id, cache, status_code=202)
 
@@ -117,8 +118,9 @@ async def stream_job_events(
 
 
 @router.post("/{job_id}/cancel", response_model=JobRead)
-def cancel_job(job_id: JobIdPath, session: SessionDep, cache: JobCacheDep) -> Response:
-    jobs.cancel_job(session=session, job_id=job_id)
+def cancel_job(job_id: JobIdPath, session: SessionDep, cache: JobCacheDep,
+               dispatcher: DispatcherDep) -> Response:
+    jobs.cancel_job(session=session, job_id=job_id, dispatcher=dispatcher)
     cache.forget_changing()
     return _document(session, job_id, cache)
 

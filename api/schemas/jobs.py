@@ -22,6 +22,7 @@ __all__ = [
     "JobSummary",
     "OutputValidationRead",
     "ValidationRead",
+    "WebhookDeliveryRead",
 ]
 
 class JobCreate(JobConfig):
@@ -116,6 +117,17 @@ class JobEventRead(BaseModel):
     created_at: datetime
 
 
+class WebhookDeliveryRead(BaseModel):
+    """One attempt to POST the job's webhook to its callback_url."""
+
+    attempt: int
+    event: str  # "job.succeeded", "job.failed", "job.cancelled"
+    status_code: int | None  # null: no HTTP answer (refused, timed out, not allowed)
+    error: str | None  # null: delivered
+    duration_ms: float
+    at: datetime
+
+
 class JobSummary(BaseModel):
     id: uuid.UUID
     model_id: uuid.UUID
@@ -145,6 +157,8 @@ class JobRead(JobSummary):
     validation: ValidationRead | None
     benchmarks: list[BenchmarkRead]
     events: list[JobEventRead]
+    # every attempt to deliver the job's webhook (config.callback_url), oldest first
+    webhook_deliveries: list[WebhookDeliveryRead] = []
 
 
 JobList = Page[JobSummary]

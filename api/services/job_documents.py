@@ -29,6 +29,7 @@ from core.db.models import (
     JobEvent,
     JobStatus,
     ValidationResult,
+    WebhookDelivery,
 )
 
 __all__ = ["JobDocumentCache", "job_document", "job_list_document", "list_key"]
@@ -53,6 +54,11 @@ _BENCHMARKS = (select(*(c for c in BenchmarkRecord.__table__.c
                .where(BenchmarkRecord.job_id == bindparam("job_id")).order_by(BenchmarkRecord.id))
 _EVENTS = (select(JobEvent.stage, JobEvent.message, JobEvent.created_at)
            .where(JobEvent.job_id == bindparam("job_id")).order_by(JobEvent.id))
+_DELIVERIES = (select(WebhookDelivery.attempt, WebhookDelivery.event, WebhookDelivery.status_code,
+                      WebhookDelivery.error, WebhookDelivery.duration_ms,
+                      WebhookDelivery.created_at.label("at"), WebhookDelivery.final)
+               .where(WebhookDelivery.job_id == bindparam("job_id"))
+               .order_by(WebhookDelivery.attempt))
 
 
 class JobDocumentCache:
@@ -133,6 +139,7 @@ def job_document(session: Session, job_id: uuid.UUID, cache: JobDocumentCache) -
     if row is None:
         return None
     outputs = [dict(r) for r in connection.execute(_VALIDATION, params).mappings()]
+    deliveries = [dict(r) for r in connection.execute(_DELIVERIES, params).mappings()]
     document = JobRead.model_validate({
         **_summary_fields(row),
         "config": row["config"],
@@ -147,8 +154,11 @@ def job_document(session: Session, job_id: uuid.UUID, cache: JobDocumentCache) -
                        if outputs else None),
         "benchmarks": _benchmarks(connection.execute(_BENCHMARKS, params).mappings()),
         "events": [dict(r) for r in connection.execute(_EVENTS, params).mappings()],
+        "webhook_deliveries": deliveries,
     }).model_dump_json().encode()
-    cache.put(job_id, document, final=row["status"] in _FINAL)
+    # An ended job still changes while its webhook is being delivered.
+    settled = not (row["config"] or {}).get("callback_url") or any(d["final"] for d in deliveries)
+    cache.put(job_id, document, final=row["status"] in _FINAL and settled)
     return document
 
 

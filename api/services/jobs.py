@@ -1,9 +1,11 @@
-"""Jobs: create (commit, then dispatch), cancel, and find their artifacts.
+"""Jobs: create (commit, then dispatch), cancel (commit, then send its webhook), and find their
+artifacts.
 
 The API's job documents (what GET and these routes answer) are read in `job_documents`."""
 
 import logging
 import uuid
+from urllib.parse import urlsplit
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
@@ -13,6 +15,7 @@ from api.services.datasets import get_dataset
 from api.services.errors import (
     ArtifactNotFound,
     BrokerUnavailable,
+    InvalidJobConfig,
     JobNotCancellable,
     JobNotFound,
 )
@@ -24,6 +27,9 @@ from core.db.worker_registry import online_workers
 from core.dispatch import JobDispatcher
 from core.job_config import JobConfig
 from core.queues import job_queue
+from core.settings import WebhookSettings
+from core.webhooks.addresses import CallbackRefused, allowed_addresses
+from core.webhooks.announce import announce_end
 from optimizer.backends.tensorrt.profiles import profiles_to_dict
 from optimizer.capabilities import normalize_compute_capability
 from optimizer.tensor_specs import TensorSpec
@@ -32,7 +38,8 @@ __all__ = ["cancel_job", "create_job", "get_artifact"]
 
 logger = logging.getLogger(__name__)
 
-def create_job(*, session: Session, spec: JobCreate, dispatcher: JobDispatcher) -> Job:
+def create_job(*, session: Session, spec: JobCreate, dispatcher: JobDispatcher,
+               webhooks: WebhookSettings) -> Job:
     """Insert a queued job, commit, and only then send its id to the broker.
 
     A TensorRT job no online worker can take is still queued (a GPU worker may start later), with
@@ -41,8 +48,10 @@ def create_job(*, session: Session, spec: JobCreate, dispatcher: JobDispatcher) 
     Raises:
         ModelNotFound, DatasetNotFound: the model or dataset named does not exist.
         InvalidJobConfig: input_shapes, profiles, input_ranges or the dataset do not fit the
-            model's inputs (see api/services/job_inputs.py). The rules between fields alone
-            (target_gpu or profiles without backend tensorrt...) are JobConfig's own.
+            model's inputs (see api/services/job_inputs.py); callback_url's host does not
+            resolve or is not a public address (core/webhooks/addresses.py). The rules
+            between fields alone (target_gpu or profiles without backend tensorrt...) are
+            JobConfig's own.
         BrokerUnavailable: the job was stored but could not be sent; it is marked failed.
     """
     model = get_model(session=session, model_id=spec.model_id)
@@ -54,6 +63,8 @@ def create_job(*, session: Session, spec: JobCreate, dispatcher: JobDispatcher) 
     profiles = job_profiles(inputs, requested_profiles)
     shapes = job_input_shapes(inputs, spec.input_shapes, dataset, profiles)
     check_input_ranges(inputs, spec.input_ranges)
+    if spec.callback_url is not None:
+        _check_callback_host(spec.callback_url, webhooks)
     config = JobConfig.model_validate({
         **spec.model_dump(exclude={"model_id"}),
         "input_shapes": {name: list(shape) for name, shape in shapes.items()},
@@ -75,6 +86,16 @@ def create_job(*, session: Session, spec: JobCreate, dispatcher: JobDispatcher) 
         session.commit()
         raise BrokerUnavailable(f"{message}; job {job.id} was marked failed, try again") from err
     return job
+
+
+def _check_callback_host(url: str, webhooks: WebhookSettings) -> None:
+    """Refuse a callback URL the worker would refuse to call (checked again at delivery)."""
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        allowed_addresses(parts.hostname or "", port, webhooks)
+    except CallbackRefused as err:
+        raise InvalidJobConfig(f"callback_url: {err}") from err
 
 
 def _waiting_detail(session: Session, config: JobConfig) -> str | None:
@@ -123,8 +144,9 @@ def _job_with_artifacts(session: Session, job_id: uuid.UUID) -> Job:
     return job
 
 
-def cancel_job(*, session: Session, job_id: uuid.UUID) -> None:
-    """Cancel a queued or running job (the supervisor of a running one stops it within about a second)."""
+def cancel_job(*, session: Session, job_id: uuid.UUID, dispatcher: JobDispatcher) -> None:
+    """Cancel a queued or running job (the supervisor of a running one stops it within about a
+    second), then send its webhook (the worker announces only the ends it records)."""
     cancelled = job_state.cancel(session, job_id)
     if cancelled is None:
         job = session.get(Job, job_id)
@@ -133,6 +155,7 @@ def cancel_job(*, session: Session, job_id: uuid.UUID) -> None:
         raise JobNotCancellable(f"job {job_id} is already {job.status}; only queued or running "
                                 "jobs can be cancelled")
     session.commit()
+    announce_end(session, dispatcher, job_id)
 
 
 def get_artifact(*, session: Session, job_id: uuid.UUID, name: str) -> Artifact:

@@ -34,6 +34,7 @@ __all__ = [
     "JobStatus",
     "Model",
     "ValidationResult",
+    "WebhookDelivery",
     "Worker",
 ]
 
@@ -244,6 +245,34 @@ class JobEvent(Base):
 
     # A job's events after an id, in order (GET /v1/jobs/{id}/events): one range scan, no sort.
     __table_args__ = (Index("ix_job_events_job_id_id", "job_id", "id"),)
+
+
+class WebhookDelivery(Base):
+    """One attempt to POST a job's webhook to its callback URL (core/webhooks/delivery.py).
+
+    `final` marks the attempt after which none follows (delivered, refused, or out of
+    attempts): until one is, the job's document can still change.
+    """
+
+    __tablename__ = "webhook_deliveries"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("jobs.id", ondelete="CASCADE"), index=True
+    )
+    delivery_id: Mapped[uuid.UUID] = mapped_column(Uuid)  # one per event, kept across retries
+    event: Mapped[str] = mapped_column(String(32))  # "job.succeeded", "job.failed"...
+    attempt: Mapped[int] = mapped_column(Integer)  # 1, 2, ...
+    url: Mapped[str] = mapped_column(Text)
+    status_code: Mapped[int | None] = mapped_column(Integer)  # None: no HTTP answer
+    error: Mapped[str | None] = mapped_column(Text)  # None: delivered (2xx)
+    duration_ms: Mapped[float] = mapped_column(Float)
+    final: Mapped[bool] = mapped_column(Boolean)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
+
+    __table_args__ = (
+        UniqueConstraint("job_id", "attempt", name="uq_webhook_deliveries_job_id_attempt"),
+    )
 
 
 class Worker(Base):

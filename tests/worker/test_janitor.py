@@ -4,6 +4,8 @@ left. Real databases (a fresh SQLite and PostgreSQL each), a real Redis and komb
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import time
 import uuid
@@ -131,6 +133,23 @@ def test_a_stale_running_job_fails_but_not_right_after_a_database_outage(
     time.sleep(1.1)
     assert janitor.fail_stale_jobs() == [stale]
     assert _status(sessions, stale) == "failed"
+
+
+def test_a_stale_job_with_a_callback_gets_its_webhook_task_sent(
+        tmp_path: Path, sessions: sessionmaker[Session], broker: redis.Redis) -> None:
+    settings = _settings(tmp_path)
+    settings.jobs.stale_after_s = 1
+    hooked = _job(sessions, JobStatus.RUNNING, heartbeat_at=utc_now() - timedelta(minutes=1),
+                  config=JobConfig(callback_url="https://hooks.example.com/fuseforge"))
+    silent = _job(sessions, JobStatus.RUNNING, heartbeat_at=utc_now() - timedelta(minutes=1))
+    janitor = _janitor(settings, sessions)
+    time.sleep(1.1)
+
+    assert sorted(janitor.fail_stale_jobs()) == sorted([hooked, silent])
+    [raw] = broker.lrange("webhooks", 0, -1)
+    message = json.loads(raw)
+    assert message["headers"]["task"] == "webhooks.deliver"
+    assert json.loads(base64.b64decode(message["body"]))[0] == [str(hooked)]
 
 
 def test_leftover_files_go_and_live_ones_stay(tmp_path: Path, sessions: sessionmaker[Session]) -> None:

@@ -30,8 +30,10 @@ from pathlib import Path
 from sqlalchemy.exc import OperationalError
 
 from core.db.models import JobStatus
+from core.dispatch import dispatcher_for
 from core.isolation import ChildLimits, IsolatedChild
 from core.settings import Settings
+from core.webhooks.announce import announce_end
 from optimizer.errors import OptimizerError
 from worker.pipeline.job_process import JobProcessSpec, run_job_process
 from worker.pipeline.lost_jobs import ERROR_CODE as PROCESS_DIED
@@ -78,7 +80,9 @@ def supervise_job(job_id: uuid.UUID, runtime: WorkerRuntime) -> None:
     claimed = JobRecorder(job_id, runtime.sessions,
                           retry_s=settings.jobs.database_retry_s).claim(worker_name())
     if claimed is None:
-        if not recorder.fail_if_its_process_died(settings.scratch_dir):
+        if recorder.fail_if_its_process_died(settings.scratch_dir):
+            _announce_end(runtime, job_id)
+        else:
             logger.info("job %s is not queued any more; skipping this delivery", job_id)
         return
     scratch = settings.scratch_dir / str(job_id)
@@ -109,7 +113,18 @@ def supervise_job(job_id: uuid.UUID, runtime: WorkerRuntime) -> None:
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
         spec.stage_file.unlink(missing_ok=True)
-        _discard_unrecorded_artifacts(runtime, recorder, job_id)
+        status = _discard_unrecorded_artifacts(runtime, recorder, job_id)
+        if status in (JobStatus.SUCCEEDED, JobStatus.FAILED):  # a cancel is the API's to announce
+            _announce_end(runtime, job_id)
+
+
+def _announce_end(runtime: WorkerRuntime, job_id: uuid.UUID) -> None:
+    """Send the job's webhook task, if it has a callback URL."""
+    try:
+        with runtime.sessions() as session:
+            announce_end(session, dispatcher_for(runtime.settings.resolved_broker_url), job_id)
+    except OperationalError:
+        logger.exception("job %s: the database was unavailable to announce its end", job_id)
 
 
 def _watch(child: IsolatedChild, recorder: JobRecorder, settings: Settings,
@@ -200,12 +215,14 @@ def _stage_name(mark: StageMark | None) -> str:
 
 
 def _discard_unrecorded_artifacts(runtime: WorkerRuntime, recorder: JobRecorder,
-                                  job_id: uuid.UUID) -> None:
+                                  job_id: uuid.UUID) -> JobStatus | None:
     """Files stored for a job that did not succeed have no rows (the rows commit with
-    `succeeded`): a job killed while storing must not leave them behind."""
+    `succeeded`): a job killed while storing must not leave them behind. Answers the job's
+    status (None: unknown, the database is away)."""
     try:
-        if recorder.status() == JobStatus.SUCCEEDED:
-            return
+        status = recorder.status()
     except OperationalError:
-        return  # unknown: the janitor's sweep decides later
-    runtime.store.delete_prefix(f"jobs/{job_id}/")
+        return None  # unknown: the janitor's sweep decides later
+    if status != JobStatus.SUCCEEDED:
+        runtime.store.delete_prefix(f"jobs/{job_id}/")
+    return status

@@ -14,7 +14,7 @@ from tests.support.databases import fresh_database, run_alembic
 
 TABLES = {
     "models", "jobs", "artifacts", "validation_results", "benchmark_records", "job_events", "datasets",
-    "workers",
+    "workers", "webhook_deliveries",
 }
 
 

@@ -26,6 +26,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from api.deps import get_api_settings, get_read_sessions, get_session
 from api.main import create_app
 from core.job_config import JobConfig
+from core.queues import WEBHOOK_QUEUE
 from core.settings import Settings, StageLimit, StageLimits
 from core.storage import LocalArtifactStore
 from optimizer.capabilities import HostCapabilities
@@ -35,6 +36,7 @@ from tests.support.fake_tensorrt import FAKE_TENSORRT
 from worker.celery_app import celery_app
 from worker.pipeline.results import JobRun
 from worker.runtime import WorkerRuntime, use_runtime
+from worker.tasks import deliver_webhook as _registers_webhooks  # noqa: F401
 from worker.tasks import run_job as _registers_the_tasks  # noqa: F401
 
 __all__ = ["EmbeddedWorker"]
@@ -102,7 +104,8 @@ def _runtime(settings: Settings, engine: Engine, capabilities: HostCapabilities)
 @pytest.fixture(scope="module")
 def embedded(worker_database: Engine, tmp_path_factory: pytest.TempPathFactory
              ) -> Iterator[EmbeddedWorker]:
-    """The API (TestClient) and a worker thread consuming "cpu" and "gpu" from Redis."""
+    """The API (TestClient) and a worker thread consuming "cpu", "gpu" and "webhooks" from
+    Redis."""
     data_dir = tmp_path_factory.mktemp("embedded") / "data"
     settings = Settings(env="test", data_dir=data_dir, broker_url=TEST_REDIS_URL,
                         database_url=worker_database.url.render_as_string(hide_password=False),
@@ -121,7 +124,8 @@ def embedded(worker_database: Engine, tmp_path_factory: pytest.TempPathFactory
     runtime = _runtime(settings, worker_database, FAKE_TENSORRT.detect_capabilities())
     with (
         use_runtime(runtime),
-        start_worker(celery_app, pool="solo", perform_ping_check=False, queues=["cpu", "gpu"],
+        start_worker(celery_app, pool="solo", perform_ping_check=False,
+                     queues=["cpu", "gpu", WEBHOOK_QUEUE],
                      shutdown_timeout=30),
         TestClient(app) as client,
     ):

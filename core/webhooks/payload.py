@@ -1,0 +1,50 @@
+"""The body of a job's webhook: the job as JSON, the fields of GET /v1/jobs/{id} that say how
+it ended (status, error, config, artifacts and their download paths).
+
+Validation rows, benchmarks, reports and events are left to GET /v1/jobs/{id}: they can run to
+megabytes, and a receiver that wants them fetches them once it knows the job ended.
+"""
+
+import uuid
+from typing import Any
+
+from pydantic_core import to_json
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from core.db.models import Artifact, Job, JobStatus
+
+__all__ = ["EVENTS", "event_of", "job_payload"]
+
+EVENTS = {
+    JobStatus.SUCCEEDED: "job.succeeded",
+    JobStatus.FAILED: "job.failed",
+    JobStatus.CANCELLED: "job.cancelled",
+}
+
+
+def event_of(status: str) -> str | None:
+    """The webhook event of a job in `status`; None while it has not ended."""
+    return EVENTS.get(JobStatus(status))
+
+
+def job_payload(session: Session, job: Job) -> bytes:
+    """`job` as the JSON bytes the webhook sends (and signs)."""
+    artifacts = session.execute(
+        select(Artifact.name, Artifact.kind, Artifact.size_bytes, Artifact.sha256)
+        .where(Artifact.job_id == job.id).order_by(Artifact.name)).mappings()
+    error = ({"code": job.error_code, "message": job.error_message or ""}
+             if job.error_code is not None else None)
+    document: dict[str, Any] = {
+        "id": job.id, "model_id": job.model_id, "status": job.status, "stage": job.stage,
+        "progress": job.progress, "error": error, "status_detail": job.status_detail,
+        "created_at": job.created_at, "started_at": job.started_at,
+        "finished_at": job.finished_at, "config": job.config, "worker": job.worker,
+        "attempts": job.attempts,
+        "artifacts": [{**row, "url": _artifact_path(job.id, row["name"])} for row in artifacts],
+    }
+    return to_json(document)
+
+
+def _artifact_path(job_id: uuid.UUID, name: str) -> str:
+    return f"/v1/jobs/{job_id}/artifacts/{name}"
