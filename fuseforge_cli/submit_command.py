@@ -72,6 +72,7 @@ def _submit(args: argparse.Namespace, client: FuseForgeClient, model: Path,
     if unknown:
         raise CliFailure("InvalidConfig", f"unknown job option(s) {', '.join(unknown)}; "
                          f"the server accepts {', '.join(sorted(accepted or ()))}.", EXIT_USAGE)
+    client.check_access()  # a refused key shows before the upload, not after it
     with UploadBar(model.name) as bar:
         uploaded = client.upload_model(model, on_progress=bar.update)
     job = client.submit_job(uploaded.id, body)

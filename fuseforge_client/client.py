@@ -22,11 +22,13 @@ from typing import Any
 import httpx
 
 from fuseforge_client.errors import (
+    ConnectionFailedError,
     DownloadError,
     JobCancelledError,
     JobFailedError,
     JobTimeoutError,
     NotFoundError,
+    ServiceUnavailableError,
     ValidationFailedError,
 )
 from fuseforge_client.resources import Dataset, Job, Model
@@ -61,9 +63,10 @@ class FuseForgeClient:
             raise ValueError(f"FuseForge URL {url!r} needs a scheme, e.g. http://{url}")
         key = api_key if api_key is not None else os.environ.get("FUSEFORGE_API_KEY")
         self._sleep = sleep
-        self._session = ApiSession(url, api_key=key, timeout_s=timeout_s,
-                                   retry=retry or RetryPolicy(), idempotent_posts=idempotent_posts,
-                                   transport=transport, sleep=sleep)
+        self._retry = retry or RetryPolicy()
+        self._session = ApiSession(url, api_key=key, timeout_s=timeout_s, retry=self._retry,
+                                   idempotent_posts=idempotent_posts, transport=transport,
+                                   sleep=sleep)
 
     @property
     def base_url(self) -> str:
@@ -78,6 +81,16 @@ class FuseForgeClient:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
+
+    def check_access(self) -> None:
+        """Make one small authenticated read (GET /v1/models?limit=1), so that a server that is
+        down or a key it refuses shows before a long upload.
+
+        Raises:
+            ConnectionFailedError: no server answers at the URL.
+            AuthenticationError: the server refused the key (or its absence).
+        """
+        self._session.request("GET", "/v1/models", params={"limit": 1})
 
     def upload_model(self, path: str | os.PathLike[str], *,
                      on_progress: UploadProgress | None = None) -> Model:
@@ -128,10 +141,12 @@ class FuseForgeClient:
         return Job.from_json(self._session.request("POST", f"/v1/jobs/{job_id}/cancel").json())
 
     def wait(self, job_id: str, *, timeout_s: float | None = 3600.0,
-             on_progress: JobProgress | None = None) -> Job:
+             on_progress: JobProgress | None = None, outage_s: float = 60.0) -> Job:
         """Poll the job until it finishes (every 0.25 s, backing off to 2 s while nothing
         changes) and return it once it has succeeded. `on_progress(job)` is called with the
-        first reading and whenever its status, stage or progress changes.
+        first reading and whenever its status, stage or progress changes. The server may be
+        unreachable or unavailable for up to `outage_s` at a time (an API restart) while the
+        job runs on; a longer outage raises ConnectionFailedError or ServiceUnavailableError.
 
         Raises:
             ValidationFailedError: it failed validation (its outputs were outside tolerance).
@@ -142,8 +157,17 @@ class FuseForgeClient:
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         seen: tuple[str, str | None, float] | None = None
         interval = _POLL_FIRST_S
+        last_answer = time.monotonic()
         while True:
-            job = self.get_job(job_id)
+            try:
+                job = self.get_job(job_id)
+            except (ConnectionFailedError, ServiceUnavailableError):
+                now = time.monotonic()
+                if now - last_answer > outage_s or (deadline is not None and now >= deadline):
+                    raise
+                self._sleep(_POLL_MAX_S)
+                continue
+            last_answer = time.monotonic()
             state = (job.status, job.stage, job.progress)
             if state != seen:
                 seen, interval = state, _POLL_FIRST_S
@@ -197,15 +221,27 @@ class FuseForgeClient:
                                 "plain file name; refusing to write it", error="BadArtifactName")
         final = target / name
         partial = target / f".{name}.part"
-        digest = hashlib.sha256()
-        response = self._session.request("GET", url, stream=True)
-        try:
-            with partial.open("wb") as out:
-                for chunk in response.iter_bytes(_CHUNK):
-                    digest.update(chunk)
-                    out.write(chunk)
-        finally:
-            response.close()
+        attempt = 0
+        while True:  # a connection lost mid-body starts the file again (a GET is safe to repeat)
+            attempt += 1
+            digest = hashlib.sha256()
+            response = self._session.request("GET", url, stream=True)
+            try:
+                with partial.open("wb") as out:
+                    for chunk in response.iter_bytes(_CHUNK):
+                        digest.update(chunk)
+                        out.write(chunk)
+                break
+            except httpx.TransportError as err:
+                if attempt >= self._retry.attempts:
+                    partial.unlink(missing_ok=True)
+                    raise ConnectionFailedError(
+                        f"artifact {name} of job {job_id}: the connection broke during the "
+                        f"download ({type(err).__name__}) {attempt} times; try again later",
+                        error="ConnectionFailed") from err
+                self._sleep(self._retry.delay_s(attempt))
+            finally:
+                response.close()
         if digest.hexdigest() != sha256:
             partial.unlink(missing_ok=True)
             raise DownloadError(f"artifact {name} of job {job_id} arrived with sha256 "

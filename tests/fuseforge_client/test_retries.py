@@ -3,6 +3,7 @@ per logical POST, and maps what is left to its error tree; against a scripted lo
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import httpx
@@ -11,6 +12,7 @@ import pytest
 from fuseforge_client import (
     AuthenticationError,
     ConnectionFailedError,
+    DownloadError,
     FuseForgeClient,
     InvalidRequestError,
     NotFoundError,
@@ -189,3 +191,53 @@ def test_retry_after_reads_seconds_and_http_dates() -> None:
 def test_a_url_without_scheme_is_refused_naming_the_fix() -> None:
     with pytest.raises(ValueError, match="http://fuseforge:8000"):
         FuseForgeClient("fuseforge:8000")
+
+
+def test_download_cut_off_mid_body_starts_again_and_lands_whole(tmp_path: Path) -> None:
+    engine = bytes(range(256)) * 4096  # 1 MiB
+    artifact = {"name": "engine.onnx", "kind": "engine", "size_bytes": len(engine),
+                "sha256": hashlib.sha256(engine).hexdigest(),
+                "url": f"/v1/jobs/{JOB['id']}/artifacts/engine.onnx"}
+    finished = {**JOB, "status": "succeeded", "artifacts": [artifact]}
+    sleeps: list[float] = []
+    answers = [Answer(200, finished), Answer(200, engine, cut_after=100_000), Answer(200, engine)]
+    with scripted_server(answers) as server, _client(server.base_url, sleeps) as c:
+        [path] = c.download_artifacts(JOB["id"], tmp_path / "out")
+
+    assert path.read_bytes() == engine and sleeps == [0.5]
+    assert [r.path for r in server.received][1:] == [artifact["url"]] * 2
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["engine.onnx"]
+
+
+def test_download_whose_bytes_do_not_match_the_sha256_is_refused_and_not_kept(
+    tmp_path: Path,
+) -> None:
+    artifact = {"name": "engine.onnx", "kind": "engine", "size_bytes": 3, "sha256": "0" * 64,
+                "url": "/v1/jobs/x/artifacts/engine.onnx"}
+    finished = {**JOB, "status": "succeeded", "artifacts": [artifact]}
+    with scripted_server([Answer(200, finished), Answer(200, b"abc")]) as server, _client(
+            server.base_url, []) as c:
+        with pytest.raises(DownloadError, match="sha256"):
+            c.download_artifacts(JOB["id"], tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_wait_rides_out_a_short_outage_and_returns_the_finished_job() -> None:
+    sleeps: list[float] = []
+    running = {**JOB, "status": "running", "stage": "optimize", "progress": 0.2}
+    done = {**JOB, "status": "succeeded", "stage": "done", "progress": 1.0}
+    bare_503 = Answer(503, {"error": "DatabaseUnavailable", "detail": "restarting"})
+    answers = [Answer(200, running), *[bare_503] * 4, Answer(200, done)]
+    seen: list[str] = []
+    with scripted_server(answers) as server, _client(server.base_url, sleeps) as c:
+        job = c.wait(JOB["id"], timeout_s=60, on_progress=lambda j: seen.append(j.status))
+    assert job.status == "succeeded" and seen == ["running", "succeeded"]
+    assert len(server.received) == 6
+
+
+def test_wait_gives_up_on_an_outage_longer_than_it_allows() -> None:
+    bare_503 = Answer(503, {"error": "DatabaseUnavailable", "detail": "down"})
+    with scripted_server([bare_503]) as server, _client(server.base_url, []) as c:
+        with pytest.raises(ServiceUnavailableError, match="down"):
+            c.wait(JOB["id"], outage_s=0)
+    assert len(server.received) == 4  # one request and its retries

@@ -20,6 +20,7 @@ class Answer:
     status: int
     body: Any = None  # JSON-encoded unless bytes
     headers: dict[str, str] = field(default_factory=dict)
+    cut_after: int | None = None  # send only this many body bytes, then drop the connection
 
     def encoded(self) -> bytes:
         if isinstance(self.body, bytes):
@@ -64,6 +65,10 @@ def scripted_server(answers: list[Answer]) -> Iterator[ScriptedServer]:
             for name, value in answer.headers.items():
                 self.send_header(name, value)
             self.end_headers()
+            if answer.cut_after is not None:
+                self.wfile.write(payload[:answer.cut_after])
+                self.close_connection = True
+                return
             self.wfile.write(payload)
 
         do_GET = do_POST = _answer
