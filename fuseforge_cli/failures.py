@@ -9,7 +9,7 @@ Exit codes (shared with `fuseforge submit`, issue 12):
     2  validation failed: the candidate's outputs differ from the original's beyond tolerance
     3  bad usage: a malformed option, a missing or unreadable file, a shape, range, tolerance or
        dataset that does not fit the model
-    4  (fuseforge submit) the server is unreachable
+    4  (fuseforge submit) the server is unreachable, unavailable, or refused the API key
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ __all__ = [
     "EXIT_CODES_HELP",
     "EXIT_FAILED",
     "EXIT_OK",
+    "EXIT_UNREACHABLE",
     "EXIT_USAGE",
     "EXIT_VALIDATION_FAILED",
     "CliFailure",
@@ -40,14 +41,17 @@ __all__ = [
     "warn",
 ]
 
-EXIT_OK, EXIT_FAILED, EXIT_VALIDATION_FAILED, EXIT_USAGE = 0, 1, 2, 3
+EXIT_OK, EXIT_FAILED, EXIT_VALIDATION_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3, 4
 
 EXIT_CODES_HELP = """exit codes:
-  0  done: the model was written (optimize), the candidate passed (validate)
-  1  the model could not be handled: refused, a pass failed, ONNX Runtime could not run it
-  2  validate: the candidate's outputs differ from the original's beyond tolerance
+  0  done: the model was written (optimize), the candidate passed (validate), the job
+     succeeded (submit)
+  1  the model could not be handled: refused, a pass failed, ONNX Runtime could not run it;
+     submit: the job failed or was cancelled
+  2  validate, submit: the candidate's outputs differ from the original's beyond tolerance
   3  bad usage: a malformed option, a missing or unreadable file, a shape, range, tolerance
-     or dataset that does not fit the model
+     or dataset that does not fit the model; submit: a bad job config (or the server's 422)
+  4  submit: the server is unreachable or unavailable, or refused the API key
 Errors are one line on stderr; with --json, stdout also holds {"error", "detail", "exit_code"}.
 Set FUSEFORGE_LOG_LEVEL=DEBUG or pass --debug to see the traceback."""
 

@@ -1,5 +1,5 @@
-"""`fuseforge serve | worker | janitor | migrate | run | optimize | validate`: what the Makefile
-and containers call."""
+"""`fuseforge serve | worker | janitor | migrate | run | optimize | validate | submit`: what the
+Makefile and containers call, and what users run."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, NoReturn
 from fuseforge_cli.deferred_imports import defer_import
 from fuseforge_cli.failures import EXIT_CODES_HELP, EXIT_USAGE, CliFailure, failure_from, report_failure
 from fuseforge_cli.optimize_parser import add_optimize_parser
+from fuseforge_cli.submit_parser import add_submit_parser
 from fuseforge_cli.validate_parser import add_validate_parser
 
 if TYPE_CHECKING:
@@ -91,7 +92,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 # The commands whose every failure is one line and an exit code (fuseforge_cli/failures.py).
-_MODEL_COMMANDS = ("optimize", "validate")
+_MODEL_COMMANDS = ("optimize", "validate", "submit")
 
 
 def _parser(catalog: Sequence[FusionPass] | None) -> argparse.ArgumentParser:
@@ -107,6 +108,7 @@ def _parser(catalog: Sequence[FusionPass] | None) -> argparse.ArgumentParser:
     sub.add_parser("janitor", help="fail stale jobs, re-send lost ones, remove leftover files")
     add_optimize_parser(sub, catalog=catalog)
     add_validate_parser(sub, catalog=catalog)
+    add_submit_parser(sub)
     return parser
 
 

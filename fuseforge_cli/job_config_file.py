@@ -1,0 +1,55 @@
+"""Read `fuseforge submit --config job.json` and lay the command line's options over it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from fuseforge_cli.failures import EXIT_USAGE, CliFailure, readable_file
+
+__all__ = ["job_body", "unknown_fields"]
+
+
+def job_body(args: argparse.Namespace) -> dict[str, Any]:
+    """The job options: --config's object, then --backend, --precision and --input-shape over
+    it (an --input-shape replaces that input's entry only).
+
+    Raises:
+        CliFailure: (exit 3) the file is missing, not JSON, not an object, or holds model_id.
+    """
+    body = _read(args.config) if args.config is not None else {}
+    if args.backend is not None:
+        body["backend"] = args.backend
+    if args.precision is not None:
+        body["precision"] = args.precision
+    if args.input_shape:
+        shapes = body.get("input_shapes") or {}
+        if not isinstance(shapes, dict):
+            raise CliFailure("InvalidConfig", f"{args.config}: input_shapes must be an object "
+                             'like {"input": [1, 3, 224, 224]}', EXIT_USAGE)
+        body["input_shapes"] = {**shapes, **dict(args.input_shape)}
+    return body
+
+
+def unknown_fields(body: dict[str, Any], accepted: set[str]) -> list[str]:
+    """The top-level fields of `body` the server's job schema does not have."""
+    return sorted(set(body) - accepted)
+
+
+def _read(path: Path) -> dict[str, Any]:
+    text = readable_file(path, "config").read_text(encoding="utf-8", errors="replace")
+    try:
+        body = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise CliFailure("InvalidConfig", f"{path} is not valid JSON: {err.msg} at line "
+                         f"{err.lineno} column {err.colno}", EXIT_USAGE) from err
+    if not isinstance(body, dict):
+        raise CliFailure("InvalidConfig", f"{path} holds a JSON {type(body).__name__}; a job "
+                         'config is an object like {"backend": "onnxruntime", "precision": '
+                         '"fp16"}', EXIT_USAGE)
+    if "model_id" in body:
+        raise CliFailure("InvalidConfig", f"{path} sets model_id; submit uploads the model and "
+                         "sets it. Remove model_id from the file.", EXIT_USAGE)
+    return body

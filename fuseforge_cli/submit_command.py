@@ -1,0 +1,144 @@
+"""`fuseforge submit`: upload a model, start a job, follow it, print its verdict, download its
+artifacts; the exit code says how it ended (fuseforge_cli/failures.py)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from fuseforge_cli.failures import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    EXIT_VALIDATION_FAILED,
+    CliFailure,
+    readable_file,
+    report_failure,
+)
+from fuseforge_cli.job_config_file import job_body, unknown_fields
+from fuseforge_cli.submit_progress import JobProgressLines, UploadBar
+from fuseforge_client import (
+    ApiError,
+    AuthenticationError,
+    ConnectionFailedError,
+    FuseForgeClient,
+    FuseForgeError,
+    InvalidRequestError,
+    Job,
+    JobError,
+    JobTimeoutError,
+    ServiceUnavailableError,
+    ValidationFailedError,
+)
+
+__all__ = ["run_submit"]
+
+COMMAND = "submit"
+
+
+def run_submit(args: argparse.Namespace) -> int:
+    if not args.debug:  # a line per request or retry would bury the progress lines
+        for chatty in ("httpx", "httpcore", "fuseforge_client"):
+            logging.getLogger(chatty).setLevel(logging.WARNING)
+    if args.output is not None and not args.wait:
+        raise CliFailure("UsageError", "--output needs --wait: artifacts exist once the job has "
+                         "succeeded.", EXIT_USAGE)
+    if args.timeout <= 0:
+        raise CliFailure("UsageError", f"--timeout {args.timeout:g}: give a positive number of "
+                         "seconds.", EXIT_USAGE)
+    model = readable_file(args.model)
+    body = job_body(args)
+    try:
+        client = FuseForgeClient(args.url, args.api_key)
+    except ValueError as err:
+        raise CliFailure("UsageError", str(err), EXIT_USAGE) from err
+    with client:
+        try:
+            return _submit(args, client, model, body)
+        except FuseForgeError as err:
+            raise CliFailure(err.error, _detail(err), _exit_code(err)) from err
+
+
+def _submit(args: argparse.Namespace, client: FuseForgeClient, model: Path,
+            body: dict[str, Any]) -> int:
+    """Check the job options, upload the model, start the job and, with --wait, follow it."""
+    accepted = client.job_fields()
+    unknown = [] if accepted is None else unknown_fields(body, set(accepted))
+    if unknown:
+        raise CliFailure("InvalidConfig", f"unknown job option(s) {', '.join(unknown)}; "
+                         f"the server accepts {', '.join(sorted(accepted or ()))}.", EXIT_USAGE)
+    client.check_access()  # a refused key shows before the upload, not after it
+    with UploadBar(model.name) as bar:
+        uploaded = client.upload_model(model, on_progress=bar.update)
+    job = client.submit_job(uploaded.id, body)
+    _say(f"job {job.id} submitted: {client.base_url}/v1/jobs/{job.id}")
+    if not args.wait:
+        print(_job_json(job) if args.json else job.id)
+        return EXIT_OK
+    try:
+        job = client.wait(job.id, timeout_s=args.timeout, on_progress=JobProgressLines(_say))
+    except JobError as err:
+        return _ended_badly(err, json_output=args.json)
+    if args.output is not None:
+        paths = client.download_artifacts(job, args.output)
+        _say(f"downloaded {len(paths)} artifact(s) to {args.output}: "
+             f"{', '.join(p.name for p in paths)}")
+    print(_job_json(job) if args.json else _verdict(job))
+    return EXIT_OK
+
+
+def _ended_badly(err: JobError, *, json_output: bool) -> int:
+    """Say how the job ended (the verdict on stderr, the job on stdout with --json)."""
+    job = err.job
+    if isinstance(err, ValidationFailedError):
+        failure = CliFailure("ValidationFailed", f"job {job.id}: {err.detail}",
+                             EXIT_VALIDATION_FAILED)
+    elif isinstance(err, JobTimeoutError):
+        failure = CliFailure("JobTimeout", err.detail, EXIT_FAILED)
+    else:
+        failure = CliFailure(err.error, f"job {job.id} {job.status}: {err.detail}", EXIT_FAILED)
+    report_failure(COMMAND, failure, json_output=False)
+    if json_output:
+        print(_job_json(job))
+    return failure.exit_code
+
+
+def _verdict(job: Job) -> str:
+    config = job.data.get("config") or {}
+    passed = {True: "validation passed", False: "validation failed",
+              None: "not validated"}[job.validation_passed]
+    speedup = (f"engine {job.speedup:.2f}x the original's speed" if job.speedup is not None
+               else "no benchmark")
+    return (f"job {job.id} succeeded: {passed}, {speedup} "
+            f"({config.get('backend', '?')}, {config.get('precision', '?')})")
+
+
+def _job_json(job: Job) -> str:
+    return json.dumps(dict(job.data))
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _exit_code(err: FuseForgeError) -> int:
+    if isinstance(err, ConnectionFailedError | AuthenticationError | ServiceUnavailableError):
+        return EXIT_UNREACHABLE
+    if isinstance(err, InvalidRequestError):
+        return EXIT_USAGE
+    return EXIT_FAILED
+
+
+def _detail(err: FuseForgeError) -> str:
+    # The error's name leads the CLI's line already: the server's detail, then where it came from.
+    text = f"{err.detail} ({err.status_code} on {err.method} {err.path})" if isinstance(
+        err, ApiError) else err.detail
+    if isinstance(err, AuthenticationError):
+        text += "; set FUSEFORGE_API_KEY or --api-key to a valid key"
+    return text
+

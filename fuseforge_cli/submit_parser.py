@@ -1,0 +1,57 @@
+"""The arguments of `fuseforge submit` (the command itself is submit_command.py, imported when
+it runs, so `fuseforge --help` does not load httpx)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from fuseforge_cli.arguments import input_shape
+from fuseforge_cli.failures import EXIT_CODES_HELP
+from optimizer.backends import BACKENDS
+
+__all__ = ["add_submit_parser"]
+
+# core.job_config.Precision; not imported from there, since that module loads every pass.
+PRECISIONS = ("fp32", "fp16", "bf16")
+
+_EPILOG = """The server is FUSEFORGE_URL (default http://127.0.0.1:8000) and the API key
+FUSEFORGE_API_KEY; --url and --api-key override them. --config takes a job body as JSON (see
+POST /v1/jobs in the server's /docs, without model_id); --backend, --precision and
+--input-shape override its fields. Progress goes to stderr, results to stdout.
+
+"""
+
+
+def add_submit_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = sub.add_parser("submit", help="optimize a model on a FuseForge server",
+                            description="Upload a model to a FuseForge server, start a job on "
+                            "it and, with --wait, follow it to its verdict and download its "
+                            "artifacts.", epilog=_EPILOG + EXIT_CODES_HELP,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model", type=Path, help="the .onnx file to upload")
+    parser.add_argument("--backend", choices=BACKENDS, help="default: the config's, else onnxruntime")
+    parser.add_argument("--precision", choices=PRECISIONS, help="default: the config's, else fp32")
+    parser.add_argument("--config", type=Path, metavar="JOB.json",
+                        help="job options as a JSON object (POST /v1/jobs's body, no model_id)")
+    parser.add_argument("--input-shape", type=input_shape, action="append", default=[],
+                        metavar="NAME=D1,D2,...", help="fix an input's shape (repeatable)")
+    parser.add_argument("--wait", action="store_true",
+                        help="follow the job to its end, print the verdict, exit by its outcome")
+    parser.add_argument("--timeout", type=float, default=3600.0, metavar="SECONDS",
+                        help="with --wait: give up (exit 1) after this long (default 3600)")
+    parser.add_argument("--output", type=Path, metavar="DIR",
+                        help="with --wait: download every artifact of a successful job here")
+    parser.add_argument("--url", help="the server (default: FUSEFORGE_URL)")
+    parser.add_argument("--api-key", help="the API key (default: FUSEFORGE_API_KEY)")
+    parser.add_argument("--json", action="store_true",
+                        help="print the job as JSON on stdout (the final job with --wait)")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on failure")
+    parser.set_defaults(func=_run_submit)
+
+
+def _run_submit(args: argparse.Namespace) -> int:
+    # Imported on use: httpx and the client are not needed by `fuseforge --help`.
+    from fuseforge_cli.submit_command import run_submit
+
+    return run_submit(args)

@@ -1,0 +1,262 @@
+"""FuseForgeClient: upload a model, start a job, wait for it, download what it made, cancel it.
+
+    from fuseforge_client import FuseForgeClient
+
+    with FuseForgeClient("http://fuseforge:8000", api_key="...") as client:
+        model = client.upload_model("model.onnx")
+        job = client.submit_job(model.id, backend="onnxruntime", precision="fp16")
+        job = client.wait(job.id, timeout=1800, on_progress=lambda j: print(j.stage, j.progress))
+        client.download_artifacts(job, "engine/")
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from fuseforge_client.errors import (
+    ConnectionFailedError,
+    DownloadError,
+    JobCancelledError,
+    JobFailedError,
+    JobTimeoutError,
+    NotFoundError,
+    ServiceUnavailableError,
+    ValidationFailedError,
+)
+from fuseforge_client.resources import Dataset, Job, Model
+from fuseforge_client.retry import RetryPolicy
+from fuseforge_client.session import ApiSession
+from fuseforge_client.uploads import ProgressReader, UploadProgress
+
+__all__ = ["DEFAULT_URL", "FuseForgeClient", "JobProgress"]
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+JobProgress = Callable[[Job], None]
+_POLL_FIRST_S, _POLL_MAX_S = 0.25, 2.0
+_CHUNK = 1 << 20
+
+
+class FuseForgeClient:
+    """A synchronous client of one FuseForge server.
+
+    `base_url` defaults to FUSEFORGE_URL (else http://127.0.0.1:8000) and `api_key` to
+    FUSEFORGE_API_KEY; a key is sent as `Authorization: Bearer <key>`. `timeout_s` bounds each
+    HTTP read (not `wait`). Failed requests are retried per `retry` (see retry.py);
+    `idempotent_posts=True` retries POSTs like GETs, which is safe only on a server that
+    honours the Idempotency-Key header. Every error is a `FuseForgeError` (errors.py).
+    """
+
+    def __init__(self, base_url: str | None = None, api_key: str | None = None, *,
+                 timeout_s: float = 60.0, retry: RetryPolicy | None = None,
+                 idempotent_posts: bool = False, transport: httpx.BaseTransport | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        url = base_url or os.environ.get("FUSEFORGE_URL") or DEFAULT_URL
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"FuseForge URL {url!r} needs a scheme, e.g. http://{url}")
+        key = api_key if api_key is not None else os.environ.get("FUSEFORGE_API_KEY")
+        self._sleep = sleep
+        self._retry = retry or RetryPolicy()
+        self._session = ApiSession(url, api_key=key, timeout_s=timeout_s, retry=self._retry,
+                                   idempotent_posts=idempotent_posts, transport=transport,
+                                   sleep=sleep)
+
+    @property
+    def base_url(self) -> str:
+        return self._session.base_url
+
+    def close(self) -> None:
+        self._session.close()
+
+    def __enter__(self) -> FuseForgeClient:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def check_access(self) -> None:
+        """Make one small authenticated read (GET /v1/models?limit=1), so that a server that is
+        down or a key it refuses shows before a long upload.
+
+        Raises:
+            ConnectionFailedError: no server answers at the URL.
+            AuthenticationError: the server refused the key (or its absence).
+        """
+        self._session.request("GET", "/v1/models", params={"limit": 1})
+
+    def upload_model(self, path: str | os.PathLike[str], *,
+                     on_progress: UploadProgress | None = None) -> Model:
+        """Upload the .onnx file at `path`, streamed from disk; `on_progress(sent, total)` is
+        called as bytes go out. The same bytes uploaded before return that model.
+
+        Raises:
+            OSError: the file cannot be opened.
+            InvalidRequestError: the server refused the model (422: not ONNX, over a limit...).
+        """
+        return Model.from_json(self._upload("/v1/models", Path(path), on_progress))
+
+    def upload_dataset(self, path: str | os.PathLike[str], *,
+                       on_progress: UploadProgress | None = None) -> Dataset:
+        """Upload an .npz validation dataset (one array per model input); see upload_model."""
+        return Dataset.from_json(self._upload("/v1/datasets", Path(path), on_progress))
+
+    def submit_job(self, model_id: str, config: Mapping[str, Any] | None = None,
+                   **fields: Any) -> Job:
+        """Start a job on `model_id`: `config` (a job body without model_id, as in a
+        job.json) updated by `fields` (e.g. backend="tensorrt", precision="fp16").
+
+        Raises:
+            InvalidRequestError: 422, the config is invalid; its detail names the field.
+            NotFoundError: no such model.
+        """
+        body = {**(config or {}), **fields, "model_id": str(model_id)}
+        response = self._session.request("POST", "/v1/jobs", json=body, idempotency_key=True)
+        return Job.from_json(response.json())
+
+    def job_fields(self) -> frozenset[str] | None:
+        """The top-level fields a job body may have on this server (its OpenAPI schema's
+        JobCreate), so a caller can refuse a misspelt option before a long upload; None when
+        the server publishes no schema."""
+        try:
+            schema = self._session.request("GET", "/openapi.json").json()
+            properties = schema["components"]["schemas"]["JobCreate"]["properties"]
+        except (NotFoundError, KeyError, TypeError, ValueError):
+            return None
+        return frozenset(properties)
+
+    def get_job(self, job_id: str) -> Job:
+        """The job as it is now. Raises NotFoundError for an unknown id."""
+        return Job.from_json(self._session.request("GET", f"/v1/jobs/{job_id}").json())
+
+    def cancel(self, job_id: str) -> Job:
+        """Cancel a queued or running job. Raises ConflictError once it has finished."""
+        return Job.from_json(self._session.request("POST", f"/v1/jobs/{job_id}/cancel").json())
+
+    def wait(self, job_id: str, *, timeout_s: float | None = 3600.0,
+             on_progress: JobProgress | None = None, outage_s: float = 60.0) -> Job:
+        """Poll the job until it finishes (every 0.25 s, backing off to 2 s while nothing
+        changes) and return it once it has succeeded. `on_progress(job)` is called with the
+        first reading and whenever its status, stage or progress changes. The server may be
+        unreachable or unavailable for up to `outage_s` at a time (an API restart) while the
+        job runs on; a longer outage raises ConnectionFailedError or ServiceUnavailableError.
+
+        Raises:
+            ValidationFailedError: it failed validation (its outputs were outside tolerance).
+            JobFailedError: it failed otherwise (`.error` is the job's error code).
+            JobCancelledError: it was cancelled.
+            JobTimeoutError: `timeout_s` passed first (the job goes on; None waits forever).
+        """
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        seen: tuple[str, str | None, float] | None = None
+        interval = _POLL_FIRST_S
+        last_answer = time.monotonic()
+        while True:
+            try:
+                job = self.get_job(job_id)
+            except (ConnectionFailedError, ServiceUnavailableError):
+                now = time.monotonic()
+                if now - last_answer > outage_s or (deadline is not None and now >= deadline):
+                    raise
+                self._sleep(_POLL_MAX_S)
+                continue
+            last_answer = time.monotonic()
+            state = (job.status, job.stage, job.progress)
+            if state != seen:
+                seen, interval = state, _POLL_FIRST_S
+                if on_progress is not None:
+                    on_progress(job)
+            if job.finished:
+                return _succeeded(job)
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise JobTimeoutError(
+                    f"job {job.id} is still {job.status} (stage {job.stage or 'none'}, "
+                    f"{job.progress:.0%}) after {timeout_s:g} s; it goes on: wait again or "
+                    f"cancel it (POST /v1/jobs/{job.id}/cancel)", job=job)
+            self._sleep(interval if remaining is None else min(interval, remaining))
+            interval = min(interval * 2, _POLL_MAX_S)
+
+    def download_artifacts(self, job: Job | str, directory: str | os.PathLike[str], *,
+                           names: Iterable[str] | None = None) -> list[Path]:
+        """Download the job's artifacts (those in `names`, default all) into `directory`
+        (created if missing), each checked against its sha256; returns their paths.
+
+        Raises:
+            NotFoundError: an artifact in `names` that the job does not have.
+            DownloadError: a file's bytes do not match the sha256 the server recorded.
+        """
+        if isinstance(job, str):
+            job = self.get_job(job)
+        wanted = None if names is None else set(names)
+        artifacts = [a for a in job.artifacts if wanted is None or a.name in wanted]
+        missing = (wanted or set()) - {a.name for a in artifacts}
+        if missing:
+            raise NotFoundError(
+                f"job {job.id} has no artifact {', '.join(sorted(missing))}; it has "
+                f"{', '.join(a.name for a in job.artifacts) or 'none'}", error="ArtifactNotFound",
+                status_code=404)
+        target = Path(directory)
+        target.mkdir(parents=True, exist_ok=True)
+        return [self._download(job.id, a.name, a.url, a.sha256, target) for a in artifacts]
+
+    def _upload(self, path: str, file: Path, on_progress: UploadProgress | None) -> Any:
+        with file.open("rb") as raw:
+            reader = ProgressReader(raw, on_progress)
+            response = self._session.request(
+                "POST", path, files={"file": (file.name, reader, "application/octet-stream")},
+                idempotency_key=True)
+        return response.json()
+
+    def _download(self, job_id: str, name: str, url: str, sha256: str, target: Path) -> Path:
+        if Path(name).name != name or name in ("", ".", ".."):  # a name, never a path
+            raise DownloadError(f"job {job_id} lists an artifact named {name!r}, which is not a "
+                                "plain file name; refusing to write it", error="BadArtifactName")
+        final = target / name
+        partial = target / f".{name}.part"
+        attempt = 0
+        while True:  # a connection lost mid-body starts the file again (a GET is safe to repeat)
+            attempt += 1
+            digest = hashlib.sha256()
+            response = self._session.request("GET", url, stream=True)
+            try:
+                with partial.open("wb") as out:
+                    for chunk in response.iter_bytes(_CHUNK):
+                        digest.update(chunk)
+                        out.write(chunk)
+                break
+            except httpx.TransportError as err:
+                if attempt >= self._retry.attempts:
+                    partial.unlink(missing_ok=True)
+                    raise ConnectionFailedError(
+                        f"artifact {name} of job {job_id}: the connection broke during the "
+                        f"download ({type(err).__name__}) {attempt} times; try again later",
+                        error="ConnectionFailed") from err
+                self._sleep(self._retry.delay_s(attempt))
+            finally:
+                response.close()
+        if digest.hexdigest() != sha256:
+            partial.unlink(missing_ok=True)
+            raise DownloadError(f"artifact {name} of job {job_id} arrived with sha256 "
+                                f"{digest.hexdigest()}, not the recorded {sha256}; download it "
+                                "again", error="ChecksumMismatch")
+        partial.replace(final)  # the file appears only whole
+        return final
+
+
+def _succeeded(job: Job) -> Job:
+    """`job` if it succeeded; the JobError for how it ended otherwise."""
+    if job.status == "succeeded":
+        return job
+    if job.status == "cancelled":
+        raise JobCancelledError(f"job {job.id} was cancelled", job=job)
+    cls = ValidationFailedError if job.failed_validation else JobFailedError
+    raise cls(job.error_message or f"job {job.id} failed without an error message", job=job,
+              error=job.error_code)

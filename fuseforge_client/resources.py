@@ -1,0 +1,115 @@
+"""What the client returns: typed views of the server's JSON documents.
+
+Each keeps the whole document in `data`, so fields this client does not model yet (a fusion
+report, an engine report) are still at hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["FINAL_STATUSES", "Artifact", "Dataset", "Job", "Model"]
+
+FINAL_STATUSES = frozenset({"succeeded", "failed", "cancelled"})
+# The job error code of an engine whose outputs are outside the tolerances (optimizer/errors.py).
+_ACCURACY_MISMATCH = "AccuracyMismatchError"
+
+
+@dataclass(frozen=True)
+class Model:
+    """An uploaded ONNX model (GET /v1/models/{id})."""
+
+    id: str
+    name: str
+    sha256: str
+    size_bytes: int
+    data: Mapping[str, Any] = field(repr=False)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Model:
+        return cls(id=str(data["id"]), name=str(data["name"]), sha256=str(data["sha256"]),
+                   size_bytes=int(data["size_bytes"]), data=data)
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """An uploaded .npz validation dataset (GET /v1/datasets/{id})."""
+
+    id: str
+    data: Mapping[str, Any] = field(repr=False)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Dataset:
+        return cls(id=str(data["id"]), data=data)
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A file a job produced; `url` is relative to the server's base URL."""
+
+    name: str
+    kind: str
+    size_bytes: int
+    sha256: str
+    url: str
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Artifact:
+        return cls(name=str(data["name"]), kind=str(data["kind"]),
+                   size_bytes=int(data["size_bytes"]), sha256=str(data["sha256"]),
+                   url=str(data["url"]))
+
+
+@dataclass(frozen=True)
+class Job:
+    """An optimization job (GET /v1/jobs/{id}): status queued → running → succeeded | failed |
+    cancelled, the stage it is at, progress in [0, 1]."""
+
+    id: str
+    model_id: str
+    status: str
+    stage: str | None
+    progress: float
+    error_code: str | None
+    error_message: str | None
+    artifacts: tuple[Artifact, ...]
+    data: Mapping[str, Any] = field(repr=False)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Job:
+        error = data.get("error") or {}
+        return cls(
+            id=str(data["id"]), model_id=str(data["model_id"]), status=str(data["status"]),
+            stage=data.get("stage"), progress=float(data.get("progress") or 0.0),
+            error_code=error.get("code"), error_message=error.get("message"),
+            artifacts=tuple(Artifact.from_json(a) for a in data.get("artifacts") or ()),
+            data=data,
+        )
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINAL_STATUSES
+
+    @property
+    def validation_passed(self) -> bool | None:
+        """True/False once validation ran; None before (or when the job failed earlier)."""
+        validation = self.data.get("validation")
+        return None if validation is None else bool(validation.get("passed"))
+
+    @property
+    def failed_validation(self) -> bool:
+        """The job failed because its engine's outputs were outside the tolerances."""
+        return self.status == "failed" and (
+            self.error_code == _ACCURACY_MISMATCH or self.validation_passed is False)
+
+    @property
+    def speedup(self) -> float | None:
+        """The engine's speed-up over the original model, as the job benchmarked them
+        (median of reference/engine latency ratios); None before the benchmark stage."""
+        for record in self.data.get("benchmarks") or ():
+            if record.get("suite") == "comparison" and record.get("variant") == "engine":
+                value = record.get("speedup_vs_reference")
+                return None if value is None else float(value)
+        return None
