@@ -139,3 +139,4 @@ def configure_logging(log_format: LogFormat, *, level: int | str = logging.INFO,
     handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
     root.addHandler(handler)
     root.setLevel(level)
+    logging.captureWarnings(True)  # a library's warning is a log line too, not raw stderr

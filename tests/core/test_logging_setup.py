@@ -6,8 +6,10 @@ import logging
 from collections.abc import Iterator
 
 import pytest
+from pydantic import ValidationError
 
 from core.logging_setup import configure_logging, job_context, request_id_var
+from core.settings import Settings
 
 
 @pytest.fixture
@@ -88,3 +90,11 @@ def test_configuring_again_replaces_its_handler_and_a_basic_config_one() -> None
     assert first.getvalue() == ""
     assert [json.loads(line)["message"] for line in _lines(second)] == ["once"]
     assert not [h for h in logging.getLogger().handlers if type(h) is logging.StreamHandler]
+
+
+def test_an_unknown_log_format_is_refused_naming_the_setting(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FUSEFORGE_LOG_FORMAT", "yaml")
+
+    with pytest.raises(ValidationError, match=r"log_format[\s\S]*'text' or 'json'"):
+        Settings()
