@@ -21,7 +21,13 @@ from celery.signals import (
 )
 
 from core.logging_setup import configure_logging, job_id_var
-from core.queues import CPU_QUEUE, RUN_JOB_TASK, WEBHOOK_QUEUE, worker_queues
+from core.queues import (
+    CPU_QUEUE,
+    DELIVER_WEBHOOK_TASK,
+    RUN_JOB_TASK,
+    WEBHOOK_QUEUE,
+    worker_queues,
+)
 from core.settings import Settings, get_settings
 from worker.registration import WorkerHeartbeat
 from worker.runtime import current_runtime
@@ -117,8 +123,9 @@ _job_tokens: dict[str, Any] = {}  # task id → the job id's context token, whil
 
 
 def _enter_job(task_id: str, task: Any, args: Any = (), **_: Any) -> None:
-    """Lines logged while a job's task runs (Celery's own included) carry its job id."""
-    if task.name == RUN_JOB_TASK and args:
+    """Lines logged while a job's task (its run, its webhook) runs carry its job id, Celery's
+    own included."""
+    if task.name in (RUN_JOB_TASK, DELIVER_WEBHOOK_TASK) and args:
         _job_tokens[task_id] = job_id_var.set(str(args[0]))
 
 

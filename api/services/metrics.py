@@ -14,11 +14,13 @@ Metrics (all gauges: each describes the state now, not a running count of this p
   stage took in the `metrics.stage_window_jobs` most recently finished jobs (a window, so
   `histogram_quantile` applies to it directly, without `rate`).
 - `fuseforge_queue_depth{queue}`: messages waiting in each broker queue (Redis or the embedded
-  SQL broker): cpu, gpu, and each GPU queue an online worker consumes or a queued job targets.
+  SQL broker): cpu, gpu, webhooks, and each GPU queue an online worker consumes or a queued job targets.
 - `fuseforge_stored_upload_bytes{kind}`, `fuseforge_stored_uploads{kind}`: stored models and
   datasets, in bytes and in number.
 - `fuseforge_workers_online{queue}`: online workers consuming each queue (a worker's queues are
   its capabilities: cpu, gpu, gpu.sm90, gpu.h200).
+- `fuseforge_webhook_deliveries{outcome}`: webhook delivery attempts recorded: delivered,
+  retried (another attempt follows), failed (none follows).
 - `fuseforge_metrics_source_up{source}`: 1 when the database / broker answered this scrape.
 """
 
@@ -30,16 +32,16 @@ from contextlib import AbstractContextManager
 
 from prometheus_client.core import GaugeHistogramMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
-from sqlalchemy import func, select
+from sqlalchemy import case, func, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from api.services.stage_durations import StageDurations, StageTime
-from core.db.models import Dataset, Job, JobStatus, Model, Worker
+from core.db.models import Dataset, Job, JobStatus, Model, WebhookDelivery, Worker
 from core.db.types import utc_now
 from core.db.worker_registry import online_clause
 from core.dispatch import JobDispatcher
-from core.queues import CPU_QUEUE, GPU_QUEUE, JOB_QUEUE_BY_BACKEND, queue_for
+from core.queues import CPU_QUEUE, GPU_QUEUE, JOB_QUEUE_BY_BACKEND, WEBHOOK_QUEUE, queue_for
 from core.settings import MetricsSettings
 
 __all__ = ["STAGE_BUCKETS_S", "ServiceMetrics"]
@@ -80,7 +82,7 @@ class ServiceMetrics:
         up = GaugeMetricFamily("fuseforge_metrics_source_up",
                                "1 when the source answered this scrape; 0 leaves its metrics out",
                                labels=["source"])
-        queues: set[str] = {CPU_QUEUE, GPU_QUEUE}
+        queues: set[str] = {CPU_QUEUE, GPU_QUEUE, WEBHOOK_QUEUE}
         try:
             with sessions() as session:  # all of them or none: a half-read set would mislead
                 consumed = _online_worker_queues(session)
@@ -211,10 +213,16 @@ def _queue_depths(depths: dict[str, int]) -> Metric:
 
 
 def _webhook_deliveries(session: Session) -> Iterator[Metric]:
-    """`fuseforge_webhook_deliveries{outcome}`, once the `webhook_deliveries` table exists.
-
-    PLACEHOLDER: the webhooks change adds that table; until it is merged this reports nothing.
-    Then: a GROUP BY outcome count over it, as a gauge family like _jobs_by_status.
-    """
-    del session
-    return iter(())
+    """Webhook delivery attempts by outcome: `delivered` (2xx), `retried` (failed, another
+    attempt follows), `failed` (failed, and none follows: refused, a 4xx or out of attempts)."""
+    outcome = case((WebhookDelivery.error.is_(None), "delivered"),
+                   (WebhookDelivery.final, "failed"), else_="retried")
+    counts = dict.fromkeys(("delivered", "retried", "failed"), 0)
+    counts.update({name: number for name, number in session.execute(
+        select(outcome, func.count()).group_by(outcome))})
+    family = GaugeMetricFamily("fuseforge_webhook_deliveries",
+                               "Webhook delivery attempts recorded, by outcome",
+                               labels=["outcome"])
+    for name, number in counts.items():
+        family.add_metric([name], number)
+    yield family

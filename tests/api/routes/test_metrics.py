@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from api.deps import get_api_settings, get_read_sessions, get_session
 from api.main import create_app
 from core.db import job_state
-from core.db.models import Job, JobEvent
+from core.db.models import Job, JobEvent, WebhookDelivery
 from core.db.session import make_engine
 from core.db.types import utc_now
 from core.settings import MetricsSettings, Settings
@@ -187,3 +187,32 @@ def test_unreachable_database_is_reported_and_broker_metrics_still_are(
     assert value(samples, "fuseforge_metrics_source_up", source="broker") == 1
     assert value(samples, "fuseforge_queue_depth", queue="cpu") == 0
     assert not any(name == "fuseforge_jobs" for name, _ in samples)
+
+
+def test_webhook_delivery_attempts_are_counted_by_outcome(
+        metrics_client: TestClient, db_session: Session) -> None:
+    empty = scrape(metrics_client)
+    model_id = _upload(metrics_client)
+    job_id = uuid.UUID(_submit(metrics_client, model_id, backend="onnxruntime"))
+    for attempt, status_code, error, final in (
+            (1, 503, "the receiver answered 503", False),
+            (2, None, "ConnectError: refused", False),
+            (3, 200, None, True)):
+        db_session.add(WebhookDelivery(
+            job_id=job_id, delivery_id=uuid.uuid4(), event="job.succeeded", attempt=attempt,
+            url="https://hooks.example/x", status_code=status_code, error=error,
+            duration_ms=5.0, final=final))
+    other = uuid.UUID(_submit(metrics_client, model_id, backend="onnxruntime"))
+    db_session.add(WebhookDelivery(
+        job_id=other, delivery_id=uuid.uuid4(), event="job.failed", attempt=1,
+        url="https://hooks.example/x", status_code=404, error="the receiver answered 404",
+        duration_ms=5.0, final=True))
+    db_session.commit()
+
+    samples = scrape(metrics_client)
+
+    assert value(empty, "fuseforge_webhook_deliveries", outcome="delivered") == 0
+    assert value(samples, "fuseforge_webhook_deliveries", outcome="delivered") == 1
+    assert value(samples, "fuseforge_webhook_deliveries", outcome="retried") == 2
+    assert value(samples, "fuseforge_webhook_deliveries", outcome="failed") == 1
+    assert value(samples, "fuseforge_queue_depth", queue="webhooks") == 0
