@@ -1,5 +1,5 @@
-"""The FastAPI application: routers, the request body deadline, and the one place errors become
-JSON."""
+"""The FastAPI application: routers, request ids, the request body deadline, and the one place
+errors become JSON."""
 
 import logging
 import uuid
@@ -15,12 +15,15 @@ from starlette.exceptions import HTTPException
 from api.body_deadline import BodyDeadline
 from api.docs import serve_docs
 from api.openapi_errors import document_errors
-from api.routes import datasets, health, jobs, models, passes, plugins, workers
+from api.request_ids import REQUEST_ID_HEADER, RequestIds
+from api.routes import datasets, health, jobs, metrics, models, passes, plugins, workers
 from api.services.errors import DatabaseUnavailable, MalformedRequest, ServiceError
 from api.services.health import HealthCache
 from api.services.job_documents import JobDocumentCache
+from api.services.metrics import ServiceMetrics
 from api.services.model_checks import ModelChecker
 from core.job_config import JOB_CONFIG_ERROR
+from core.logging_setup import request_id_var
 from core.settings import Settings, get_settings
 
 __all__ = ["app", "create_app"]
@@ -50,7 +53,10 @@ async def _internal_error(request: Request, err: Exception) -> JSONResponse:
     detail = (f"FuseForge failed on {request.method} {request.url.path} with an internal error "
               f"({type(err).__name__}); the server log has its traceback under reference "
               f"{reference}. Please report it with that reference.")
-    return JSONResponse({"error": "InternalError", "detail": detail}, 500)
+    # Starlette answers a 500 outside the middleware that adds the request id: say it here.
+    request_id = request_id_var.get()
+    headers = {REQUEST_ID_HEADER: request_id} if request_id else None
+    return JSONResponse({"error": "InternalError", "detail": detail}, 500, headers=headers)
 
 
 async def _database_error(request: Request, err: Exception) -> JSONResponse:
@@ -110,8 +116,8 @@ def _unparsable_body(cause: BaseException) -> str:
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The app. `settings` (default: get_settings()) fix what is set up once, at start: the
-    request body deadline, the job and health caches and the upload model checker. Requests
-    read their settings through SettingsDep."""
+    request body deadline, the job and health caches, the upload model checker and whether
+    GET /metrics is served. Requests read their settings through SettingsDep."""
     settings = settings or get_settings()
     app = FastAPI(
         title="FuseForge",
@@ -125,8 +131,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.job_cache = JobDocumentCache(fresh_s=settings.http.read_cache_s)
     app.state.health_cache = HealthCache(fresh_s=settings.http.health_cache_s)
     app.state.model_checker = ModelChecker(settings.model_check)
+    app.state.metrics = ServiceMetrics(settings.metrics)
     app.add_middleware(BodyDeadline, idle_timeout_s=settings.http.body_idle_timeout_s,
                        min_rate_bytes_s=settings.http.body_min_rate_bytes_s)
+    app.add_middleware(RequestIds)  # added last: outermost, so the body deadline's lines carry it
     app.add_exception_handler(ServiceError, _service_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(HTTPException, _http_error)
@@ -137,6 +145,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         workers.router, health.router,
     ):
         app.include_router(router)
+    if settings.metrics.enabled:
+        app.include_router(metrics.router)
     return app
 
 

@@ -1,5 +1,5 @@
 """Send jobs (and their webhooks) to the broker by task name, and look into it: is it
-reachable, which job messages does it hold.
+reachable, which job messages does it hold, how many wait in each queue.
 
 A producer only: a small Celery client built from the broker URL, used by the API (to dispatch
 a job after its row commits) and by the janitor (to re-send a queued job whose message the broker
@@ -16,6 +16,7 @@ from functools import lru_cache
 from typing import Any
 
 import redis
+import sqlalchemy.exc
 from celery import Celery
 from kombu.connection import Connection
 from kombu.entity import Exchange, Queue
@@ -39,6 +40,9 @@ logger = logging.getLogger(__name__)
 _SEND_RETRY = {"max_retries": 3, "interval_start": 0, "interval_step": 0.5}
 _PING_TIMEOUT_S = 3
 _REDIS_UNACKED = "unacked"  # kombu's Redis transport: delivered, not yet acknowledged
+# kombu's Redis transport keeps a queue's messages of priority p > 0 in the list "<queue>\x06\x16<p>"
+# (its default priority steps); priority 0, what FuseForge sends, in the list named as the queue.
+_REDIS_PRIORITY_SUFFIXES = ("", "\x06\x163", "\x06\x166", "\x06\x169")
 
 
 class JobDispatcher:
@@ -96,6 +100,19 @@ class JobDispatcher:
             return _ids(_sql_messages(self.broker_url.removeprefix("sqla+"), queues))
         return None
 
+    def queue_depths(self, queues: Iterable[str]) -> dict[str, int] | None:
+        """How many messages wait (delivered ones not counted) in each of `queues`; None where
+        this broker cannot be looked into. Raises the transport's error when it is down."""
+        url = make_url(self.broker_url) if "://" in self.broker_url else None
+        if url is None:
+            return None
+        names = sorted(set(queues))
+        if url.drivername in ("redis", "rediss"):
+            return _redis_depths(self.broker_url, names)
+        if url.drivername.startswith("sqla+"):
+            return _sql_depths(self.broker_url.removeprefix("sqla+"), names)
+        return None
+
 
 @lru_cache
 def dispatcher_for(broker_url: str) -> JobDispatcher:
@@ -112,6 +129,42 @@ def _redis_messages(url: str, queues: Iterable[str]) -> list[dict[str, Any]]:
     finally:
         client.close()
     return [json.loads(item) for item in raw] + unacked
+
+
+def _redis_depths(url: str, queues: list[str]) -> dict[str, int]:
+    client = redis.Redis.from_url(url, socket_timeout=_PING_TIMEOUT_S,
+                                  socket_connect_timeout=_PING_TIMEOUT_S)
+    try:
+        with client.pipeline(transaction=False) as pipe:
+            for queue in queues:
+                for suffix in _REDIS_PRIORITY_SUFFIXES:
+                    pipe.llen(queue + suffix)
+            lengths = pipe.execute()
+    finally:
+        client.close()
+    per = len(_REDIS_PRIORITY_SUFFIXES)
+    return {queue: sum(lengths[i * per:(i + 1) * per]) for i, queue in enumerate(queues)}
+
+
+def _sql_depths(url: str, queues: list[str]) -> dict[str, int]:
+    depths = dict.fromkeys(queues, 0)
+    if not queues:
+        return depths
+    engine = create_engine(url)
+    try:
+        with engine.connect() as connection:
+            rows = connection.execute(text(
+                "SELECT q.name, count(*) FROM kombu_message m JOIN kombu_queue q "
+                "ON m.queue_id = q.id WHERE q.name IN :names AND m.visible GROUP BY q.name"
+            ).bindparams(bindparam("names", expanding=True)), {"names": queues}).all()
+    except sqlalchemy.exc.OperationalError as err:  # no kombu tables yet: nothing was ever sent
+        if "no such table" not in str(err):
+            raise
+        return depths
+    finally:
+        engine.dispose()
+    depths.update({name: int(count) for name, count in rows})
+    return depths
 
 
 def _sql_messages(url: str, queues: Iterable[str]) -> list[dict[str, Any]]:

@@ -29,6 +29,7 @@ __all__ = [
     "gpu_queues",
     "is_gpu_queue",
     "job_queue",
+    "queue_for",
     "worker_queues",
 ]
 
@@ -52,9 +53,14 @@ def gpu_queue_for_target(target_gpu: str) -> str:
 
 def job_queue(config: JobConfig) -> str:
     """The queue a job's config sends it to: its backend's, narrowed by `target_gpu` if set."""
-    queue = JOB_QUEUE_BY_BACKEND[config.backend]
-    if queue == GPU_QUEUE and config.target_gpu:
-        return gpu_queue_for_target(config.target_gpu)
+    return queue_for(config.backend, config.target_gpu)
+
+
+def queue_for(backend: str, target_gpu: str | None) -> str:
+    """job_queue() of a config with this backend and target_gpu (a stored job's, unparsed)."""
+    queue = JOB_QUEUE_BY_BACKEND[backend]
+    if queue == GPU_QUEUE and target_gpu:
+        return gpu_queue_for_target(target_gpu)
     return queue
 
 

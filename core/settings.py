@@ -19,8 +19,8 @@ if TYPE_CHECKING:
 
 
 __all__ = [
-    "HttpSettings", "JanitorSettings", "JobSettings", "ModelCheckSettings", "ModelLimitSettings",
-    "Settings",
+    "HttpSettings", "JanitorSettings", "JobSettings", "MetricsSettings", "ModelCheckSettings",
+    "ModelLimitSettings", "Settings",
     "StageLimit", "StageLimits", "WebhookSettings", "get_settings",
 ]
 
@@ -176,6 +176,20 @@ class WebhookSettings(BaseModel):
         return float(min(self.first_retry_s * 2 ** (attempt - 1), self.max_retry_s))
 
 
+class MetricsSettings(BaseModel):
+    """GET /metrics (api/services/metrics.py): Prometheus text, unauthenticated, for an internal
+    network; `enabled=false` leaves the route out (404).
+
+    `cache_s`: a scrape within this long of the last reuses its numbers (a burst of scrapes costs
+    one set of queries). `stage_window_jobs`: stage durations describe this many most recently
+    finished jobs (a window, not a running total).
+    """
+
+    enabled: bool = True
+    cache_s: float = Field(default=1.0, ge=0)
+    stage_window_jobs: int = Field(default=1000, ge=1)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="FUSEFORGE_", env_nested_delimiter="__")
 
@@ -194,6 +208,10 @@ class Settings(BaseSettings):
     model_check: ModelCheckSettings = ModelCheckSettings()  # FUSEFORGE_MODEL_CHECK__AT_ONCE=4
     http: HttpSettings = HttpSettings()  # FUSEFORGE_HTTP__BODY_IDLE_TIMEOUT_S=10
     webhooks: WebhookSettings = WebhookSettings()  # FUSEFORGE_WEBHOOKS__SECRET=...
+    metrics: MetricsSettings = MetricsSettings()  # FUSEFORGE_METRICS__ENABLED=false
+    # Log lines of the API, worker, janitor and job processes (core/logging_setup.py): "text"
+    # to read, "json" (one object a line, with request_id / job_id) for a log pipeline.
+    log_format: Literal["text", "json"] = "text"  # FUSEFORGE_LOG_FORMAT
     # "module:attribute" of the TensorRT toolkit GPU workers use (optimizer/backends/tensorrt/toolkit.py);
     # unset means TensorRT itself. The test suite names its FakeTensorRT here.
     tensorrt_toolkit: str | None = None

@@ -8,7 +8,7 @@ import logging
 import os
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -32,7 +32,9 @@ def _alembic_ini() -> Path:
     raise SystemExit("alembic.ini not found: run fuseforge from the FuseForge checkout")
 
 
-def migrate(_: argparse.Namespace | None = None) -> int:
+def migrate(_: argparse.Namespace | None = None, *, say: Callable[[str], None] | None = None
+            ) -> int:
+    """Upgrade the database to the newest migration; `say` (default: print) reports it."""
     from alembic import command
     from alembic.config import Config
 
@@ -42,8 +44,22 @@ def migrate(_: argparse.Namespace | None = None) -> int:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     logging.getLogger("alembic").setLevel(logging.WARNING)  # its plugin chatter buries the URL
     command.upgrade(Config(str(_alembic_ini())), "head")
-    print(f"database migrated: {_redacted(settings.resolved_database_url)}", flush=True)
+    (say or _print)(f"database migrated: {_redacted(settings.resolved_database_url)}")
     return 0
+
+
+def _print(message: str) -> None:
+    print(message, flush=True)
+
+
+def _service_logging(role: str) -> logging.Logger:
+    """Log lines of a long-running command in FUSEFORGE_LOG_FORMAT (core/logging_setup.py)."""
+    from core.logging_setup import configure_logging
+    from core.settings import get_settings
+
+    configure_logging(get_settings().log_format, role=role,
+                      level=os.environ.get("FUSEFORGE_LOG_LEVEL", "INFO").upper())
+    return logging.getLogger("fuseforge")
 
 
 def _redacted(url: str) -> str:
@@ -59,8 +75,12 @@ def serve(_: argparse.Namespace) -> int:
 
     settings = get_settings()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    print(f"FuseForge API on http://{settings.host}:{settings.port} (docs: /docs)", flush=True)
-    uvicorn.run("api.main:app", host=settings.host, port=settings.port, log_level="info")
+    log = _service_logging("api")
+    log.info("FuseForge API on http://%s:%s (docs: /docs)", settings.host, settings.port)
+    # log_config=None: uvicorn's own lines (access log included) go through the root logger,
+    # in FUSEFORGE_LOG_FORMAT, with the request id.
+    uvicorn.run("api.main:app", host=settings.host, port=settings.port, log_level="info",
+                log_config=None)
     return 0
 
 
@@ -74,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
     """Migrate, then keep the API, a worker and the janitor running until Ctrl-C/SIGTERM."""
     from fuseforge_cli.run_command import run_service
 
-    migrate()
+    log = _service_logging("run")  # its children log in the same format (they inherit the env)
+    migrate(say=log.info)
     return run_service()
 
 

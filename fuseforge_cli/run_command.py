@@ -9,6 +9,7 @@ queue at the same moment makes kombu's SQL transport fail one of them.
 
 from __future__ import annotations
 
+import logging
 import signal
 import subprocess
 import sys
@@ -20,6 +21,8 @@ from core.dispatch import dispatcher_for
 from core.settings import get_settings
 
 __all__ = ["run_service"]
+
+logger = logging.getLogger("fuseforge")
 
 _STOP_TIMEOUT_S = 20
 _FIRST_PAUSE_S = 1.0
@@ -66,15 +69,15 @@ def run_service() -> int:
 
     signal.signal(signal.SIGINT, _request_stop)
     signal.signal(signal.SIGTERM, _request_stop)
-    print(f"FuseForge is up: http://{settings.host}:{settings.port} "
-          f"(data in {settings.data_dir.resolve()}). Ctrl-C stops it.", flush=True)
+    logger.info("FuseForge is up: http://%s:%s (data in %s). Ctrl-C stops it.", settings.host,
+                settings.port, settings.data_dir.resolve())
     while not stopping:
         now = time.monotonic()
         for child in children:
             _keep_alive(child, now)
         time.sleep(0.2)
     _stop(children)
-    print("FuseForge stopped.", flush=True)
+    logger.info("FuseForge stopped.")
     return 0
 
 
@@ -90,8 +93,8 @@ def _keep_alive(child: _Child, now: float) -> None:
     child.pause_s = _FIRST_PAUSE_S if ran_s >= _HEALTHY_AFTER_S else min(
         child.pause_s * 2, _LONGEST_PAUSE_S)
     child.restart_at = now + child.pause_s
-    print(f"fuseforge: the {child.name} exited with code {code} after {ran_s:.0f} s; starting "
-          f"it again in {child.pause_s:g} s", flush=True)
+    logger.warning("the %s exited with code %s after %.0f s; starting it again in %g s",
+                   child.name, code, ran_s, child.pause_s)
 
 
 def _stop(children: list[_Child]) -> None:
@@ -105,7 +108,7 @@ def _stop(children: list[_Child]) -> None:
         try:
             child.process.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            print(f"fuseforge: the {child.name} did not stop in {_STOP_TIMEOUT_S} s; killing it",
-                  flush=True)
+            logger.warning("the %s did not stop in %s s; killing it", child.name,
+                           _STOP_TIMEOUT_S)
             child.process.kill()
             child.process.wait()

@@ -7,6 +7,7 @@ the "gpu" queues that can build TensorRT engines runs each job in a fresh pool p
 import argparse
 import sys
 
+from core.logging_setup import configure_logging
 from worker.celery_app import celery_app
 from worker.runtime import current_runtime
 
@@ -26,8 +27,13 @@ def worker_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = worker_parser().parse_args(argv)
     runtime = current_runtime()
+    # now, not at Celery's logging set-up: what Celery warns of before that is a log line too
+    configure_logging(runtime.settings.log_format, role="worker")
     runtime.settings.data_dir.mkdir(parents=True, exist_ok=True)
+    # --quiet: no start-up banner, which Celery prints, not logs: a JSON log holds only JSON.
+    quiet = ["--quiet"] if runtime.settings.log_format == "json" else []
     celery_argv = [
+        *quiet,
         "worker",
         f"--loglevel={args.loglevel}",
         f"--queues={args.queues}",

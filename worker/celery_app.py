@@ -1,5 +1,6 @@
-"""The worker's Celery application: task routing, and the worker's start-up and shutdown
-(choosing its GPU queues, registering it in the `workers` table). The stale-job sweep is the
+"""The worker's Celery application: task routing, its log lines (FUSEFORGE_LOG_FORMAT, the job
+id on each line of a job), and the worker's start-up and shutdown (choosing its GPU queues,
+registering it in the `workers` table). The stale-job sweep is the
 janitor's (worker/janitor.py), a process of its own.
 
 Only workers load it; the API sends tasks by name through its own producer (core/dispatch.py).
@@ -10,9 +11,23 @@ import logging
 from typing import Any
 
 from celery import Celery
-from celery.signals import celeryd_after_setup, worker_ready, worker_shutdown
+from celery.signals import (
+    celeryd_after_setup,
+    setup_logging,
+    task_postrun,
+    task_prerun,
+    worker_ready,
+    worker_shutdown,
+)
 
-from core.queues import CPU_QUEUE, WEBHOOK_QUEUE, worker_queues
+from core.logging_setup import configure_logging, job_id_var
+from core.queues import (
+    CPU_QUEUE,
+    DELIVER_WEBHOOK_TASK,
+    RUN_JOB_TASK,
+    WEBHOOK_QUEUE,
+    worker_queues,
+)
 from core.settings import Settings, get_settings
 from worker.registration import WorkerHeartbeat
 from worker.runtime import current_runtime
@@ -99,6 +114,30 @@ def _stop_heartbeat(**_: Any) -> None:
         _heartbeat.pop().stop()
 
 
+def _setup_logging(loglevel: int | str | None = None, **_: Any) -> None:
+    """Celery leaves logging alone when this signal has a receiver: ours, in the shared format."""
+    configure_logging(get_settings().log_format, role="worker", level=loglevel or logging.INFO)
+
+
+_job_tokens: dict[str, Any] = {}  # task id → the job id's context token, while the task runs
+
+
+def _enter_job(task_id: str, task: Any, args: Any = (), **_: Any) -> None:
+    """Lines logged while a job's task (its run, its webhook) runs carry its job id, Celery's
+    own included."""
+    if task.name in (RUN_JOB_TASK, DELIVER_WEBHOOK_TASK) and args:
+        _job_tokens[task_id] = job_id_var.set(str(args[0]))
+
+
+def _leave_job(task_id: str, **_: Any) -> None:
+    token = _job_tokens.pop(task_id, None)
+    if token is not None:
+        job_id_var.reset(token)
+
+
+setup_logging.connect(_setup_logging)
+task_prerun.connect(_enter_job)
+task_postrun.connect(_leave_job)
 celeryd_after_setup.connect(_choose_queues)
 worker_ready.connect(_start_heartbeat)
 worker_shutdown.connect(_stop_heartbeat)

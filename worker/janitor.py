@@ -37,6 +37,7 @@ from core.db.session import make_engine
 from core.db.types import utc_now
 from core.dispatch import JobDispatcher
 from core.job_config import JobConfig
+from core.logging_setup import configure_logging
 from core.queues import job_queue
 from core.settings import Settings, get_settings
 from core.storage import ArtifactStore, artifact_store
@@ -195,9 +196,8 @@ def _job_id_of(name: str) -> uuid.UUID | None:
 
 
 def main() -> None:
-    logging.basicConfig(level=logging.INFO,
-                        format="%(asctime)s %(levelname)s [janitor] %(name)s: %(message)s")
     settings = get_settings()
+    configure_logging(settings.log_format, role="janitor")
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     sessions = sessionmaker(bind=make_engine(settings.resolved_database_url),
                             expire_on_commit=False)

@@ -6,11 +6,11 @@ is handed, runs the pipeline and records how the job ended. It can be killed at 
 the supervisor then records what happened and cleans up.
 """
 
-import logging
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.logging_setup import configure_logging, job_context
 from core.settings import Settings
 from optimizer.capabilities import HostCapabilities
 from worker.pipeline.progress import StageProgress
@@ -36,8 +36,12 @@ class JobProcessSpec:
 
 def run_job_process(spec: JobProcessSpec) -> None:
     """Run the claimed job to its end (module-level: the child imports it by name)."""
-    logging.basicConfig(level=logging.INFO,
-                        format="%(asctime)s %(levelname)s [job process] %(name)s: %(message)s")
+    configure_logging(spec.settings.log_format, role="job")
+    with job_context(spec.job_id):  # every line of this process is the job's
+        _run(spec)
+
+
+def _run(spec: JobProcessSpec) -> None:
     runtime = WorkerRuntime.from_settings(spec.settings, capabilities=spec.capabilities)
     recorder = JobRecorder(spec.job_id, runtime.sessions,
                            retry_s=spec.settings.jobs.database_retry_s)

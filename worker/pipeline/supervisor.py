@@ -32,6 +32,7 @@ from sqlalchemy.exc import OperationalError
 from core.db.models import JobStatus
 from core.dispatch import dispatcher_for
 from core.isolation import ChildLimits, IsolatedChild
+from core.logging_setup import job_context
 from core.settings import Settings
 from core.webhooks.announce import announce_end
 from optimizer.errors import OptimizerError
@@ -74,6 +75,11 @@ def worker_name() -> str:
 def supervise_job(job_id: uuid.UUID, runtime: WorkerRuntime) -> None:
     """Run `job_id` in a process of its own if it is still queued; a redelivered or cancelled
     job is left alone."""
+    with job_context(job_id):  # the supervisor's lines carry the job id
+        _supervise(job_id, runtime)
+
+
+def _supervise(job_id: uuid.UUID, runtime: WorkerRuntime) -> None:
     settings = runtime.settings
     # No retries here: the supervisor keeps watching through an outage instead of blocking.
     recorder = JobRecorder(job_id, runtime.sessions)
