@@ -1,24 +1,31 @@
-"""FastAPI dependencies: settings, a database session, the artifact store, the upload body and
-the job dispatcher (which also answers for the broker's health)."""
+"""FastAPI dependencies: settings, the caller's project (from its API key), a database session,
+the artifact store, the upload body and the job dispatcher (which also answers for the broker's
+health)."""
 
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Annotated
 
 from fastapi import Depends, Query, Request
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 
-from api.services.errors import MalformedRequest
+from api.services.errors import MalformedRequest, Unauthorized
 from api.services.job_documents import JobDocumentCache
 from api.services.model_checks import ModelChecker
 from api.services.uploads import ReceivedFile, receive_upload
+from core.api_keys import project_for_key, server_secret
+from core.db.models import DEFAULT_PROJECT_ID
 from core.db.session import get_read_sessionmaker, get_sessionmaker
 from core.dispatch import JobDispatcher, dispatcher_for
 from core.settings import Settings, get_settings
 from core.storage import ArtifactStore, artifact_store
 
 __all__ = [
+    "UNAUTHORIZED",
+    "CurrentProject",
     "DispatcherDep",
     "JobCacheDep",
     "ModelCheckerDep",
@@ -29,6 +36,7 @@ __all__ = [
     "SettingsDep",
     "StoreDep",
     "get_api_settings",
+    "get_current_project",
     "get_dispatcher",
     "get_job_cache",
     "get_model_checker",
@@ -132,3 +140,46 @@ async def get_model_checker(request: Request) -> ModelChecker:
 
 
 ModelCheckerDep = Annotated[ModelChecker, Depends(get_model_checker)]
+
+
+# The one answer to a missing, malformed, unknown, revoked or expired key.
+UNAUTHORIZED = ("a valid API key is required: send it as the header `Authorization: Bearer "
+                "<key>`; `fuseforge apikey create --project <project> --name <name>` makes one")
+
+
+async def get_current_project(request: Request, settings: SettingsDep,
+                              sessions: ReadSessionsDep) -> uuid.UUID:
+    """The project of the request's API key (`Authorization: Bearer <key>`); every /v1 router
+    depends on it, so it runs before a body is read. With auth off (dev and test only) every
+    request acts as the default project.
+
+    Raises:
+        Unauthorized: no key, or a key that is malformed, unknown, revoked or expired (one
+            message for all).
+    """
+    if not settings.auth.enabled:
+        return DEFAULT_PROJECT_ID
+    key = _bearer_key(request.headers.get("authorization", ""))
+    if key is None:
+        raise Unauthorized(UNAUTHORIZED)
+    secret = server_secret(settings)
+
+    def lookup() -> uuid.UUID | None:
+        with sessions() as session:
+            return project_for_key(session=session, secret=secret, key=key)
+
+    project = await run_in_threadpool(lookup)
+    if project is None:
+        raise Unauthorized(UNAUTHORIZED)
+    return project
+
+
+def _bearer_key(header: str) -> str | None:
+    scheme, _, key = header.strip().partition(" ")
+    key = key.strip()
+    if scheme.lower() != "bearer" or not key:
+        return None
+    return key
+
+
+CurrentProject = Annotated[uuid.UUID, Depends(get_current_project)]

@@ -9,7 +9,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 if TYPE_CHECKING:
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 
 __all__ = [
+    "AuthSettings",
     "HttpSettings", "JanitorSettings", "JobSettings", "ModelCheckSettings", "ModelLimitSettings",
     "Settings",
     "StageLimit", "StageLimits", "get_settings",
@@ -136,6 +137,24 @@ class HttpSettings(BaseModel):
     health_cache_s: float = Field(default=2.0, ge=0)
 
 
+# Secrets that are someone's example, not a secret: refused in prod like an absent one.
+_PLACEHOLDER_SECRETS = frozenset({"", "changeme", "change-me", "secret", "placeholder", "xxx"})
+_MIN_SECRET_CHARS = 32
+
+
+class AuthSettings(BaseModel):
+    """API keys (core/api_keys.py). Every /v1 route wants `Authorization: Bearer <key>`.
+
+    `enabled=false` lets every request act as the "default" project: for a dev machine only
+    (`fuseforge run` says so on every start; prod refuses it). `secret` keys the HMAC the keys
+    are stored as; unset outside prod, one is generated once into `data_dir/secret`. Changing
+    it invalidates every key.
+    """
+
+    enabled: bool = True  # FUSEFORGE_AUTH__ENABLED
+    secret: SecretStr | None = None  # FUSEFORGE_AUTH__SECRET: 32+ random characters
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="FUSEFORGE_", env_nested_delimiter="__")
 
@@ -153,6 +172,7 @@ class Settings(BaseSettings):
     model_limits: ModelLimitSettings = ModelLimitSettings()  # FUSEFORGE_MODEL_LIMITS__MAX_DIM=4096
     model_check: ModelCheckSettings = ModelCheckSettings()  # FUSEFORGE_MODEL_CHECK__AT_ONCE=4
     http: HttpSettings = HttpSettings()  # FUSEFORGE_HTTP__BODY_IDLE_TIMEOUT_S=10
+    auth: AuthSettings = AuthSettings()  # FUSEFORGE_AUTH__SECRET=...
     # "module:attribute" of the TensorRT toolkit GPU workers use (optimizer/backends/tensorrt/toolkit.py);
     # unset means TensorRT itself. The test suite names its FakeTensorRT here.
     tensorrt_toolkit: str | None = None
@@ -173,6 +193,15 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"FUSEFORGE_ENV=prod refuses the embedded defaults: set {', '.join(missing)}"
             )
+        if not self.auth.enabled:
+            raise ValueError("FUSEFORGE_ENV=prod refuses to run without API keys: unset "
+                             "FUSEFORGE_AUTH__ENABLED (or set it to true)")
+        secret = self.auth.secret.get_secret_value() if self.auth.secret else ""
+        if secret.strip().lower() in _PLACEHOLDER_SECRETS or len(secret) < _MIN_SECRET_CHARS:
+            raise ValueError(
+                "FUSEFORGE_ENV=prod refuses an absent, placeholder or short API key secret: set "
+                f"FUSEFORGE_AUTH__SECRET to {_MIN_SECRET_CHARS}+ random characters, e.g. the "
+                "output of `python -c 'import secrets; print(secrets.token_urlsafe(48))'`")
         return self
 
     @property
@@ -200,6 +229,11 @@ class Settings(BaseSettings):
     @property
     def locks_dir(self) -> Path:
         return self.data_dir / "locks"
+
+    @property
+    def auth_secret_file(self) -> Path:
+        """Where the generated API key secret lives when FUSEFORGE_AUTH__SECRET is unset."""
+        return self.data_dir / "secret"
 
 
 @lru_cache

@@ -1,5 +1,5 @@
-"""`fuseforge serve | worker | janitor | migrate | run | optimize | validate`: what the Makefile
-and containers call."""
+"""`fuseforge serve | worker | janitor | migrate | run | apikey | optimize | validate`: what the
+Makefile and containers call."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
+from fuseforge_cli.apikey_command import add_apikey_parser
 from fuseforge_cli.deferred_imports import defer_import
 from fuseforge_cli.failures import EXIT_CODES_HELP, EXIT_USAGE, CliFailure, failure_from, report_failure
 from fuseforge_cli.optimize_parser import add_optimize_parser
@@ -32,17 +33,24 @@ def _alembic_ini() -> Path:
 
 
 def migrate(_: argparse.Namespace | None = None) -> int:
+    from core.settings import get_settings
+
+    migrate_quietly()
+    print(f"database migrated: {_redacted(get_settings().resolved_database_url)}", flush=True)
+    return 0
+
+
+def migrate_quietly() -> None:
+    """Bring the configured database to the schema's head, saying nothing."""
+    # Before the import: alembic's plugins announce themselves as it loads.
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     from alembic import command
     from alembic.config import Config
 
     from core.settings import get_settings
 
-    settings = get_settings()
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    logging.getLogger("alembic").setLevel(logging.WARNING)  # its plugin chatter buries the URL
+    get_settings().data_dir.mkdir(parents=True, exist_ok=True)
     command.upgrade(Config(str(_alembic_ini())), "head")
-    print(f"database migrated: {_redacted(settings.resolved_database_url)}", flush=True)
-    return 0
 
 
 def _redacted(url: str) -> str:
@@ -55,10 +63,12 @@ def serve(_: argparse.Namespace) -> int:
     import uvicorn
 
     from core.settings import get_settings
+    from fuseforge_cli.auth_notice import auth_notice
 
     settings = get_settings()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     print(f"FuseForge API on http://{settings.host}:{settings.port} (docs: /docs)", flush=True)
+    print(auth_notice(settings), flush=True)
     uvicorn.run("api.main:app", host=settings.host, port=settings.port, log_level="info")
     return 0
 
@@ -105,6 +115,7 @@ def _parser(catalog: Sequence[FusionPass] | None) -> argparse.ArgumentParser:
     # Listed for --help; main() hands its arguments to the worker's own parser.
     sub.add_parser("worker", help="run a Celery worker (`fuseforge worker --help` for options)")
     sub.add_parser("janitor", help="fail stale jobs, re-send lost ones, remove leftover files")
+    add_apikey_parser(sub)
     add_optimize_parser(sub, catalog=catalog)
     add_validate_parser(sub, catalog=catalog)
     return parser

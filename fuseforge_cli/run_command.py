@@ -18,6 +18,7 @@ from types import FrameType
 
 from core.dispatch import dispatcher_for
 from core.settings import get_settings
+from fuseforge_cli.auth_notice import auth_notice
 
 __all__ = ["run_service"]
 
@@ -68,6 +69,7 @@ def run_service() -> int:
     signal.signal(signal.SIGTERM, _request_stop)
     print(f"FuseForge is up: http://{settings.host}:{settings.port} "
           f"(data in {settings.data_dir.resolve()}). Ctrl-C stops it.", flush=True)
+    print(auth_notice(settings), flush=True)
     while not stopping:
         now = time.monotonic()
         for child in children:
