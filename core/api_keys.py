@@ -27,8 +27,10 @@ from core.settings import Settings
 __all__ = [
     "KEY_PREFIX",
     "CreatedKey",
+    "active_key",
     "create_key",
     "get_or_create_project",
+    "key_digest",
     "list_keys",
     "project_for_key",
     "revoke_key",
@@ -75,7 +77,8 @@ def _generated_secret(path: Path) -> bytes:
     return path.read_bytes().strip()
 
 
-def _digest(secret: bytes, key: str) -> str:
+def key_digest(secret: bytes, key: str) -> str:
+    """What a key is stored as: its HMAC-SHA256 under the server secret, in hex."""
     return hmac.new(secret, key.encode(), hashlib.sha256).hexdigest()
 
 
@@ -95,7 +98,7 @@ def create_key(*, session: Session, secret: bytes, project: Project, name: str,
     """A new key of `project`, stored as its HMAC. Does not commit."""
     key = KEY_PREFIX + secrets.token_urlsafe(32)
     row = ApiKey(project_id=project.id, name=name, prefix=key[:_SHOWN_CHARS],
-                 key_hash=_digest(secret, key),
+                 key_hash=key_digest(secret, key),
                  expires_at=utc_now() + expires_in if expires_in is not None else None)
     session.add(row)
     session.flush()
@@ -105,9 +108,16 @@ def create_key(*, session: Session, secret: bytes, project: Project, name: str,
 def project_for_key(*, session: Session, secret: bytes, key: str,
                     now: datetime | None = None) -> uuid.UUID | None:
     """The project of `key` when the key is known, unrevoked and unexpired; else None."""
+    row = active_key(session=session, secret=secret, key=key, now=now)
+    return row.project_id if row is not None else None
+
+
+def active_key(*, session: Session, secret: bytes, key: str,
+               now: datetime | None = None) -> ApiKey | None:
+    """The row of `key` when the key is known, unrevoked and unexpired; else None."""
     if not key.startswith(KEY_PREFIX) or len(key) > _MAX_KEY_CHARS:
         return None
-    digest = _digest(secret, key)
+    digest = key_digest(secret, key)
     now = now or utc_now()
     found = None
     for row in session.scalars(select(ApiKey).where(ApiKey.prefix == key[:_SHOWN_CHARS])):
@@ -118,7 +128,7 @@ def project_for_key(*, session: Session, secret: bytes, key: str,
         return None
     if found.expires_at is not None and found.expires_at <= now:
         return None
-    return found.project_id
+    return found
 
 
 def list_keys(*, session: Session, project: str | None = None) -> list[tuple[ApiKey, str]]:

@@ -153,6 +153,9 @@ class AuthSettings(BaseModel):
 
     enabled: bool = True  # FUSEFORGE_AUTH__ENABLED
     secret: SecretStr | None = None  # FUSEFORGE_AUTH__SECRET: 32+ random characters
+    # An API process trusts a key it checked this long without reading it again (polling
+    # clients send one per request); so a revocation takes up to this long to apply. 0: never.
+    key_cache_s: float = Field(default=1.0, ge=0)  # FUSEFORGE_AUTH__KEY_CACHE_S
 
 
 class Settings(BaseSettings):

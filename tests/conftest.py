@@ -11,6 +11,8 @@ os.environ.setdefault("FUSEFORGE_BROKER_URL", "redis://127.0.0.1:6379/15")
 # Tests change jobs behind the API's back and read them at once: no read cache (the tests of
 # the cache build their app with one).
 os.environ.setdefault("FUSEFORGE_HTTP__READ_CACHE_S", "0")
+# Likewise keys: a test revokes one and expects the next request refused.
+os.environ.setdefault("FUSEFORGE_AUTH__KEY_CACHE_S", "0")
 
 import uuid  # noqa: E402
 from collections.abc import Iterator  # noqa: E402

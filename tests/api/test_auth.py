@@ -4,8 +4,10 @@ the default project; a key is stored as an HMAC and shows up in no log, error or
 
 import logging
 import re
+import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from datetime import timedelta
 
 import pytest
@@ -13,7 +15,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from api.deps import UNAUTHORIZED
+from api.deps import UNAUTHORIZED, get_api_settings, get_read_sessions, get_session
+from api.main import create_app
 from core.api_keys import revoke_key
 from core.db.models import DEFAULT_PROJECT_ID, ApiKey, Job, Model
 from core.settings import AuthSettings, Settings
@@ -140,3 +143,46 @@ def test_with_auth_off_requests_act_as_the_default_project(
     assert response.status_code == 201, response.text
     model = db_session.get_one(Model, uuid.UUID(response.json()["id"]))
     assert model.project_id == DEFAULT_PROJECT_ID
+
+
+def test_openapi_documents_the_bearer_scheme_on_v1_routes_only(client: TestClient) -> None:
+    spec = client.get("/openapi.json").json()
+    assert spec["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
+    assert spec["paths"]["/v1/models"]["get"]["security"] == [{"HTTPBearer": []}]
+    assert "security" not in spec["paths"]["/healthz"]["get"]
+
+
+@contextmanager
+def _caching_client(db_session: Session, settings: Settings,
+                    key_cache_s: float) -> Iterator[TestClient]:
+    """The API trusting a key it checked for `key_cache_s` (FUSEFORGE_AUTH__KEY_CACHE_S)."""
+    settings.auth = settings.auth.model_copy(update={"key_cache_s": key_cache_s})
+    app = create_app(settings)
+    app.dependency_overrides[get_session] = lambda: db_session
+    app.dependency_overrides[get_read_sessions] = lambda: lambda: nullcontext(db_session)
+    app.dependency_overrides[get_api_settings] = lambda: settings
+    with TestClient(app) as test_client:
+        yield test_client
+
+
+def test_a_revoked_key_stops_working_within_key_cache_s(
+        db_session: Session, settings: Settings) -> None:
+    _, key = new_key(db_session, settings)
+    with _caching_client(db_session, settings, key_cache_s=0.5) as client:
+        assert client.get("/v1/models", headers=bearer(key)).status_code == 200
+        [row] = db_session.scalars(select(ApiKey).where(ApiKey.prefix == key[:11])).all()
+        revoke_key(session=db_session, key_id=row.id)
+        db_session.commit()
+
+        assert client.get("/v1/models", headers=bearer(key)).status_code == 200  # trusted
+        time.sleep(0.6)
+        _assert_unauthorized(client.get("/v1/models", headers=bearer(key)))
+
+
+def test_a_trusted_key_stops_working_at_its_expiry(db_session: Session,
+                                                    settings: Settings) -> None:
+    _, key = new_key(db_session, settings, expires_in=timedelta(seconds=0.5))
+    with _caching_client(db_session, settings, key_cache_s=60) as client:
+        assert client.get("/v1/models", headers=bearer(key)).status_code == 200
+        time.sleep(0.6)
+        _assert_unauthorized(client.get("/v1/models", headers=bearer(key)))
