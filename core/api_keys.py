@@ -4,7 +4,8 @@ A key reads `ff_<43 url-safe characters>` (32 random bytes). Its first character
 are kept to find the candidate rows and to name the key in listings; the rest is only in the
 HMAC-SHA256 keyed by the server secret (FUSEFORGE_AUTH__SECRET, else data_dir/secret), which a
 presented key's HMAC is compared with in constant time. A key that is unknown, revoked or
-expired is told apart nowhere outside this module: `project_for_key` answers None for all.
+expired is told apart nowhere outside this module: `active_key` and `project_for_key` answer
+None for all three.
 """
 
 import hashlib
