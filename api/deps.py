@@ -1,24 +1,33 @@
-"""FastAPI dependencies: settings, a database session, the artifact store, the upload body and
-the job dispatcher (which also answers for the broker's health)."""
+"""FastAPI dependencies: settings, the caller's project (from its API key), a database session,
+the artifact store, the upload body and the job dispatcher (which also answers for the broker's
+health)."""
 
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Annotated
 
 from fastapi import Depends, Query, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 
-from api.services.errors import MalformedRequest
+from api.services.errors import MalformedRequest, Unauthorized
 from api.services.job_documents import JobDocumentCache
 from api.services.model_checks import ModelChecker
 from api.services.uploads import ReceivedFile, receive_upload
+from api.services.verified_keys import VerifiedKeys
+from core.api_keys import active_key, key_digest, server_secret
+from core.db.models import DEFAULT_PROJECT_ID
 from core.db.session import get_read_sessionmaker, get_sessionmaker
 from core.dispatch import JobDispatcher, dispatcher_for
 from core.settings import Settings, get_settings
 from core.storage import ArtifactStore, artifact_store
 
 __all__ = [
+    "UNAUTHORIZED",
+    "CurrentProject",
     "DispatcherDep",
     "JobCacheDep",
     "ModelCheckerDep",
@@ -29,6 +38,7 @@ __all__ = [
     "SettingsDep",
     "StoreDep",
     "get_api_settings",
+    "get_current_project",
     "get_dispatcher",
     "get_job_cache",
     "get_model_checker",
@@ -132,3 +142,56 @@ async def get_model_checker(request: Request) -> ModelChecker:
 
 
 ModelCheckerDep = Annotated[ModelChecker, Depends(get_model_checker)]
+
+
+# The one answer to a missing, malformed, unknown, revoked or expired key.
+UNAUTHORIZED = ("a valid API key is required: send it as the header `Authorization: Bearer "
+                "<key>`; `fuseforge apikey create --project <project> --name <name>` makes one")
+
+
+# Reads the header and documents the scheme in OpenAPI (/docs gets an "Authorize" button); the
+# refusals are ours, so that every one of them is the same 401.
+_bearer = HTTPBearer(auto_error=False, description="an API key: `fuseforge apikey create`")
+
+
+async def get_current_project(
+    request: Request,
+    settings: SettingsDep,
+    sessions: ReadSessionsDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> uuid.UUID:
+    """The project of the request's API key (`Authorization: Bearer <key>`); every /v1 router
+    depends on it, so it runs before a body is read. With auth off (dev and test only) every
+    request acts as the default project. A key checked within FUSEFORGE_AUTH__KEY_CACHE_S is
+    not read again.
+
+    Raises:
+        Unauthorized: no key, or a key that is malformed, unknown, revoked or expired (one
+            message for all).
+    """
+    if not settings.auth.enabled:
+        return DEFAULT_PROJECT_ID
+    key = credentials.credentials.strip() if credentials is not None else ""
+    if not key:
+        raise Unauthorized(UNAUTHORIZED)
+    secret = server_secret(settings)
+    verified: VerifiedKeys = request.app.state.verified_keys
+    digest = key_digest(secret, key)
+    if (project := verified.project(digest)) is not None:
+        return project
+
+    def lookup() -> uuid.UUID | None:
+        with sessions() as session:
+            row = active_key(session=session, secret=secret, key=key)
+            if row is None:
+                return None
+            verified.remember(digest, row.project_id, row.expires_at)
+            return row.project_id
+
+    project = await run_in_threadpool(lookup)
+    if project is None:
+        raise Unauthorized(UNAUTHORIZED)
+    return project
+
+
+CurrentProject = Annotated[uuid.UUID, Depends(get_current_project)]

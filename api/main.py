@@ -22,6 +22,7 @@ from api.services.health import HealthCache
 from api.services.job_documents import JobDocumentCache
 from api.services.metrics import ServiceMetrics
 from api.services.model_checks import ModelChecker
+from api.services.verified_keys import VerifiedKeys
 from core.job_config import JOB_CONFIG_ERROR
 from core.logging_setup import request_id_var
 from core.settings import Settings, get_settings
@@ -116,8 +117,8 @@ def _unparsable_body(cause: BaseException) -> str:
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The app. `settings` (default: get_settings()) fix what is set up once, at start: the
-    request body deadline, the job and health caches, the upload model checker and whether
-    GET /metrics is served. Requests read their settings through SettingsDep."""
+    request body deadline, the job, health and verified-key caches, the upload model checker
+    and whether GET /metrics is served. Requests read their settings through SettingsDep."""
     settings = settings or get_settings()
     app = FastAPI(
         title="FuseForge",
@@ -130,6 +131,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     document_errors(app)
     app.state.job_cache = JobDocumentCache(fresh_s=settings.http.read_cache_s)
     app.state.health_cache = HealthCache(fresh_s=settings.http.health_cache_s)
+    app.state.verified_keys = VerifiedKeys(fresh_s=settings.auth.key_cache_s)
     app.state.model_checker = ModelChecker(settings.model_check)
     app.state.metrics = ServiceMetrics(settings.metrics)
     app.add_middleware(BodyDeadline, idle_timeout_s=settings.http.body_idle_timeout_s,

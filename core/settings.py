@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 if TYPE_CHECKING:
@@ -19,8 +19,8 @@ if TYPE_CHECKING:
 
 
 __all__ = [
-    "HttpSettings", "JanitorSettings", "JobSettings", "MetricsSettings", "ModelCheckSettings",
-    "ModelLimitSettings", "Settings",
+    "AuthSettings", "HttpSettings", "JanitorSettings", "JobSettings", "MetricsSettings",
+    "ModelCheckSettings", "ModelLimitSettings", "Settings",
     "StageLimit", "StageLimits", "WebhookSettings", "get_settings",
 ]
 
@@ -190,6 +190,22 @@ class MetricsSettings(BaseModel):
     stage_window_jobs: int = Field(default=1000, ge=1)
 
 
+class AuthSettings(BaseModel):
+    """API keys (core/api_keys.py). Every /v1 route wants `Authorization: Bearer <key>`.
+
+    `enabled=false` lets every request act as the "default" project: for a dev machine only
+    (`fuseforge run` says so on every start; prod refuses it). `secret` keys the HMAC the keys
+    are stored as; unset outside prod, one is generated once into `data_dir/secret`. Changing
+    it invalidates every key.
+    """
+
+    enabled: bool = True  # FUSEFORGE_AUTH__ENABLED
+    secret: SecretStr | None = None  # FUSEFORGE_AUTH__SECRET: 32+ random characters
+    # An API process trusts a key it checked this long without reading it again (polling
+    # clients send one per request); so a revocation takes up to this long to apply. 0: never.
+    key_cache_s: float = Field(default=1.0, ge=0)  # FUSEFORGE_AUTH__KEY_CACHE_S
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="FUSEFORGE_", env_nested_delimiter="__")
 
@@ -209,6 +225,7 @@ class Settings(BaseSettings):
     http: HttpSettings = HttpSettings()  # FUSEFORGE_HTTP__BODY_IDLE_TIMEOUT_S=10
     webhooks: WebhookSettings = WebhookSettings()  # FUSEFORGE_WEBHOOKS__SECRET=...
     metrics: MetricsSettings = MetricsSettings()  # FUSEFORGE_METRICS__ENABLED=false
+    auth: AuthSettings = AuthSettings()  # FUSEFORGE_AUTH__SECRET=...
     # Log lines of the API, worker, janitor and job processes (core/logging_setup.py): "text"
     # to read, "json" (one object a line, with request_id / job_id) for a log pipeline.
     log_format: Literal["text", "json"] = "text"  # FUSEFORGE_LOG_FORMAT
@@ -237,6 +254,15 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"FUSEFORGE_ENV=prod refuses the embedded defaults: set {', '.join(missing)}"
             )
+        if not self.auth.enabled:
+            raise ValueError("FUSEFORGE_ENV=prod refuses to run without API keys: unset "
+                             "FUSEFORGE_AUTH__ENABLED (or set it to true)")
+        secret = self.auth.secret.get_secret_value() if self.auth.secret else ""
+        if secret.strip().lower() in _PLACEHOLDER_SECRETS or len(secret) < _MIN_SECRET_LENGTH:
+            raise ValueError(
+                "FUSEFORGE_ENV=prod refuses an absent, placeholder or short API key secret: set "
+                f"FUSEFORGE_AUTH__SECRET to {_MIN_SECRET_LENGTH}+ random characters, e.g. the "
+                "output of `python -c 'import secrets; print(secrets.token_urlsafe(48))'`")
         return self
 
     @property
@@ -281,6 +307,11 @@ class Settings(BaseSettings):
     @property
     def locks_dir(self) -> Path:
         return self.data_dir / "locks"
+
+    @property
+    def auth_secret_file(self) -> Path:
+        """Where the generated API key secret lives when FUSEFORGE_AUTH__SECRET is unset."""
+        return self.data_dir / "secret"
 
 
 @lru_cache

@@ -1,5 +1,5 @@
-"""`fuseforge serve | worker | janitor | migrate | run | optimize | validate | submit`: what the
-Makefile and containers call, and what users run."""
+"""`fuseforge serve | worker | janitor | migrate | run | apikey | optimize | validate | submit`:
+what the Makefile and containers call, and what users run."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
+from fuseforge_cli.apikey_command import add_apikey_parser
 from fuseforge_cli.deferred_imports import defer_import
 from fuseforge_cli.failures import EXIT_CODES_HELP, EXIT_USAGE, CliFailure, failure_from, report_failure
 from fuseforge_cli.optimize_parser import add_optimize_parser
@@ -35,17 +36,24 @@ def _alembic_ini() -> Path:
 def migrate(_: argparse.Namespace | None = None, *, say: Callable[[str], None] | None = None
             ) -> int:
     """Upgrade the database to the newest migration; `say` (default: print) reports it."""
+    from core.settings import get_settings
+
+    migrate_quietly()
+    (say or _print)(f"database migrated: {_redacted(get_settings().resolved_database_url)}")
+    return 0
+
+
+def migrate_quietly() -> None:
+    """Bring the configured database to the schema's head, saying nothing."""
+    # Before the import: alembic's plugins announce themselves as it loads.
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     from alembic import command
     from alembic.config import Config
 
     from core.settings import get_settings
 
-    settings = get_settings()
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    logging.getLogger("alembic").setLevel(logging.WARNING)  # its plugin chatter buries the URL
+    get_settings().data_dir.mkdir(parents=True, exist_ok=True)
     command.upgrade(Config(str(_alembic_ini())), "head")
-    (say or _print)(f"database migrated: {_redacted(settings.resolved_database_url)}")
-    return 0
 
 
 def _print(message: str) -> None:
@@ -72,11 +80,13 @@ def serve(_: argparse.Namespace) -> int:
     import uvicorn
 
     from core.settings import get_settings
+    from fuseforge_cli.auth_notice import auth_notice
 
     settings = get_settings()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     log = _service_logging("api")
     log.info("FuseForge API on http://%s:%s (docs: /docs)", settings.host, settings.port)
+    log.info("%s", auth_notice(settings))
     # log_config=None: uvicorn's own lines (access log included) go through the root logger,
     # in FUSEFORGE_LOG_FORMAT, with the request id.
     uvicorn.run("api.main:app", host=settings.host, port=settings.port, log_level="info",
@@ -127,6 +137,7 @@ def _parser(catalog: Sequence[FusionPass] | None) -> argparse.ArgumentParser:
     # Listed for --help; main() hands its arguments to the worker's own parser.
     sub.add_parser("worker", help="run a Celery worker (`fuseforge worker --help` for options)")
     sub.add_parser("janitor", help="fail stale jobs, re-send lost ones, remove leftover files")
+    add_apikey_parser(sub)
     add_optimize_parser(sub, catalog=catalog)
     add_validate_parser(sub, catalog=catalog)
     add_submit_parser(sub)

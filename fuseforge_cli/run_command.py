@@ -19,6 +19,7 @@ from types import FrameType
 
 from core.dispatch import dispatcher_for
 from core.settings import get_settings
+from fuseforge_cli.auth_notice import auth_notice
 
 __all__ = ["run_service"]
 
@@ -71,6 +72,7 @@ def run_service() -> int:
     signal.signal(signal.SIGTERM, _request_stop)
     logger.info("FuseForge is up: http://%s:%s (data in %s). Ctrl-C stops it.", settings.host,
                 settings.port, settings.data_dir.resolve())
+    logger.info("%s", auth_notice(settings))
     while not stopping:
         now = time.monotonic()
         for child in children:

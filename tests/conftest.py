@@ -1,5 +1,6 @@
 """Shared fixtures: real PostgreSQL and SQLite databases, migrated once; a rolled-back session
-per test; an API client wired to them; the Redis broker the API sends jobs to."""
+per test; an API client wired to them, holding an API key of a project of its own; the Redis
+broker the API sends jobs to."""
 
 import os
 
@@ -10,6 +11,8 @@ os.environ.setdefault("FUSEFORGE_BROKER_URL", "redis://127.0.0.1:6379/15")
 # Tests change jobs behind the API's back and read them at once: no read cache (the tests of
 # the cache build their app with one).
 os.environ.setdefault("FUSEFORGE_HTTP__READ_CACHE_S", "0")
+# Likewise keys: a test revokes one and expects the next request refused.
+os.environ.setdefault("FUSEFORGE_AUTH__KEY_CACHE_S", "0")
 
 import uuid  # noqa: E402
 from collections.abc import Iterator  # noqa: E402
@@ -25,6 +28,7 @@ from sqlalchemy.orm import Session  # noqa: E402
 from api.deps import get_api_settings, get_read_sessions, get_session  # noqa: E402
 from api.main import create_app  # noqa: E402
 from core.settings import Settings  # noqa: E402
+from tests.support.api_keys import TEST_AUTH, bearer, new_key  # noqa: E402
 from tests.support.databases import (  # noqa: E402
     create_postgres_database,
     drop_postgres_database,
@@ -69,7 +73,8 @@ def db_session(engine: Engine) -> Iterator[Session]:
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    return Settings(env="test", data_dir=tmp_path / "data", broker_url=TEST_REDIS_URL)
+    return Settings(env="test", data_dir=tmp_path / "data", broker_url=TEST_REDIS_URL,
+                    auth=TEST_AUTH)
 
 
 @pytest.fixture
@@ -82,10 +87,25 @@ def broker() -> Iterator[redis.Redis]:
 
 
 @pytest.fixture
-def client(db_session: Session, settings: Settings, broker: redis.Redis) -> Iterator[TestClient]:
+def api_key(db_session: Session, settings: Settings) -> tuple[uuid.UUID, str]:
+    """(project id, key): the `client` fixture's project and the key it sends."""
+    return new_key(db_session, settings)
+
+
+@pytest.fixture
+def anonymous_client(db_session: Session, settings: Settings,
+                     broker: redis.Redis) -> Iterator[TestClient]:
+    """The API on the test database, sending no API key."""
     app = create_app()
     app.dependency_overrides[get_session] = lambda: db_session
     app.dependency_overrides[get_read_sessions] = lambda: lambda: nullcontext(db_session)
     app.dependency_overrides[get_api_settings] = lambda: settings
     with TestClient(app) as test_client:
         yield test_client
+
+
+@pytest.fixture
+def client(anonymous_client: TestClient, api_key: tuple[uuid.UUID, str]) -> TestClient:
+    """The API on the test database, sending the key of a project of its own on every request."""
+    anonymous_client.headers.update(bearer(api_key[1]))
+    return anonymous_client

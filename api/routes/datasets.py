@@ -2,17 +2,24 @@
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Depends, Query, Response
 from starlette.concurrency import run_in_threadpool
 
-from api.deps import ReceivedUploadDep, SessionDep, StoreDep
+from api.deps import (
+    CurrentProject,
+    ReceivedUploadDep,
+    SessionDep,
+    StoreDep,
+    get_current_project,
+)
 from api.path_ids import DatasetIdPath
 from api.schemas.common import PageParams
 from api.schemas.datasets import DatasetList, DatasetRead
 from api.schemas.uploads import UPLOAD_BODY
 from api.services import datasets
 
-router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
+router = APIRouter(prefix="/v1/datasets", tags=["datasets"],
+                   dependencies=[Depends(get_current_project)])
 
 
 @router.post(
@@ -27,6 +34,7 @@ async def upload_dataset(
     response: Response,
     session: SessionDep,
     store: StoreDep,
+    project: CurrentProject,
 ) -> DatasetRead:
     """Upload an .npz: `curl -F file=@data.npz .../v1/datasets` (or a raw octet-stream body).
 
@@ -37,15 +45,18 @@ async def upload_dataset(
     name the dataset by id (`"dataset_id"`), which checks it against their model's inputs.
     """
     dataset, created = await run_in_threadpool(
-        datasets.register_upload, session=session, store=store, received=received
+        datasets.register_upload, session=session, store=store, received=received,
+        project_id=project,
     )
     response.status_code = 201 if created else 200
     return DatasetRead.model_validate(dataset)
 
 
 @router.get("", response_model=DatasetList)
-def list_datasets(session: SessionDep, page: Annotated[PageParams, Query()]) -> DatasetList:
-    rows, total = datasets.list_datasets(session=session, limit=page.limit, offset=page.offset)
+def list_datasets(session: SessionDep, project: CurrentProject,
+                  page: Annotated[PageParams, Query()]) -> DatasetList:
+    rows, total = datasets.list_datasets(session=session, project_id=project, limit=page.limit,
+                                         offset=page.offset)
     return DatasetList(
         items=[DatasetRead.model_validate(d) for d in rows],
         total=total,
@@ -55,5 +66,7 @@ def list_datasets(session: SessionDep, page: Annotated[PageParams, Query()]) -> 
 
 
 @router.get("/{dataset_id}", response_model=DatasetRead)
-def read_dataset(dataset_id: DatasetIdPath, session: SessionDep) -> DatasetRead:
-    return DatasetRead.model_validate(datasets.get_dataset(session=session, dataset_id=dataset_id))
+def read_dataset(dataset_id: DatasetIdPath, session: SessionDep,
+                 project: CurrentProject) -> DatasetRead:
+    return DatasetRead.model_validate(
+        datasets.get_dataset(session=session, project_id=project, dataset_id=dataset_id))

@@ -4,12 +4,13 @@ import uuid
 from collections.abc import Callable
 from typing import Annotated, TypeVar
 
-from fastapi import APIRouter, Header, Query, Response
+from fastapi import APIRouter, Depends, Header, Query, Response
 from fastapi.responses import FileResponse, StreamingResponse
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from api.deps import (
+    CurrentProject,
     DispatcherDep,
     JobCacheDep,
     ReadSessionsDep,
@@ -17,6 +18,7 @@ from api.deps import (
     Sessions,
     SettingsDep,
     StoreDep,
+    get_current_project,
 )
 from api.path_ids import ArtifactNamePath, JobIdPath
 from api.schemas.common import ErrorBody, PageParams
@@ -26,6 +28,7 @@ from api.services.errors import JobNotFound
 from api.services.job_documents import (
     JobDocumentCache,
     job_document,
+    job_key,
     job_list_document,
     list_key,
 )
@@ -34,18 +37,19 @@ from api.services.job_events import resume_point
 from core.db.models import JobStatus
 from optimizer.errors import InternalError
 
-router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"],
+                   dependencies=[Depends(get_current_project)])
 
 T = TypeVar("T")
 
 
 @router.post("", response_model=JobRead, status_code=202)
 def create_job(body: JobCreate, session: SessionDep, dispatcher: DispatcherDep,
-               cache: JobCacheDep, settings: SettingsDep) -> Response:
-    job = jobs.create_job(session=session, spec=body, dispatcher=dispatcher,
+               cache: JobCacheDep, settings: SettingsDep, project: CurrentProject) -> Response:
+    job = jobs.create_job(session=session, project_id=project, spec=body, dispatcher=dispatcher,
                           webhooks=settings.webhooks)
     cache.forget_changing()  # the list this client reads next shows its job
-    return _document(session, job.id, cache, status_code=202)
+    return _document(session, project, job.id, cache, status_code=202)
 
 
 @router.get("", response_model=JobList)
@@ -53,24 +57,27 @@ async def list_jobs(
     page: Annotated[PageParams, Query()],
     cache: JobCacheDep,
     sessions: ReadSessionsDep,
+    project: CurrentProject,
     status: JobStatus | None = None,
     model_id: uuid.UUID | None = None,
 ) -> Response:
     # async, answered from the cache without a worker thread when it can (see job_documents).
     document = await cache.fetch(
-        list_key(limit=page.limit, offset=page.offset, status=status, model_id=model_id),
+        list_key(project_id=project, limit=page.limit, offset=page.offset, status=status,
+                 model_id=model_id),
         lambda: run_in_threadpool(_read, sessions, lambda session: job_list_document(
-            session, cache, limit=page.limit, offset=page.offset, status=status,
-            model_id=model_id)))
+            session, cache, project_id=project, limit=page.limit, offset=page.offset,
+            status=status, model_id=model_id)))
     if document is None:
         raise InternalError("a page of the job list came back empty-handed")
     return _json(document)
 
 
 @router.get("/{job_id}", response_model=JobRead)
-async def read_job(job_id: JobIdPath, cache: JobCacheDep, sessions: ReadSessionsDep) -> Response:
-    document = await cache.fetch(job_id, lambda: run_in_threadpool(
-        _read, sessions, lambda session: job_document(session, job_id, cache)))
+async def read_job(job_id: JobIdPath, cache: JobCacheDep, sessions: ReadSessionsDep,
+                   project: CurrentProject) -> Response:
+    document = await cache.fetch(job_key(project_id=project, job_id=job_id), lambda: run_in_threadpool(
+        _read, sessions, lambda session: job_document(session, project, job_id, cache)))
     if document is None:
         raise JobNotFound(f"job {job_id} does not exist; GET /v1/jobs lists jobs")
     return _json(document)
@@ -101,6 +108,7 @@ async def stream_job_events(
     job_id: JobIdPath,
     sessions: ReadSessionsDep,
     settings: SettingsDep,
+    project: CurrentProject,
     last_event_id: Annotated[str | None, Header(
         description="Resume after this event id (EventSource sends it when it reconnects)")
     ] = None,
@@ -110,7 +118,7 @@ async def stream_job_events(
 ) -> StreamingResponse:
     # async: the stream waits on the event loop, not on one of the thread pool's threads.
     stream = await open_job_event_stream(
-        sessions=sessions, job_id=job_id,
+        sessions=sessions, project_id=project, job_id=job_id,
         after_id=resume_point(last_event_id=last_event_id, after=after),
         timing=StreamTiming.of(settings.http))
     return StreamingResponse(stream, media_type="text/event-stream", headers={
@@ -119,15 +127,15 @@ async def stream_job_events(
 
 @router.post("/{job_id}/cancel", response_model=JobRead)
 def cancel_job(job_id: JobIdPath, session: SessionDep, cache: JobCacheDep,
-               dispatcher: DispatcherDep) -> Response:
-    jobs.cancel_job(session=session, job_id=job_id, dispatcher=dispatcher)
+               dispatcher: DispatcherDep, project: CurrentProject) -> Response:
+    jobs.cancel_job(session=session, project_id=project, job_id=job_id, dispatcher=dispatcher)
     cache.forget_changing()
-    return _document(session, job_id, cache)
+    return _document(session, project, job_id, cache)
 
 
-def _document(session: Session, job_id: uuid.UUID, cache: JobDocumentCache, *,
-              status_code: int = 200) -> Response:
-    document = job_document(session, job_id, cache)
+def _document(session: Session, project: uuid.UUID, job_id: uuid.UUID, cache: JobDocumentCache,
+              *, status_code: int = 200) -> Response:
+    document = job_document(session, project, job_id, cache)
     if document is None:  # it was written a moment ago, and jobs are never deleted
         raise InternalError(f"job {job_id} vanished right after it was written")
     return _json(document, status_code)
@@ -145,9 +153,10 @@ def _json(document: bytes, status_code: int = 200) -> Response:
 
 @router.get("/{job_id}/artifacts/{name}", response_class=FileResponse)
 def download_artifact(
-    job_id: JobIdPath, name: ArtifactNamePath, session: SessionDep, store: StoreDep
+    job_id: JobIdPath, name: ArtifactNamePath, session: SessionDep, store: StoreDep,
+    project: CurrentProject,
 ) -> FileResponse:
-    artifact = jobs.get_artifact(session=session, job_id=job_id, name=name)
+    artifact = jobs.get_artifact(session=session, project_id=project, job_id=job_id, name=name)
     return FileResponse(
         store.local_path(artifact.uri),
         filename=artifact.name,

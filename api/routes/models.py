@@ -2,17 +2,26 @@
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Depends, Query, Response
 from starlette.concurrency import run_in_threadpool
 
-from api.deps import ModelCheckerDep, ReceivedUploadDep, SessionDep, SettingsDep, StoreDep
+from api.deps import (
+    CurrentProject,
+    ModelCheckerDep,
+    ReceivedUploadDep,
+    SessionDep,
+    SettingsDep,
+    StoreDep,
+    get_current_project,
+)
 from api.path_ids import ModelIdPath
 from api.schemas.common import PageParams
 from api.schemas.models import ModelList, ModelRead
 from api.schemas.uploads import UPLOAD_BODY
 from api.services import models
 
-router = APIRouter(prefix="/v1/models", tags=["models"])
+router = APIRouter(prefix="/v1/models", tags=["models"],
+                   dependencies=[Depends(get_current_project)])
 
 
 @router.post(
@@ -29,6 +38,7 @@ async def upload_model(
     store: StoreDep,
     settings: SettingsDep,
     checker: ModelCheckerDep,
+    project: CurrentProject,
 ) -> ModelRead:
     """Upload an ONNX model: `curl -F file=@model.onnx .../v1/models` (or a raw octet-stream body).
 
@@ -38,15 +48,17 @@ async def upload_model(
     """
     model, created = await run_in_threadpool(
         models.register_upload, session=session, store=store, received=received,
-        limits=settings.model_limits.to_limits(), checker=checker,
+        limits=settings.model_limits.to_limits(), checker=checker, project_id=project,
     )
     response.status_code = 201 if created else 200
     return ModelRead.model_validate(model)
 
 
 @router.get("", response_model=ModelList)
-def list_models(session: SessionDep, page: Annotated[PageParams, Query()]) -> ModelList:
-    rows, total = models.list_models(session=session, limit=page.limit, offset=page.offset)
+def list_models(session: SessionDep, project: CurrentProject,
+                page: Annotated[PageParams, Query()]) -> ModelList:
+    rows, total = models.list_models(session=session, project_id=project, limit=page.limit,
+                                     offset=page.offset)
     return ModelList(
         items=[ModelRead.model_validate(m) for m in rows],
         total=total,
@@ -56,5 +68,6 @@ def list_models(session: SessionDep, page: Annotated[PageParams, Query()]) -> Mo
 
 
 @router.get("/{model_id}", response_model=ModelRead)
-def read_model(model_id: ModelIdPath, session: SessionDep) -> ModelRead:
-    return ModelRead.model_validate(models.get_model(session=session, model_id=model_id))
+def read_model(model_id: ModelIdPath, session: SessionDep, project: CurrentProject) -> ModelRead:
+    return ModelRead.model_validate(
+        models.get_model(session=session, project_id=project, model_id=model_id))

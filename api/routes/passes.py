@@ -1,11 +1,13 @@
 """/v1/passes: the fusion passes a job can select, with what each does."""
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 from pydantic import BaseModel
 
+from api.deps import get_current_project
 from optimizer.passes import BACKENDS, DEFAULT_PASSES
 
-router = APIRouter(prefix="/v1/passes", tags=["passes"])
+router = APIRouter(prefix="/v1/passes", tags=["passes"],
+                   dependencies=[Depends(get_current_project)])
 
 
 class PassRead(BaseModel):

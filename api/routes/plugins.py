@@ -2,11 +2,13 @@
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 
+from api.deps import get_current_project
 from optimizer.plugins import PLUGINS
 
-router = APIRouter(prefix="/v1/plugins", tags=["plugins"])
+router = APIRouter(prefix="/v1/plugins", tags=["plugins"],
+                   dependencies=[Depends(get_current_project)])
 
 
 @router.get("")

@@ -1,15 +1,19 @@
-"""/v1/workers: the workers recorded by their heartbeats, and what each can build on."""
+"""/v1/workers: the workers recorded by their heartbeats, and what each can build on.
+
+Workers serve every project, and show no project's models, datasets or jobs: any valid key
+sees them all (a job's own `worker` field names the one that ran it)."""
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 
-from api.deps import SessionDep
+from api.deps import SessionDep, get_current_project
 from api.schemas.workers import WorkerRead
 from api.services import workers
 from core.db.worker_registry import is_online
 
-router = APIRouter(prefix="/v1/workers", tags=["workers"])
+router = APIRouter(prefix="/v1/workers", tags=["workers"],
+                   dependencies=[Depends(get_current_project)])
 
 
 @router.get("", response_model=list[WorkerRead])

@@ -1,4 +1,5 @@
-"""Uploaded datasets (.npz validation inputs): check, store once per content hash, list, fetch."""
+"""Uploaded datasets (.npz validation inputs): check, store once per project and content hash,
+list, fetch, each within the caller's project (another project's dataset is "not found")."""
 
 import uuid
 from pathlib import Path
@@ -18,9 +19,10 @@ __all__ = ["get_dataset", "list_datasets", "register_upload"]
 
 
 def register_upload(
-    *, session: Session, store: ArtifactStore, received: ReceivedFile
+    *, session: Session, store: ArtifactStore, received: ReceivedFile, project_id: uuid.UUID
 ) -> tuple[Dataset, bool]:
-    """Turn a received .npz into a Dataset row; (dataset, created). Same bytes → existing one.
+    """Turn a received .npz into a Dataset row of the project; (dataset, created). Same bytes in
+    the same project → its existing one.
 
     The file is checked on its own (no model is known yet); jobs naming the dataset check it
     against their model's inputs. The temporary file is always consumed: moved in or deleted.
@@ -45,22 +47,28 @@ def register_upload(
             has_labels=contents.has_labels,
         )
 
-    return store_upload(session=session, store=store, received=received, kind=Dataset,
+    return store_upload(session=session, store=store, received=received, project_id=project_id,
+                        kind=Dataset,
                         key=f"datasets/{received.sha256}.npz", describe=describe)
 
 
-def get_dataset(*, session: Session, dataset_id: uuid.UUID) -> Dataset:
-    dataset = session.get(Dataset, dataset_id)
+def get_dataset(*, session: Session, project_id: uuid.UUID, dataset_id: uuid.UUID) -> Dataset:
+    """The project's dataset; DatasetNotFound for an unknown id and another project's alike."""
+    dataset = session.scalars(select(Dataset).where(
+        Dataset.id == dataset_id, Dataset.project_id == project_id)).one_or_none()
     if dataset is None:
         raise DatasetNotFound(
             f"dataset {dataset_id} does not exist; GET /v1/datasets lists the uploaded ones")
     return dataset
 
 
-def list_datasets(*, session: Session, limit: int, offset: int) -> tuple[list[Dataset], int]:
-    total = session.scalar(select(func.count()).select_from(Dataset)) or 0
+def list_datasets(*, session: Session, project_id: uuid.UUID, limit: int,
+                  offset: int) -> tuple[list[Dataset], int]:
+    mine = Dataset.project_id == project_id
+    total = session.scalar(select(func.count()).select_from(Dataset).where(mine)) or 0
     rows = session.scalars(
         select(Dataset)
+        .where(mine)
         .order_by(Dataset.created_at.desc(), Dataset.id.desc())
         .limit(limit)
         .offset(offset)

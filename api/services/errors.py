@@ -19,6 +19,7 @@ __all__ = [
     "ModelNotFound",
     "RequestBodyTimeout",
     "ServiceError",
+    "Unauthorized",
     "UploadTooLarge",
 ]
 
@@ -31,6 +32,14 @@ class ServiceError(Exception):
         super().__init__(message)
         if status_code is not None:
             self.status_code = status_code
+
+
+class Unauthorized(ServiceError):
+    """No API key, or one that is unknown, revoked or expired: one message for all, so a
+    client learns nothing about keys it does not hold."""
+
+    status_code = 401
+    headers: ClassVar[Mapping[str, str]] = {"WWW-Authenticate": "Bearer"}
 
 
 class ModelNotFound(ServiceError):

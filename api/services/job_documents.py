@@ -5,7 +5,8 @@ loading: one query for the job row and one per child table, columns straight int
 schema, and the JSON bytes returned as they are (FastAPI would otherwise validate the model a
 second time). A job that has ended never changes again, so its bytes are kept in a small
 per-process cache; a queued or running job, and a page of the list, are kept for the short
-`read_cache_s` so polling clients share reads.
+`read_cache_s` so polling clients share reads. Documents are read and cached per project:
+another project's job is None, as an unknown one is.
 """
 
 from __future__ import annotations
@@ -32,14 +33,15 @@ from core.db.models import (
     WebhookDelivery,
 )
 
-__all__ = ["JobDocumentCache", "job_document", "job_list_document", "list_key"]
+__all__ = ["JobDocumentCache", "job_document", "job_key", "job_list_document", "list_key"]
 
 _FINAL = frozenset({JobStatus.SUCCEEDED.value, JobStatus.FAILED.value, JobStatus.CANCELLED.value})
 _SUMMARY_COLUMNS = (Job.id, Job.model_id, Job.status, Job.stage, Job.progress, Job.error_code,
                     Job.error_message, Job.status_detail, Job.created_at, Job.started_at,
                     Job.finished_at)
 _JOB = select(*_SUMMARY_COLUMNS, Job.config, Job.worker, Job.attempts, Job.fusion_report,
-              Job.accuracy_report, Job.engine_report).where(Job.id == bindparam("job_id"))
+              Job.accuracy_report, Job.engine_report).where(
+                  Job.id == bindparam("job_id"), Job.project_id == bindparam("project_id"))
 _ARTIFACTS = (select(Artifact.name, Artifact.kind, Artifact.size_bytes, Artifact.sha256)
               .where(Artifact.job_id == bindparam("job_id")).order_by(Artifact.name))
 _VALIDATION = (select(ValidationResult.output_name.label("name"), ValidationResult.samples,
@@ -73,14 +75,14 @@ class JobDocumentCache:
     def __init__(self, fresh_s: float, size: int = 4096) -> None:
         self._fresh_s = fresh_s
         self._size = size
-        self._final: OrderedDict[uuid.UUID, bytes] = OrderedDict()
+        self._final: OrderedDict[Hashable, bytes] = OrderedDict()
         self._changing: dict[Hashable, tuple[float, bytes]] = {}
         self._lock = threading.Lock()
         self._loading: dict[Hashable, asyncio.Lock] = {}  # used on the event loop only
 
     def get(self, key: Hashable) -> bytes | None:
         with self._lock:
-            if isinstance(key, uuid.UUID) and (final := self._final.get(key)) is not None:
+            if (final := self._final.get(key)) is not None:
                 self._final.move_to_end(key)
                 return final
             entry = self._changing.get(key)
@@ -90,7 +92,7 @@ class JobDocumentCache:
 
     def put(self, key: Hashable, document: bytes, *, final: bool) -> None:
         with self._lock:
-            if final and isinstance(key, uuid.UUID):
+            if final:
                 self._final[key] = document
                 self._final.move_to_end(key)
                 while len(self._final) > self._size:
@@ -131,11 +133,19 @@ class JobDocumentCache:
             return entry[1] if entry is not None else None
 
 
-def job_document(session: Session, job_id: uuid.UUID, cache: JobDocumentCache) -> bytes | None:
-    """The job as `JobRead` JSON, read now (and kept in `cache`); None if there is no such job."""
+def job_key(*, project_id: uuid.UUID, job_id: uuid.UUID) -> Hashable:
+    """The cache key of a job's document: per project, so no key reads another's from cache."""
+    return ("job", project_id, job_id)
+
+
+def job_document(session: Session, project_id: uuid.UUID, job_id: uuid.UUID,
+                 cache: JobDocumentCache) -> bytes | None:
+    """The project's job as `JobRead` JSON, read now (and kept in `cache` under `job_key`);
+    None if the project has no such job."""
     connection = session.connection()
+    row = connection.execute(_JOB, {"job_id": job_id, "project_id": project_id}
+                             ).mappings().one_or_none()
     params = {"job_id": job_id}
-    row = connection.execute(_JOB, params).mappings().one_or_none()
     if row is None:
         return None
     outputs = [dict(r) for r in connection.execute(_VALIDATION, params).mappings()]
@@ -158,15 +168,17 @@ def job_document(session: Session, job_id: uuid.UUID, cache: JobDocumentCache) -
     }).model_dump_json().encode()
     # An ended job still changes while its webhook is being delivered.
     settled = not (row["config"] or {}).get("callback_url") or any(d["final"] for d in deliveries)
-    cache.put(job_id, document, final=row["status"] in _FINAL and settled)
+    cache.put(job_key(project_id=project_id, job_id=job_id), document,
+              final=row["status"] in _FINAL and settled)
     return document
 
 
-def job_list_document(session: Session, cache: JobDocumentCache, *, limit: int, offset: int,
-                      status: JobStatus | None = None, model_id: uuid.UUID | None = None) -> bytes:
-    """A page of job summaries, newest first, as `JobList` JSON, read now (and kept in
-    `cache` under `list_key(...)`)."""
-    conditions = []
+def job_list_document(session: Session, cache: JobDocumentCache, *, project_id: uuid.UUID,
+                      limit: int, offset: int, status: JobStatus | None = None,
+                      model_id: uuid.UUID | None = None) -> bytes:
+    """A page of the project's job summaries, newest first, as `JobList` JSON, read now (and
+    kept in `cache` under `list_key(...)`)."""
+    conditions = [Job.project_id == project_id]
     if status is not None:
         conditions.append(Job.status == status.value)
     if model_id is not None:
@@ -178,15 +190,15 @@ def job_list_document(session: Session, cache: JobDocumentCache, *, limit: int, 
         .order_by(Job.created_at.desc(), Job.id.desc()).limit(limit).offset(offset)).mappings()
     document = JobList(items=[JobSummary.model_validate(_summary_fields(r)) for r in rows],
                        total=total or 0, limit=limit, offset=offset).model_dump_json().encode()
-    cache.put(list_key(limit=limit, offset=offset, status=status, model_id=model_id), document,
-              final=False)
+    cache.put(list_key(project_id=project_id, limit=limit, offset=offset, status=status,
+                       model_id=model_id), document, final=False)
     return document
 
 
-def list_key(*, limit: int, offset: int, status: JobStatus | None,
+def list_key(*, project_id: uuid.UUID, limit: int, offset: int, status: JobStatus | None,
              model_id: uuid.UUID | None) -> Hashable:
-    """The cache key of a page of the job list."""
-    return ("list", limit, offset, status, model_id)
+    """The cache key of a page of the project's job list."""
+    return ("list", project_id, limit, offset, status, model_id)
 
 
 def _summary_fields(row: Any) -> dict[str, Any]:

@@ -53,6 +53,14 @@ _BATCH = 500  # events per poll; a longer backlog is sent over several reads wit
 
 
 @dataclass(frozen=True)
+class _JobOf:
+    """The streamed job, and the project it must belong to."""
+
+    project_id: uuid.UUID
+    job_id: uuid.UUID
+
+
+@dataclass(frozen=True)
 class StreamTiming:
     poll_s: float
     heartbeat_s: float
@@ -64,21 +72,22 @@ class StreamTiming:
                    max_s=http.events_max_s)
 
 
-async def open_job_event_stream(*, sessions: Sessions, job_id: uuid.UUID, after_id: int,
-                                timing: StreamTiming) -> AsyncIterator[bytes]:
-    """The stream of `job_id`'s events after `after_id`, its first read already done, so an
+async def open_job_event_stream(*, sessions: Sessions, project_id: uuid.UUID, job_id: uuid.UUID,
+                                after_id: int, timing: StreamTiming) -> AsyncIterator[bytes]:
+    """The stream of `job_id`'s events after `after_id` (a job of `project_id`'s), its first read already done, so an
     unknown job is an error before the response starts.
 
     Raises:
-        JobNotFound: there is no such job.
+        JobNotFound: there is no such job in the project.
     """
-    first = await _read(sessions, job_id, after_id)
+    job = _JobOf(project_id, job_id)
+    first = await _read(sessions, job, after_id)
     if first is None:
         raise JobNotFound(f"job {job_id} does not exist; GET /v1/jobs lists jobs")
-    return _stream(sessions, job_id, after_id, timing, first)
+    return _stream(sessions, job, after_id, timing, first)
 
 
-async def _stream(sessions: Sessions, job_id: uuid.UUID, after_id: int, timing: StreamTiming,
+async def _stream(sessions: Sessions, job: "_JobOf", after_id: int, timing: StreamTiming,
                   batch: EventBatch) -> AsyncIterator[bytes]:
     started = last_sent = time.monotonic()
     shown = None  # the job state last sent
@@ -112,29 +121,30 @@ async def _stream(sessions: Sessions, job_id: uuid.UUID, after_id: int, timing: 
             return
         if batch.complete:
             await anyio.sleep(min(timing.poll_s, timing.heartbeat_s))
-        batch = await _read_through_outage(sessions, job_id, after_id, batch)
+        batch = await _read_through_outage(sessions, job, after_id, batch)
 
 
-async def _read_through_outage(sessions: Sessions, job_id: uuid.UUID, after_id: int,
+async def _read_through_outage(sessions: Sessions, job: "_JobOf", after_id: int,
                                previous: EventBatch) -> EventBatch:
     """The next batch; while the database is unreachable, nothing new (the stream keeps its
     connection, with heartbeats, and goes on when the database is back)."""
     try:
-        batch = await _read(sessions, job_id, after_id)
+        batch = await _read(sessions, job, after_id)
     except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError,
             sqlalchemy.exc.TimeoutError) as err:
         logger.warning("job %s event stream: database unavailable (%s); polling on",
-                       job_id, type(err).__name__)
+                       job.job_id, type(err).__name__)
         return EventBatch(state=previous.state, events=[], complete=True)
     if batch is None:  # jobs are never deleted
-        raise InternalError(f"job {job_id} vanished while its events were streamed")
+        raise InternalError(f"job {job.job_id} vanished while its events were streamed")
     return batch
 
 
-async def _read(sessions: Sessions, job_id: uuid.UUID, after_id: int) -> EventBatch | None:
+async def _read(sessions: Sessions, job: "_JobOf", after_id: int) -> EventBatch | None:
     def read() -> EventBatch | None:
         with sessions() as session:
-            return read_batch(session, job_id, after_id=after_id, limit=_BATCH)
+            return read_batch(session, job.project_id, job.job_id, after_id=after_id,
+                              limit=_BATCH)
 
     return await anyio.to_thread.run_sync(read)
 

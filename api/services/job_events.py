@@ -85,9 +85,10 @@ class EventBatch:
     complete: bool
 
 
-def read_batch(session: Session, job_id: uuid.UUID, *, after_id: int, limit: int) -> EventBatch | None:
+def read_batch(session: Session, project_id: uuid.UUID, job_id: uuid.UUID, *, after_id: int,
+               limit: int) -> EventBatch | None:
     """The job's state and up to `limit` of its events with ids above `after_id`, in id order;
-    None if there is no such job.
+    None if `project_id` has no such job.
 
     The state is read first: an event commits with the state change it records, so when the
     state says the job has ended, its last event is among those read after it.
@@ -95,7 +96,7 @@ def read_batch(session: Session, job_id: uuid.UUID, *, after_id: int, limit: int
     connection = session.connection()
     state = connection.execute(
         select(Job.status, Job.stage, Job.progress, Job.status_detail, Job.error_code,
-               Job.error_message).where(*_visible_job(job_id))).one_or_none()
+               Job.error_message).where(*_visible_job(project_id, job_id))).one_or_none()
     if state is None:
         return None
     rows = connection.execute(
@@ -106,10 +107,10 @@ def read_batch(session: Session, job_id: uuid.UUID, *, after_id: int, limit: int
                       complete=len(rows) < limit)
 
 
-def _visible_job(job_id: uuid.UUID) -> list[ColumnElement[bool]]:
-    """The conditions that find the job a stream may show: the one place a project's (or an
-    API key's) filter joins the id."""
-    return [Job.id == job_id]
+def _visible_job(project_id: uuid.UUID, job_id: uuid.UUID) -> list[ColumnElement[bool]]:
+    """The conditions that find the job a stream may show: the job, if it is the project's
+    (another project's job is as unknown as a missing one)."""
+    return [Job.id == job_id, Job.project_id == project_id]
 
 
 def resume_point(*, last_event_id: str | None, after: str | None) -> int:

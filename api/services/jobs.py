@@ -1,5 +1,5 @@
 """Jobs: create (commit, then dispatch), cancel (commit, then send its webhook), and find their
-artifacts.
+artifacts, each within the caller's project (another project's job is "not found").
 
 The API's job documents (what GET and these routes answer) are read in `job_documents`."""
 
@@ -38,15 +38,16 @@ __all__ = ["cancel_job", "create_job", "get_artifact"]
 
 logger = logging.getLogger(__name__)
 
-def create_job(*, session: Session, spec: JobCreate, dispatcher: JobDispatcher,
-               webhooks: WebhookSettings) -> Job:
-    """Insert a queued job, commit, and only then send its id to the broker.
+def create_job(*, session: Session, project_id: uuid.UUID, spec: JobCreate,
+               dispatcher: JobDispatcher, webhooks: WebhookSettings) -> Job:
+    """Insert a queued job of the project, commit, and only then send its id to the broker.
 
     A TensorRT job no online worker can take is still queued (a GPU worker may start later), with
     a `status_detail` that names the GPU it waits for and the GPU workers that are online.
 
     Raises:
-        ModelNotFound, DatasetNotFound: the model or dataset named does not exist.
+        ModelNotFound, DatasetNotFound: the model or dataset named does not exist in the
+            project.
         InvalidJobConfig: input_shapes, profiles, input_ranges or the dataset do not fit the
             model's inputs (see api/services/job_inputs.py); callback_url's host does not
             resolve or is not a public address (core/webhooks/addresses.py). The rules
@@ -54,9 +55,10 @@ def create_job(*, session: Session, spec: JobCreate, dispatcher: JobDispatcher,
             JobConfig's own.
         BrokerUnavailable: the job was stored but could not be sent; it is marked failed.
     """
-    model = get_model(session=session, model_id=spec.model_id)
+    model = get_model(session=session, project_id=project_id, model_id=spec.model_id)
     dataset = (
-        get_dataset(session=session, dataset_id=spec.dataset_id) if spec.dataset_id else None
+        get_dataset(session=session, project_id=project_id, dataset_id=spec.dataset_id)
+        if spec.dataset_id else None
     )
     inputs = [TensorSpec.from_dict(spec) for spec in model.inputs]
     requested_profiles = {name: p.model_dump() for name, p in (spec.profiles or {}).items()}
@@ -71,8 +73,8 @@ def create_job(*, session: Session, spec: JobCreate, dispatcher: JobDispatcher,
         "profiles": profiles_to_dict(profiles) or None,
     })
     detail = _waiting_detail(session, config)
-    job = Job(model_id=model.id, dataset_id=spec.dataset_id, config=config.model_dump(mode="json"),
-              status_detail=detail)
+    job = Job(project_id=project_id, model_id=model.id, dataset_id=spec.dataset_id,
+              config=config.model_dump(mode="json"), status_detail=detail)
     session.add(job)
     session.flush()
     job_state.record_event(session, job.id, "queued" if detail is None else f"queued; {detail}")
@@ -135,35 +137,42 @@ def _waiting_detail(session: Session, config: JobConfig) -> str | None:
     )
 
 
-def _job_with_artifacts(session: Session, job_id: uuid.UUID) -> Job:
+def _job_with_artifacts(session: Session, project_id: uuid.UUID, job_id: uuid.UUID) -> Job:
     job = session.scalars(
-        select(Job).where(Job.id == job_id).options(selectinload(Job.artifacts))
+        select(Job).where(Job.id == job_id, Job.project_id == project_id)
+        .options(selectinload(Job.artifacts))
     ).one_or_none()
     if job is None:
         raise JobNotFound(f"job {job_id} does not exist; GET /v1/jobs lists jobs")
     return job
 
 
-def cancel_job(*, session: Session, job_id: uuid.UUID, dispatcher: JobDispatcher) -> None:
-    """Cancel a queued or running job (the supervisor of a running one stops it within about a
-    second), then send its webhook (the worker announces only the ends it records)."""
+def cancel_job(*, session: Session, project_id: uuid.UUID, job_id: uuid.UUID,
+               dispatcher: JobDispatcher) -> None:
+    """Cancel a queued or running job of the project (the supervisor of a running one stops it
+    within about a second), then send its webhook (the worker announces only the ends it
+    records)."""
+    job = session.scalars(
+        select(Job).where(Job.id == job_id, Job.project_id == project_id)).one_or_none()
+    if job is None:
+        raise JobNotFound(f"job {job_id} does not exist; GET /v1/jobs lists jobs")
     cancelled = job_state.cancel(session, job_id)
     if cancelled is None:
-        job = session.get(Job, job_id)
-        if job is None:
-            raise JobNotFound(f"job {job_id} does not exist; GET /v1/jobs lists jobs")
+        session.refresh(job)  # it ended between the two statements
         raise JobNotCancellable(f"job {job_id} is already {job.status}; only queued or running "
                                 "jobs can be cancelled")
     session.commit()
     announce_end(session, dispatcher, job_id)
 
 
-def get_artifact(*, session: Session, job_id: uuid.UUID, name: str) -> Artifact:
+def get_artifact(*, session: Session, project_id: uuid.UUID, job_id: uuid.UUID,
+                 name: str) -> Artifact:
     artifact = session.scalars(
-        select(Artifact).where(Artifact.job_id == job_id, Artifact.name == name)
+        select(Artifact).join(Job, Artifact.job_id == Job.id)
+        .where(Artifact.job_id == job_id, Artifact.name == name, Job.project_id == project_id)
     ).one_or_none()
     if artifact is not None:
         return artifact
-    job = _job_with_artifacts(session, job_id)  # 404 for an unknown job first
+    job = _job_with_artifacts(session, project_id, job_id)  # 404 for an unknown job first
     names = ", ".join(a.name for a in job.artifacts) or f"none yet (the job is {job.status})"
     raise ArtifactNotFound(f"job {job_id} has no artifact {name!r}; it has: {names}")

@@ -1,4 +1,5 @@
-"""Uploaded models: check, store once per content hash, list and fetch."""
+"""Uploaded models: check, store once per project and content hash, list and fetch, each within
+the caller's project (another project's model is "not found")."""
 
 import uuid
 from pathlib import Path
@@ -20,9 +21,10 @@ __all__ = ["get_model", "list_models", "register_upload"]
 
 def register_upload(
     *, session: Session, store: ArtifactStore, received: ReceivedFile, limits: ModelLimits,
-    checker: ModelChecker,
+    checker: ModelChecker, project_id: uuid.UUID,
 ) -> tuple[Model, bool]:
-    """Turn a received file into a Model row; (model, created). Same bytes again → existing model.
+    """Turn a received file into a Model row of the project; (model, created). Same bytes again
+    in the same project → its existing model.
 
     The model is checked against `limits` (FUSEFORGE_MODEL_LIMITS__*) besides the ONNX rules.
     The temporary file is always consumed: moved into the store or deleted.
@@ -57,7 +59,8 @@ def register_upload(
             outputs=[spec.to_dict() for spec in summary.outputs],
         )
 
-    return store_upload(session=session, store=store, received=received, kind=Model,
+    return store_upload(session=session, store=store, received=received, project_id=project_id,
+                        kind=Model,
                         key=f"models/{received.sha256}.onnx", describe=describe)
 
 
@@ -68,16 +71,21 @@ def _cut(text: str, length: int | None) -> str:
     return text[: length - 1] + "…"
 
 
-def get_model(*, session: Session, model_id: uuid.UUID) -> Model:
-    model = session.get(Model, model_id)
+def get_model(*, session: Session, project_id: uuid.UUID, model_id: uuid.UUID) -> Model:
+    """The project's model; ModelNotFound for an unknown id and for another project's alike."""
+    model = session.scalars(
+        select(Model).where(Model.id == model_id, Model.project_id == project_id)).one_or_none()
     if model is None:
         raise ModelNotFound(f"model {model_id} does not exist; GET /v1/models lists the uploaded ones")
     return model
 
 
-def list_models(*, session: Session, limit: int, offset: int) -> tuple[list[Model], int]:
-    total = session.scalar(select(func.count()).select_from(Model)) or 0
+def list_models(*, session: Session, project_id: uuid.UUID, limit: int,
+                offset: int) -> tuple[list[Model], int]:
+    mine = Model.project_id == project_id
+    total = session.scalar(select(func.count()).select_from(Model).where(mine)) or 0
     rows = session.scalars(
-        select(Model).order_by(Model.created_at.desc(), Model.id.desc()).limit(limit).offset(offset)
+        select(Model).where(mine).order_by(Model.created_at.desc(), Model.id.desc())
+        .limit(limit).offset(offset)
     ).all()
     return list(rows), total

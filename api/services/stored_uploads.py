@@ -1,5 +1,6 @@
-"""Keep a received upload once per content hash, together with the row that describes it."""
+"""Keep a received upload once per project and content hash, with the row that describes it."""
 
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -31,25 +32,30 @@ def store_upload(
     session: Session,
     store: ArtifactStore,
     received: ReceivedFile,
+    project_id: uuid.UUID,
     kind: type[Row],
     key: str,
     describe: Callable[[Path], Row],
 ) -> tuple[Row, bool]:
-    """The `kind` row for these bytes and whether it is new: (row, created).
+    """The project's `kind` row for these bytes and whether it is new: (row, created).
 
-    Bytes seen before return the existing row unchecked. Otherwise `describe(path)` checks the
+    Bytes the project uploaded before return its existing row unchecked (another project's
+    copy is never returned: its rows are invisible here). The stored file is shared by content
+    address. Otherwise `describe(path)` checks the
     file and builds the row (raising a ServiceError when the file is unusable), the file moves
     into `store` under `key`, and the row commits with that URI. The temporary file is always
     consumed, and a failed commit leaves no stored file behind.
     """
     try:
-        existing = session.scalars(select(kind).where(kind.sha256 == received.sha256)).first()
+        existing = session.scalars(select(kind).where(
+            kind.project_id == project_id, kind.sha256 == received.sha256)).first()
         if existing is not None:
             return existing, False
         # No transaction spans the check (seconds, for a large model): on SQLite it would hold
         # the write lock every other upload, job and heartbeat waits for.
         session.rollback()
         row = describe(received.path)
+        row.project_id = project_id
         row.storage_uri = store.move_in(received.path, key)
     finally:
         received.path.unlink(missing_ok=True)
@@ -61,7 +67,8 @@ def store_upload(
         # The same bytes were uploaded concurrently and won the race; the stored file is
         # identical (same content address), so keep it and return the winner's row.
         session.rollback()
-        return session.scalars(select(kind).where(kind.sha256 == received.sha256)).one(), False
+        return session.scalars(select(kind).where(
+            kind.project_id == project_id, kind.sha256 == received.sha256)).one(), False
     except BaseException:
         session.rollback()
         uri = row.storage_uri

@@ -113,7 +113,8 @@ def _running_job(database_url: str, model_of: uuid.UUID) -> uuid.UUID:
     engine = make_engine(database_url)
     with Session(engine, expire_on_commit=False) as session, session.begin():
         template = session.get_one(Job, model_of)
-        job = Job(model_id=template.model_id, config=template.config,
+        job = Job(project_id=template.project_id, model_id=template.model_id,
+                  config=template.config,
                   status=JobStatus.RUNNING.value, heartbeat_at=utc_now(), started_at=utc_now())
         session.add(job)
     engine.dispose()

@@ -9,6 +9,7 @@ from datetime import timedelta
 from sqlalchemy.orm import Session
 
 from core.db.models import (
+    DEFAULT_PROJECT_ID,
     Artifact,
     BenchmarkRecord,
     Job,
@@ -32,7 +33,8 @@ def seed_jobs(database_url: str, count: int = 60) -> list[uuid.UUID]:
     now = utc_now()
     ids = []
     with Session(engine, expire_on_commit=False) as session, session.begin():
-        model = Model(name="resnet.onnx", sha256=uuid.uuid4().hex * 2, size_bytes=102_000_000,
+        model = Model(project_id=DEFAULT_PROJECT_ID, name="resnet.onnx",
+                      sha256=uuid.uuid4().hex * 2, size_bytes=102_000_000,
                       storage_uri="store://models/x", ir_version=8, opset=17,
                       producer="pytorch", inputs=[{"name": "input", "dtype": "float32",
                                                    "shape": [1, 3, 224, 224]}],
@@ -40,7 +42,7 @@ def seed_jobs(database_url: str, count: int = 60) -> list[uuid.UUID]:
         session.add(model)
         for index in range(count):
             config = JobConfig(input_shapes={"input": [1, 3, 224, 224]})
-            job = Job(model=model, config=config.model_dump(mode="json"),
+            job = Job(project_id=DEFAULT_PROJECT_ID, model=model, config=config.model_dump(mode="json"),
                       status=JobStatus.SUCCEEDED.value, stage="done", progress=1.0,
                       worker="bench:1", attempts=1, created_at=now - timedelta(minutes=index),
                       started_at=now, finished_at=now, heartbeat_at=now,

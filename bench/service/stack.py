@@ -32,9 +32,11 @@ def fuseforge_env(data_dir: Path, port: int | None = None,
                   **settings: str | None) -> dict[str, str]:
     """This environment without any FUSEFORGE_* variable, then the data folder, the port and
     `settings` (e.g. FUSEFORGE_DATABASE_URL=...); a setting given None is left out, so an
-    optional flag can be passed as it is."""
+    optional flag can be passed as it is. API keys are off (the bench runs on 127.0.0.1) unless
+    `settings` turns them on (FUSEFORGE_AUTH__ENABLED="true")."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FUSEFORGE_")}
     env["FUSEFORGE_DATA_DIR"] = str(data_dir)
+    env["FUSEFORGE_AUTH__ENABLED"] = "false"
     if port is not None:
         env["FUSEFORGE_PORT"] = str(port)
     env.update({name: value for name, value in settings.items() if value is not None})

@@ -1,4 +1,5 @@
-"""ORM models: uploaded models and datasets, jobs and everything a job produces, and workers."""
+"""ORM models: projects and their API keys, uploaded models and datasets, jobs and everything a
+job produces, and workers."""
 
 import uuid
 from datetime import datetime
@@ -25,6 +26,8 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from core.db.types import UtcDateTime, utc_now
 
 __all__ = [
+    "DEFAULT_PROJECT_ID",
+    "ApiKey",
     "Artifact",
     "Base",
     "BenchmarkRecord",
@@ -33,6 +36,7 @@ __all__ = [
     "JobEvent",
     "JobStatus",
     "Model",
+    "Project",
     "ValidationResult",
     "WebhookDelivery",
     "Worker",
@@ -64,14 +68,53 @@ class JobStatus(StrEnum):
         return self in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
 
 
+# The project rows from before projects belong to (the migration creates it), and the one
+# requests act as when auth is off (FUSEFORGE_AUTH__ENABLED=false, dev and test only).
+DEFAULT_PROJECT_ID = uuid.UUID("00000000-0000-0000-0000-000000000001")
+
+
+class Project(Base):
+    """What API keys, models, datasets and jobs belong to; a key sees its project's rows only."""
+
+    __tablename__ = "projects"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    name: Mapped[str] = mapped_column(String(255), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
+
+
+class ApiKey(Base):
+    """An API key of a project, kept as an HMAC of the key (core/api_keys.py), never the key.
+
+    `prefix` (the key's first characters) finds the candidates for a presented key and names
+    the key in listings; it says too little to use. A key works while it is neither revoked
+    nor past `expires_at`.
+    """
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    project_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(255))
+    prefix: Mapped[str] = mapped_column(String(16), index=True)
+    key_hash: Mapped[str] = mapped_column(String(64))  # hex HMAC-SHA256
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
+    expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+
+    project: Mapped[Project] = relationship()
+
+
 class Model(Base):
-    """An uploaded ONNX model, stored once per content hash."""
+    """An uploaded ONNX model, stored once per project and content hash."""
 
     __tablename__ = "models"
 
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    project_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("projects.id", ondelete="RESTRICT"), index=True)
     name: Mapped[str] = mapped_column(String(255))
-    sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    sha256: Mapped[str] = mapped_column(String(64))
     size_bytes: Mapped[int] = mapped_column(BigInteger)
     storage_uri: Mapped[str] = mapped_column(Text)
     ir_version: Mapped[int] = mapped_column(Integer)
@@ -81,11 +124,15 @@ class Model(Base):
     outputs: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
 
-    __table_args__ = (Index("ix_models_created_at", "created_at"),)
+    __table_args__ = (
+        Index("ix_models_created_at", "created_at"),
+        UniqueConstraint("project_id", "sha256", name="uq_models_project_id_sha256"),
+    )
 
 
 class Dataset(Base):
-    """An uploaded .npz of model inputs (optional `labels`), stored once per content hash.
+    """An uploaded .npz of model inputs (optional `labels`), stored once per project and content
+    hash.
 
     `arrays` describes one sample of each input array: [{"name", "dtype", "shape"}], the shape
     without the leading sample axis; `samples` is the length of that axis (the same for all).
@@ -94,8 +141,10 @@ class Dataset(Base):
     __tablename__ = "datasets"
 
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    project_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("projects.id", ondelete="RESTRICT"), index=True)
     name: Mapped[str] = mapped_column(String(255))
-    sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    sha256: Mapped[str] = mapped_column(String(64))
     size_bytes: Mapped[int] = mapped_column(BigInteger)
     storage_uri: Mapped[str] = mapped_column(Text)
     samples: Mapped[int] = mapped_column(Integer)
@@ -103,7 +152,10 @@ class Dataset(Base):
     has_labels: Mapped[bool] = mapped_column(Boolean)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
 
-    __table_args__ = (Index("ix_datasets_created_at", "created_at"),)
+    __table_args__ = (
+        Index("ix_datasets_created_at", "created_at"),
+        UniqueConstraint("project_id", "sha256", name="uq_datasets_project_id_sha256"),
+    )
 
 
 class Job(Base):
@@ -112,6 +164,9 @@ class Job(Base):
     __tablename__ = "jobs"
 
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    # The model's project (a job sees only its own project's model and dataset).
+    project_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("projects.id", ondelete="RESTRICT"), index=True)
     model_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("models.id", ondelete="RESTRICT"))
     # The validation inputs, when the job names a dataset (also in config["dataset_id"]).
     dataset_id: Mapped[uuid.UUID | None] = mapped_column(

@@ -18,6 +18,7 @@ from api.main import create_app
 from core.db.session import make_engine
 from core.settings import Settings
 from optimizer.testing.models import model_bytes, small_cnn
+from tests.support.api_keys import TEST_AUTH, bearer
 from tests.support.databases import fresh_database
 from tests.support.processes import free_port
 
@@ -56,7 +57,8 @@ def outage_client(dead_database: Engine, settings: Settings) -> Iterator[TestCli
     app.dependency_overrides[get_session] = dead_session
     app.dependency_overrides[get_read_sessions] = lambda: lambda: Session(dead_database)
     app.dependency_overrides[get_api_settings] = lambda: settings
-    with TestClient(app, raise_server_exceptions=False) as client:
+    # The key is checked against the database too, so it meets the outage first.
+    with TestClient(app, raise_server_exceptions=False, headers=bearer("ff_" + "k" * 43)) as client:
         yield client
 
 
@@ -93,7 +95,10 @@ def test_a_database_error_that_is_no_outage_is_a_json_500(tmp_path: Path) -> Non
         app = create_app()
         app.dependency_overrides[get_session] = unmigrated_session
         app.dependency_overrides[get_read_sessions] = lambda: lambda: Session(engine)
-        with TestClient(app, raise_server_exceptions=False) as client:
+        app.dependency_overrides[get_api_settings] = lambda: Settings(
+            env="test", data_dir=tmp_path / "data", auth=TEST_AUTH)
+        with TestClient(app, raise_server_exceptions=False,
+                        headers=bearer("ff_" + "k" * 43)) as client:
             response = client.get("/v1/models")
 
     assert response.status_code == 500, response.text

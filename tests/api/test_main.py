@@ -1,13 +1,14 @@
 """api/main.py: every error, foreseen or not, leaves as the API's JSON shape."""
 
 import logging
+import uuid
 from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
-from api.deps import get_session
+from api.deps import get_current_project, get_session
 from api.main import create_app
 
 
@@ -21,6 +22,7 @@ def broken_client() -> Iterator[TestClient]:
     """A client whose database dependency raises an exception nothing handles."""
     app = create_app()
     app.dependency_overrides[get_session] = _broken_session
+    app.dependency_overrides[get_current_project] = lambda: uuid.uuid4()
     # The server would log and answer; raise_server_exceptions=False lets the test see that answer.
     with TestClient(app, raise_server_exceptions=False) as client:
         yield client

@@ -238,7 +238,8 @@ def test_a_message_that_meets_a_postgres_outage_is_sent_again_by_the_janitor(
     with Session(engine, expire_on_commit=False) as session, session.begin():  # queued, unsent
         model = session.get_one(Model, uuid.UUID(model_id))
         config = JobConfig(input_shapes={"input": [1, 3, 32, 32]}, **FAST)  # type: ignore[arg-type]
-        job = Job(model_id=model.id, config=config.model_dump(mode="json"))
+        job = Job(project_id=model.project_id, model_id=model.id,
+                  config=config.model_dump(mode="json"))
         session.add(job)
     engine.dispose()
     postgres.stop()

@@ -27,6 +27,8 @@ def test_make_run_serves_the_whole_flow_without_external_services(tmp_path: Path
     try:
         wait_healthy(base_url, service, timeout=300)
         assert f"http://127.0.0.1:{port}" in service.output()
+        # fuseforge_env turns API keys off, which `make run` must say on every start.
+        assert "WARNING: API keys are OFF (FUSEFORGE_AUTH__ENABLED=false)" in service.output()
         assert_optimize_flow_succeeds(base_url)
         assert (data_dir / "fuseforge.sqlite").is_file()
         assert (data_dir / "broker.sqlite").is_file()

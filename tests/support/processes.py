@@ -24,8 +24,11 @@ def free_port() -> int:
 
 
 def fuseforge_env(**overrides: str) -> dict[str, str]:
-    """This environment without any FUSEFORGE_* variable, plus `overrides`."""
+    """This environment without any FUSEFORGE_* variable, with API keys off (these processes
+    serve tests of other things, on 127.0.0.1; tests/e2e/test_api_keys.py runs them with keys
+    on), plus `overrides`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FUSEFORGE_")}
+    env["FUSEFORGE_AUTH__ENABLED"] = "false"
     env.update(overrides)
     return env
 

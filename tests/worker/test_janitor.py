@@ -20,7 +20,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from core.db import job_state
-from core.db.models import Artifact, Job, JobEvent, JobStatus, Model
+from core.db.models import DEFAULT_PROJECT_ID, Artifact, Job, JobEvent, JobStatus, Model
 from core.db.types import utc_now
 from core.dispatch import JobDispatcher
 from core.job_config import JobConfig
@@ -56,9 +56,11 @@ def _janitor(settings: Settings, sessions: sessionmaker[Session]) -> Janitor:
 def _job(sessions: sessionmaker[Session], status: JobStatus = JobStatus.QUEUED,
          config: JobConfig | None = None, **columns: object) -> uuid.UUID:
     with sessions() as session, session.begin():
-        model = Model(name="m", sha256=uuid.uuid4().hex * 2, size_bytes=1, storage_uri="store://m",
+        model = Model(project_id=DEFAULT_PROJECT_ID, name="m", sha256=uuid.uuid4().hex * 2,
+                      size_bytes=1, storage_uri="store://m",
                       ir_version=8, opset=17, producer="test", inputs=[], outputs=[])
-        job = Job(model=model, config=(config or JobConfig()).model_dump(mode="json"),
+        job = Job(project_id=DEFAULT_PROJECT_ID, model=model,
+                  config=(config or JobConfig()).model_dump(mode="json"),
                   status=status.value, created_at=utc_now() - timedelta(minutes=5), **columns)
         session.add(job)
     return job.id

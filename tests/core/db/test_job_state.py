@@ -5,18 +5,18 @@ from datetime import timedelta
 from sqlalchemy.orm import Session
 
 from core.db import job_state
-from core.db.models import Job, JobStatus, Model
+from core.db.models import DEFAULT_PROJECT_ID, Job, JobStatus, Model
 from core.db.types import utc_now
 
 
 def _queued_job(session: Session) -> Job:
     model = Model(
-        name="m.onnx", sha256="0" * 64, size_bytes=1, storage_uri="store://models/x.onnx",
+        project_id=DEFAULT_PROJECT_ID, name="m.onnx", sha256="0" * 64, size_bytes=1, storage_uri="store://models/x.onnx",
         ir_version=10, opset=17, producer="test", inputs=[], outputs=[],
     )
     session.add(model)
     session.flush()
-    job = Job(model_id=model.id, config={"backend": "onnxruntime"})
+    job = Job(project_id=DEFAULT_PROJECT_ID, model_id=model.id, config={"backend": "onnxruntime"})
     session.add(job)
     session.flush()
     return job
@@ -61,7 +61,7 @@ def test_finished_job_is_not_cancellable_or_failable(db_session: Session) -> Non
 def test_sweep_fails_only_runs_without_recent_heartbeat(db_session: Session) -> None:
     silent, alive = _queued_job(db_session), None
     job_state.claim(db_session, silent.id, "w")
-    other_model_job = Job(model_id=silent.model_id, config={})
+    other_model_job = Job(project_id=DEFAULT_PROJECT_ID, model_id=silent.model_id, config={})
     db_session.add(other_model_job)
     db_session.flush()
     alive = job_state.claim(db_session, other_model_job.id, "w")

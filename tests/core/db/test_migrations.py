@@ -1,20 +1,22 @@
 """The migrations build exactly the ORM's schema, and go down and up again cleanly."""
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import Engine, inspect
+from sqlalchemy import JSON, Engine, Uuid, bindparam, column, insert, inspect, select, table
 from sqlalchemy.orm import Session
 
-from core.db.models import Base, Job, Model
+from core.db.models import DEFAULT_PROJECT_ID, Base, Job, Model, Project
+from core.db.types import UtcDateTime, utc_now
 from tests.support.databases import fresh_database, run_alembic
 
 TABLES = {
     "models", "jobs", "artifacts", "validation_results", "benchmark_records", "job_events", "datasets",
-    "workers", "webhook_deliveries",
+    "workers", "webhook_deliveries", "projects", "api_keys",
 }
 
 
@@ -47,20 +49,61 @@ def test_tensorrt_jobs_stored_with_an_ort_level_lose_it_and_get_it_back_on_downg
     empty_engine: Engine,
 ) -> None:
     run_alembic(empty_engine, "upgrade", "0011")
-    model = Model(name="m", sha256="0" * 64, size_bytes=1, storage_uri="store://m", ir_version=8,
-                  opset=17, producer="test", inputs=[], outputs=[])
-    tensorrt = Job(model=model, config={"backend": "tensorrt", "ort_optimization_level": "all"})
-    onnxruntime = Job(model=model, config={"backend": "onnxruntime", "ort_optimization_level": "basic"})
-    with Session(empty_engine, expire_on_commit=False) as session, session.begin():
-        session.add_all([tensorrt, onnxruntime])
-    ids = (tensorrt.id, onnxruntime.id)
+    # Rows as revision 0011 knew them (the ORM follows the head).
+    model_id = _insert_model(empty_engine)
+    ids = (_insert_job(empty_engine, model_id, {"backend": "tensorrt",
+                                                "ort_optimization_level": "all"}),
+           _insert_job(empty_engine, model_id, {"backend": "onnxruntime",
+                                                "ort_optimization_level": "basic"}))
 
     def stored_levels() -> tuple[object, ...]:
-        with Session(empty_engine) as session:
-            return tuple(session.get_one(Job, job_id).config["ort_optimization_level"]
-                         for job_id in ids)
+        jobs = table("jobs", column("id", Uuid), column("config", JSON))
+        with empty_engine.connect() as connection:
+            return tuple(connection.execute(select(jobs.c.config).where(jobs.c.id == job_id))
+                         .scalar_one()["ort_optimization_level"] for job_id in ids)
 
     run_alembic(empty_engine, "upgrade", "head")
     assert stored_levels() == (None, "basic")
     run_alembic(empty_engine, "downgrade", "0011")
     assert stored_levels() == ("all", "basic")
+
+
+def test_rows_from_before_projects_belong_to_the_default_project(empty_engine: Engine) -> None:
+    run_alembic(empty_engine, "upgrade", "0012")
+    model_id = _insert_model(empty_engine)
+    job_id = _insert_job(empty_engine, model_id, {"backend": "onnxruntime"})
+
+    run_alembic(empty_engine, "upgrade", "head")
+
+    with Session(empty_engine) as session:
+        assert session.get_one(Model, model_id).project_id == DEFAULT_PROJECT_ID
+        assert session.get_one(Job, job_id).project_id == DEFAULT_PROJECT_ID
+        assert session.get_one(Project, DEFAULT_PROJECT_ID).name == "default"
+
+
+def _insert_model(engine: Engine) -> uuid.UUID:
+    model_id = uuid.uuid4()
+    models = table("models", *(column(name) for name in (
+        "id", "name", "sha256", "size_bytes", "storage_uri", "ir_version", "opset", "producer",
+        "inputs", "outputs", "created_at")))
+    with engine.begin() as connection:
+        connection.execute(insert(models).values(
+            id=bindparam("id", type_=Uuid()), name="m", sha256="0" * 64, size_bytes=1,
+            storage_uri="store://m", ir_version=8, opset=17, producer="test",
+            inputs=bindparam("inputs", type_=JSON()), outputs=bindparam("outputs", type_=JSON()),
+            created_at=bindparam("created_at", type_=UtcDateTime())),
+            {"id": model_id, "inputs": [], "outputs": [], "created_at": utc_now()})
+    return model_id
+
+
+def _insert_job(engine: Engine, model_id: uuid.UUID, config: dict[str, object]) -> uuid.UUID:
+    job_id = uuid.uuid4()
+    jobs = table("jobs", *(column(name) for name in (
+        "id", "model_id", "config", "status", "progress", "attempts", "created_at")))
+    with engine.begin() as connection:
+        connection.execute(insert(jobs).values(
+            id=bindparam("id", type_=Uuid()), model_id=bindparam("model_id", type_=Uuid()),
+            config=bindparam("config", type_=JSON()), status="queued", progress=0.0, attempts=0,
+            created_at=bindparam("created_at", type_=UtcDateTime())),
+            {"id": job_id, "model_id": model_id, "config": config, "created_at": utc_now()})
+    return job_id

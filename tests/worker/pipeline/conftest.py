@@ -31,6 +31,7 @@ from core.settings import Settings, StageLimit, StageLimits
 from core.storage import LocalArtifactStore
 from optimizer.capabilities import HostCapabilities
 from tests.conftest import TEST_REDIS_URL
+from tests.support.api_keys import TEST_AUTH, bearer, new_key
 from tests.support.databases import fresh_database
 from tests.support.fake_tensorrt import FAKE_TENSORRT
 from worker.celery_app import celery_app
@@ -109,9 +110,11 @@ def embedded(worker_database: Engine, tmp_path_factory: pytest.TempPathFactory
     data_dir = tmp_path_factory.mktemp("embedded") / "data"
     settings = Settings(env="test", data_dir=data_dir, broker_url=TEST_REDIS_URL,
                         database_url=worker_database.url.render_as_string(hide_password=False),
-                        tensorrt_toolkit=FAKE_TOOLKIT)
+                        tensorrt_toolkit=FAKE_TOOLKIT, auth=TEST_AUTH)
     redis.Redis.from_url(TEST_REDIS_URL).flushdb()
     sessions = sessionmaker(bind=worker_database, expire_on_commit=False)
+    with sessions() as key_session:
+        _, key = new_key(key_session, settings)
 
     def session() -> Iterator[Session]:
         with sessions() as s:
@@ -127,7 +130,7 @@ def embedded(worker_database: Engine, tmp_path_factory: pytest.TempPathFactory
         start_worker(celery_app, pool="solo", perform_ping_check=False,
                      queues=["cpu", "gpu", WEBHOOK_QUEUE],
                      shutdown_timeout=30),
-        TestClient(app) as client,
+        TestClient(app, headers=bearer(key)) as client,
     ):
         yield EmbeddedWorker(client=client, runtime=runtime)
     redis.Redis.from_url(TEST_REDIS_URL).flushdb()
