@@ -74,8 +74,8 @@ class StreamTiming:
 
 async def open_job_event_stream(*, sessions: Sessions, project_id: uuid.UUID, job_id: uuid.UUID,
                                 after_id: int, timing: StreamTiming) -> AsyncIterator[bytes]:
-    """The stream of `job_id`'s events after `after_id` (a job of `project_id`'s), its first read already done, so an
-    unknown job is an error before the response starts.
+    """The stream of `job_id`'s events after `after_id` (a job of `project_id`'s), its first
+    read already done, so an unknown job is an error before the response starts.
 
     Raises:
         JobNotFound: there is no such job in the project.

@@ -58,7 +58,15 @@ ID_ROUTES = [
     ("GET", "/v1/jobs/{job_id}", "job"),
     ("POST", "/v1/jobs/{job_id}/cancel", "job"),
     ("GET", "/v1/jobs/{job_id}/artifacts/{name}", "job"),
+    ("GET", "/v1/jobs/{job_id}/events", "job"),
 ]
+
+
+@pytest.fixture(autouse=True)
+def short_event_streams(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A queued job's own event stream would stay open for half an hour.
+    monkeypatch.setattr(settings.http, "events_max_s", 0.3)
+    monkeypatch.setattr(settings.http, "events_poll_s", 0.05)
 
 
 def test_every_id_route_is_covered(client: TestClient) -> None:

@@ -4,10 +4,11 @@ naming the variable; dev and test may run without keys."""
 import pytest
 from pydantic import ValidationError
 
-from core.settings import AuthSettings, Settings
+from core.settings import AuthSettings, Settings, WebhookSettings
 
-PROD = {"env": "prod", "database_url": "postgresql+psycopg://db/ff", "broker_url": "redis://r/0"}
 GOOD_SECRET = "k" * 48
+PROD = {"env": "prod", "database_url": "postgresql+psycopg://db/ff", "broker_url": "redis://r/0",
+        "webhooks": WebhookSettings(secret="w" * 48)}
 
 
 def test_prod_refuses_auth_off_naming_the_variable() -> None:

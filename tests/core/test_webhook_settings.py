@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from core.settings import Settings, WebhookSettings
+from core.settings import AuthSettings, Settings, WebhookSettings
 
 PROD = {"env": "prod", "database_url": "postgresql+psycopg://db/fuseforge",
         "broker_url": "redis://redis:6379/0"}
@@ -34,7 +34,8 @@ def test_prod_refuses_a_missing_placeholder_or_short_secret_naming_the_variable(
 
 
 def test_prod_accepts_a_long_random_secret() -> None:
-    assert Settings(**PROD, webhooks=WebhookSettings(secret="ab" * 32)).env == "prod"
+    assert Settings(**PROD, webhooks=WebhookSettings(secret="ab" * 32),
+                    auth=AuthSettings(secret="k" * 48)).env == "prod"
 
 
 def test_retry_pauses_double_up_to_their_cap() -> None:

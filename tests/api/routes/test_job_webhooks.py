@@ -3,7 +3,6 @@ allowed), shown on the job; cancelling a queued job sends its webhook task."""
 
 import base64
 import json
-from pathlib import Path
 
 import pytest
 import redis
@@ -15,7 +14,6 @@ from api.deps import get_api_settings
 from core.db.models import Job
 from core.settings import Settings, WebhookSettings
 from optimizer.testing.models import model_bytes, small_cnn
-from tests.conftest import TEST_REDIS_URL
 
 
 @pytest.fixture
@@ -26,11 +24,12 @@ def model_id(client: TestClient) -> str:
 
 
 @pytest.fixture
-def loopback_allowed(client: TestClient, tmp_path: Path) -> Settings:
-    settings = Settings(env="test", data_dir=tmp_path / "allowed", broker_url=TEST_REDIS_URL,
-                        webhooks=WebhookSettings(allowed_networks=["127.0.0.0/8"]))
-    client.app.dependency_overrides[get_api_settings] = lambda: settings  # type: ignore[attr-defined]
-    return settings
+def loopback_allowed(client: TestClient, settings: Settings) -> Settings:
+    # The client's own settings (its API key's secret among them), callbacks to 127/8 allowed.
+    allowed = settings.model_copy(update={
+        "webhooks": WebhookSettings(allowed_networks=["127.0.0.0/8"])})
+    client.app.dependency_overrides[get_api_settings] = lambda: allowed  # type: ignore[attr-defined]
+    return allowed
 
 
 @pytest.mark.parametrize(("url", "kind"), [

@@ -21,16 +21,19 @@ from core.db.types import utc_now
 from core.settings import MetricsSettings, Settings
 from optimizer.testing.models import model_bytes, small_cnn
 from tests.api.routes.test_workers import CPU_ONLY, H200, _beat
+from tests.support.api_keys import bearer, new_key
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
 def _app_client(settings: Settings, db_session: Session) -> TestClient:
+    """An app made with `settings`, sending an API key of a project of its own (/metrics needs
+    none; the routes that make jobs to count do)."""
     app = create_app(settings)
     app.dependency_overrides[get_session] = lambda: db_session
     app.dependency_overrides[get_read_sessions] = lambda: lambda: nullcontext(db_session)
     app.dependency_overrides[get_api_settings] = lambda: settings
-    return TestClient(app)
+    return TestClient(app, headers=bearer(new_key(db_session, settings)[1]))
 
 
 @pytest.fixture

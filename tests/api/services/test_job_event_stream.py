@@ -24,6 +24,11 @@ _TIMING = StreamTiming(poll_s=0.01, heartbeat_s=60, max_s=60)
 
 
 @pytest.fixture
+def project_id(api_key: tuple[uuid.UUID, str]) -> uuid.UUID:
+    return api_key[0]  # the `client` fixture's project, which owns `job_id`
+
+
+@pytest.fixture
 def job_id(client: TestClient) -> uuid.UUID:
     model = client.post("/v1/models", files={"file": ("cnn.onnx", model_bytes(small_cnn()))})
     return uuid.UUID(client.post("/v1/jobs", json={"model_id": model.json()["id"]}).json()["id"])
@@ -36,13 +41,13 @@ async def _next(stream: AsyncIterator[bytes]) -> list[ServerSentEvent]:
 
 
 def test_each_change_of_a_running_job_is_sent_once_as_it_commits(
-        db_session: Session, job_id: uuid.UUID) -> None:
+        db_session: Session, project_id: uuid.UUID, job_id: uuid.UUID) -> None:
     def commit() -> None:
         db_session.commit()
 
     async def follow() -> list[list[tuple[str, str | None]]]:
         stream = await open_job_event_stream(sessions=lambda: nullcontext(db_session),
-                                             job_id=job_id, after_id=0, timing=_TIMING)
+                                             project_id=project_id, job_id=job_id, after_id=0, timing=_TIMING)
         writes = [await _next(stream)]
         job_state.claim(db_session, job_id, "celery@test")
         commit()
@@ -75,7 +80,7 @@ def test_each_change_of_a_running_job_is_sent_once_as_it_commits(
 
 
 def test_a_backlog_longer_than_a_read_is_sent_whole_before_the_final_state(
-        db_session: Session, job_id: uuid.UUID) -> None:
+        db_session: Session, project_id: uuid.UUID, job_id: uuid.UUID) -> None:
     job_state.claim(db_session, job_id, "celery@test")
     for line in range(1200):  # more than two reads' worth
         job_state.record_event(db_session, job_id, f"line {line}", "build_engine")
@@ -84,7 +89,7 @@ def test_a_backlog_longer_than_a_read_is_sent_whole_before_the_final_state(
 
     async def read_all() -> list[ServerSentEvent]:
         stream = await open_job_event_stream(sessions=lambda: nullcontext(db_session),
-                                             job_id=job_id, after_id=0, timing=_TIMING)
+                                             project_id=project_id, job_id=job_id, after_id=0, timing=_TIMING)
         return list(parse_sse([chunk async for chunk in stream]))
 
     events = anyio.run(read_all)
@@ -99,14 +104,15 @@ def test_a_backlog_longer_than_a_read_is_sent_whole_before_the_final_state(
 def test_the_stream_of_an_unknown_job_fails_before_it_starts(db_session: Session) -> None:
     async def open_unknown() -> None:
         await open_job_event_stream(sessions=lambda: nullcontext(db_session),
-                                    job_id=uuid.uuid4(), after_id=0, timing=_TIMING)
+                                    project_id=uuid.uuid4(), job_id=uuid.uuid4(), after_id=0,
+                                    timing=_TIMING)
 
     with pytest.raises(JobNotFound, match="does not exist"):
         anyio.run(open_unknown)
 
 
 def test_a_stream_rides_out_a_database_outage_and_goes_on_where_it_was(
-        db_session: Session, job_id: uuid.UUID) -> None:
+        db_session: Session, project_id: uuid.UUID, job_id: uuid.UUID) -> None:
     # The outage is real: meanwhile sessions point where no PostgreSQL listens (refused).
     dead = make_engine(f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/fuseforge")
     up = {"database": True}
@@ -120,7 +126,7 @@ def test_a_stream_rides_out_a_database_outage_and_goes_on_where_it_was(
 
     async def follow() -> tuple[list[bytes], list[bytes]]:
         stream = await open_job_event_stream(
-            sessions=sessions, job_id=job_id, after_id=0,
+            sessions=sessions, project_id=project_id, job_id=job_id, after_id=0,
             timing=StreamTiming(poll_s=0.01, heartbeat_s=0.05, max_s=60))
         await anext(stream)
         up["database"] = False
