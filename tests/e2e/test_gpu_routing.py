@@ -53,9 +53,9 @@ def _worker_row(engine: Engine, timeout_s: float = 60.0) -> Worker:
     raise AssertionError("the worker never recorded itself in the workers table")
 
 
-def test_worker_records_no_gpu_and_consumes_only_cpu(stack: dict[str, Any]) -> None:
+def test_worker_records_no_gpu_and_consumes_no_gpu_queue(stack: dict[str, Any]) -> None:
     row = _worker_row(stack["engine"])
-    assert row.queues == ["cpu"]
+    assert row.queues == ["cpu", "webhooks"]  # every worker delivers webhooks
     assert row.gpu_name is None and row.tensorrt_version is None
     assert row.capabilities["gpus"] == []
     assert row.stopped_at is None and row.expires_at > row.heartbeat_at
