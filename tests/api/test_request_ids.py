@@ -15,22 +15,17 @@ from fastapi import Depends
 from fastapi.testclient import TestClient
 
 from api.main import create_app
-from core.logging_setup import configure_logging
 from tests.conftest import TEST_REDIS_URL
 from tests.support.api_server import running_api
+from tests.support.json_logs import captured_json_log
 
 probe_log = logging.getLogger("fuseforge.test.probe")
 
 
 @pytest.fixture
 def json_log() -> Iterator[io.StringIO]:
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    stream = io.StringIO()
-    configure_logging("json", role="api", stream=stream)
-    yield stream
-    root.handlers[:] = handlers
-    root.setLevel(level)
+    with captured_json_log("api") as stream:
+        yield stream
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import logging
 import time
 import uuid
 from collections.abc import Iterator
@@ -15,9 +14,9 @@ import pytest
 
 from core.dispatch import dispatcher_for
 from core.job_config import JobConfig
-from core.logging_setup import configure_logging
 from optimizer.testing.models import model_bytes, small_cnn
 from tests.conftest import TEST_REDIS_URL
+from tests.support.json_logs import captured_json_log
 from tests.worker.pipeline.conftest import EmbeddedWorker
 from worker.runtime import use_runtime
 
@@ -28,13 +27,8 @@ FAST_BENCHMARK = {"warmup": 1, "iterations": 3, "measure_memory": False}
 @pytest.fixture
 def worker_log() -> Iterator[io.StringIO]:
     """This process's log (the embedded worker's thread) as JSON lines, at INFO."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    stream = io.StringIO()
-    configure_logging("json", role="worker", stream=stream)
-    yield stream
-    root.handlers[:] = handlers
-    root.setLevel(level)
+    with captured_json_log("worker") as stream:
+        yield stream
 
 
 def test_every_line_of_a_job_is_json_with_its_job_id(
