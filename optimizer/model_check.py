@@ -91,11 +91,11 @@ def load_checked_model(path: Path, limits: ModelLimits | None = None, *,
         # every initializer listed as a graph input, and runtimes never cared. IR 4 dropped
         # that rule without changing what such a model computes, so say IR 4 and check that.
         model.ir_version = 4
-        data = None
-        _run_checker(model, file_name)
+        checked: str | bytes | onnx.ModelProto = model
     else:
-        _run_checker(str(path) if data is None else data, file_name)
-    del data
+        checked = str(path) if data is None else data
+    del data  # the IR 3 case checks the edited model: its bytes can go first
+    _run_checker(checked, file_name)
     _require_tensor_io(model, file_name)
     return model, summarize_model(model)
 
