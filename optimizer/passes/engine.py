@@ -138,15 +138,18 @@ def _apply_once(
     excluded: frozenset[str],
 ) -> int:
     changed = _apply_graph_function(model, fusion_pass, applied, excluded)
+    present = _OpsPresent(model)
     for rule in fusion_pass.rules_for(backend):
         if _rule_name(fusion_pass, rule) in excluded:
             continue
-        if not _may_match(rule, model):
+        if not present.may_match(rule):
             continue
         # One rule per set so each rule's count is known.
         count = RewriteRuleSet([rule]).apply_to_model(model)
         applied[(fusion_pass.name, _rule_name(fusion_pass, rule))] += count
         changed += count
+        if count:
+            present = _OpsPresent(model)
     return changed
 
 
@@ -163,19 +166,28 @@ def _apply_graph_function(
     return count
 
 
-def _may_match(rule: RewriteRule, model: ir.Model) -> bool:
-    """False when, for each written form of the rule's pattern, the model lacks a node of an op
-    that produces one of the form's outputs, so the rule cannot match: trying it on every node
-    anyway was a third of the time a ResNet-50's passes took (the rules for transformers' ops,
-    on a graph of convolutions)."""
-    forms = _root_ops(rule)
-    if forms is None:
-        return True
-    present = {(_domain(node.domain), node.op_type)
-               for node in ir.traversal.RecursiveGraphIterator(model.graph)}
-    for function in model.functions.values():
-        present.update((_domain(node.domain), node.op_type) for node in function)
-    return any(roots <= present for roots in forms)
+class _OpsPresent:
+    """The (domain, op) of the model's nodes, read on the first question: make a new one after
+    a rewrite changed the graph (reading them for every rule cost a ResNet-50 70 ms)."""
+
+    def __init__(self, model: ir.Model) -> None:
+        self._model = model
+        self._ops: set[tuple[str, str]] | None = None
+
+    def may_match(self, rule: RewriteRule) -> bool:
+        """False when, for each written form of the rule's pattern, the model lacks a node of
+        an op that produces one of the form's outputs, so the rule cannot match: trying it on
+        every node anyway was a third of the time a ResNet-50's passes took (the rules for
+        transformers' ops, on a graph of convolutions)."""
+        forms = _root_ops(rule)
+        if forms is None:
+            return True
+        if self._ops is None:
+            self._ops = {(_domain(node.domain), node.op_type)
+                         for node in ir.traversal.RecursiveGraphIterator(self._model.graph)}
+            for function in self._model.functions.values():
+                self._ops.update((_domain(node.domain), node.op_type) for node in function)
+        return any(roots <= self._ops for roots in forms)
 
 
 _ROOT_OPS: dict[int, tuple[frozenset[tuple[str, str]], ...] | None] = {}
@@ -248,11 +260,15 @@ def _dry_run(
     pattern rules and cannot be traced, so they run for real (and count as pending)."""
     pending = 0
     refusals: dict[str, list[Refusal]] = {}
+    present = _OpsPresent(model)
     for fusion_pass in passes:
-        pending += _apply_graph_function(model, fusion_pass, applied, excluded)
+        cleaned = _apply_graph_function(model, fusion_pass, applied, excluded)
+        if cleaned:
+            present = _OpsPresent(model)
+        pending += cleaned
         for rule in fusion_pass.rules_for(backend):
             name = _rule_name(fusion_pass, rule)
-            if name in excluded or not _may_match(rule, model):
+            if name in excluded or not present.may_match(rule):
                 continue
             tracer = _DryRunTracer()
             RewriteRuleSet([rule]).apply_to_model(model, tracer=tracer)

@@ -9,7 +9,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from optimizer.optimize import OptimizeOptions, optimize_model, select_passes
 from optimizer.passes.base import FusionPass
-from optimizer.passes.engine import _may_match, run_passes
+from optimizer.passes.engine import _OpsPresent, run_passes
 from optimizer.passes.fold_batch_norm import FOLD_BATCH_NORM, FoldBatchNormIntoConv
 from optimizer.testing.models import small_cnn
 from tests.optimizer.passes.test_fold_batch_norm import conv_bn
@@ -101,5 +101,5 @@ def test_a_rule_is_tried_only_on_a_graph_holding_the_op_at_its_patterns_root() -
     without_bn = ir.from_proto(optimize_model(small_cnn(), OptimizeOptions(
         passes=["fold_batch_norm"]))[0])
 
-    assert _may_match(rule, with_bn)
-    assert not _may_match(rule, without_bn)
+    assert _OpsPresent(with_bn).may_match(rule)
+    assert not _OpsPresent(without_bn).may_match(rule)
