@@ -103,7 +103,9 @@ def _ratio(model: CorpusModel, file: ModelFile, outcome: JobOutcome, work: Path,
             source = "library engine (job failed)"
         ratio, p50 = engine_ratio(file.path, engine_dir, ranges=ranges, rounds=args.rounds,
                                   warmup=args.warmup, threads=args.threads or None)
-        latencies = ", ".join(f"{variant} p50 {ms:.2f} ms" for variant, ms in p50.items())
+        latencies = ", ".join(f"{variant} {figure:.2f}" if "/" in variant
+                              else f"{variant} p50 {figure:.2f} ms"
+                              for variant, figure in p50.items())
         after_ort = graphs_after_ort(file.path, engine_dir)
         return ratio, f"{source}; {latencies}; after ORT's own optimizations: {after_ort}", report
     except Exception as err:  # the library's failure is a finding, not the end of the run

@@ -20,6 +20,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Mapping
+from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
 from optimizer.benchmark import BenchmarkOptions, benchmark_interleaved
 from optimizer.inputs import random_feeds
 from optimizer.optimize import OptimizeOptions, optimize_model
+from optimizer.runner import Runner
 from optimizer.shapes import fix_input_shapes, resolve_input_shapes
 from optimizer.tensor_specs import summarize_model
 
@@ -60,7 +62,10 @@ def engine_ratio(original: Path, engine_dir: Path, *, ranges: Mapping[str, tuple
                  rounds: int, warmup: int, threads: int | None,
                  min_seconds: float = 2.0) -> tuple[float, dict[str, float]]:
     """Engine time / original time at ORT's default level (the median of per-round ratios),
-    and each one's median latency in ms.
+    and each variant's median latency in ms; for an engine that flushes denormals, also the
+    same engine with IEEE denormals ("engine, denormals kept"), so the table can tell the
+    rewrites' share from flushing's (latencies key "engine/orig, denormals kept" holds its
+    ratio).
 
     At least `rounds` rounds, more for a fast model: enough for the original to run about
     `min_seconds` in all (sub-millisecond models swing by 10% over a few dozen rounds).
@@ -71,24 +76,36 @@ def engine_ratio(original: Path, engine_dir: Path, *, ranges: Mapping[str, tuple
              for spec in summarize_model(onnx.load(original, load_external_data=False)).inputs]
     feeds = random_feeds(specs, count=1, seed=0,
                          ranges={**index_ranges(original), **ranges})[0]
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         # The manifest as the job wrote it, but the same thread count as the original's session.
-        timed_manifest = Path(tmp) / "manifest.json"
-        timed_manifest.write_text(json.dumps({**manifest, "intra_op_threads": threads}))
-        (Path(tmp) / manifest["engine_file"]).symlink_to(
-            (engine_dir / manifest["engine_file"]).resolve())
-        with (OnnxRuntimeRunner(original, optimization_level="all",
-                                intra_op_threads=threads) as reference,
-              runner_for_engine(timed_manifest) as engine):
-            options = BenchmarkOptions(warmup=warmup, measure_memory=False,
-                                       iterations=_rounds(reference, feeds, rounds, min_seconds))
-            results = benchmark_interleaved({"original": reference, "engine": engine}, feeds,
-                                            options, reference="original", batch_size=1)
-    [speedup] = [r.speedup_vs_reference for r in results if r.variant == "engine"]
-    if speedup is None:
+        variants: dict[str, Runner] = {"original": stack.enter_context(OnnxRuntimeRunner(
+            original, optimization_level="all", intra_op_threads=threads))}
+        timed = {"engine": {**manifest, "intra_op_threads": threads}}
+        if manifest.get("flush_denormals"):
+            timed[_KEPT] = {**timed["engine"], "flush_denormals": False}
+        for name, content in timed.items():
+            folder = Path(tmp) / name.replace(" ", "_").replace(",", "")
+            folder.mkdir()
+            (folder / "manifest.json").write_text(json.dumps(content))
+            (folder / manifest["engine_file"]).symlink_to(
+                (engine_dir / manifest["engine_file"]).resolve())
+            variants[name] = stack.enter_context(runner_for_engine(folder / "manifest.json"))
+        options = BenchmarkOptions(warmup=warmup, measure_memory=False,
+                                   iterations=_rounds(variants["original"], feeds, rounds,
+                                                      min_seconds))
+        results = benchmark_interleaved(variants, feeds, options, reference="original",
+                                        batch_size=1)
+    speedups = {r.variant: r.speedup_vs_reference for r in results}
+    if speedups.get("engine") is None:
         raise RuntimeError("the benchmark gave the engine no speed-up figure")
+    figures = {r.variant: r.latency_ms_p50 for r in results}
+    if speedups.get(_KEPT):
+        figures[f"engine/orig, {_KEPT.removeprefix('engine, ')}"] = 1.0 / speedups[_KEPT]
     # The median of per-round original/engine, inverted: engine/original (exact for odd rounds).
-    return 1.0 / speedup, {r.variant: r.latency_ms_p50 for r in results}
+    return 1.0 / speedups["engine"], figures
+
+
+_KEPT = "engine, denormals kept"
 
 
 def graphs_after_ort(original: Path, engine_dir: Path) -> str:

@@ -21,6 +21,7 @@ import onnx
 import onnxruntime as ort
 from google.protobuf.message import DecodeError
 
+from optimizer.backends.onnxruntime.denormals import flushing_supported
 from optimizer.backends.onnxruntime.runner import (
     BACKEND,
     PROVIDERS,
@@ -70,6 +71,9 @@ class OrtBuildOptions:
     # ONNX Runtime's own optimizer names (e.g. "SkipLayerNormFusion") to keep off, at build
     # time and every time the engine loads.
     disabled_optimizers: tuple[str, ...] = tuple(SLOWER_ORT_FUSIONS)
+    # Denormals flushed to zero while the engine runs (denormals.py: masked attention rows
+    # otherwise run on denormal operands at a fraction of the speed).
+    flush_denormals: bool = True
 
 
 @dataclass(frozen=True)
@@ -134,6 +138,9 @@ def build_ort_engine(
         "saved_optimization_level": saved_level,
         "load_optimization_level": requested,
         "intra_op_threads": options.intra_op_threads,
+        # Honoured where the platform allows it (flush_denormals_supported: this build's).
+        "flush_denormals": options.flush_denormals,
+        "flush_denormals_supported": flushing_supported(),
         "disabled_optimizers": {
             name: SLOWER_ORT_FUSIONS.get(name, "disabled by the job") for name in options.disabled_optimizers
         },
@@ -193,6 +200,7 @@ def runner_for_engine(engine_dir_or_manifest: Path) -> OnnxRuntimeRunner:
         load_level = manifest["load_optimization_level"]
         threads = manifest.get("intra_op_threads")
         disabled = list(manifest.get("disabled_optimizers", {}))
+        flush_denormals = bool(manifest.get("flush_denormals", False))
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise InternalError(
             f"Engine manifest {str(manifest_path)!r} is missing or malformed: {err!r}") from err
@@ -200,7 +208,8 @@ def runner_for_engine(engine_dir_or_manifest: Path) -> OnnxRuntimeRunner:
         raise InternalError(
             f"Engine manifest {str(manifest_path)!r} is for backend {backend!r}, not {BACKEND!r}.")
     return OnnxRuntimeRunner(manifest_path.parent / engine_file, optimization_level=load_level,
-                             intra_op_threads=threads, disabled_optimizers=disabled)
+                             intra_op_threads=threads, disabled_optimizers=disabled,
+                             flush_denormals=flush_denormals)
 
 
 def _load(path: Path) -> onnx.ModelProto:

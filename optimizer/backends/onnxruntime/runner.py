@@ -18,6 +18,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto
 
+from optimizer.backends.onnxruntime.denormals import denormals_flushed, thread_float_state_kept
 from optimizer.errors import EngineBuildError, InferenceError, InternalError
 from optimizer.plugins.decompose import runnable_in_onnxruntime
 from optimizer.runner import ClosesOnExit, RunnerSpec
@@ -81,16 +82,24 @@ class OnnxRuntimeRunner(ClosesOnExit):
         optimization_level: OptimizationLevel = "disabled",
         intra_op_threads: int | None = None,
         disabled_optimizers: Sequence[str] = (),
+        flush_denormals: bool = False,
     ) -> None:
         self.model_path = Path(model_path).resolve()
         self.optimization_level = optimization_level
         self.intra_op_threads = intra_op_threads
         self.disabled_optimizers = tuple(disabled_optimizers)
+        # Denormals read and written as zero while running (backends/onnxruntime/denormals.py).
+        self.flush_denormals = flush_denormals
         options = session_options(optimization_level, intra_op_threads)
+        if flush_denormals:
+            options.add_session_config_entry("session.set_denormal_as_zero", "1")  # pool threads
         try:
-            self._session: ort.InferenceSession | None = ort.InferenceSession(
-                str(self.model_path), sess_options=options, providers=list(PROVIDERS),
-                disabled_optimizers=list(self.disabled_optimizers))
+            # The first session of a process sets the creating thread's denormal mode for good
+            # (ON or OFF, as that session says): kept as it was.
+            with thread_float_state_kept():
+                self._session: ort.InferenceSession | None = ort.InferenceSession(
+                    str(self.model_path), sess_options=options, providers=list(PROVIDERS),
+                    disabled_optimizers=list(self.disabled_optimizers))
         # ONNX Runtime's errors share no base class below Exception.
         except Exception as err:
             raise EngineBuildError(
@@ -122,7 +131,8 @@ class OnnxRuntimeRunner(ClosesOnExit):
                 f"Feeds for model {self.model_path.name!r} name {sorted(feeds)}, but its inputs "
                 f"are {sorted(expected)}.")
         try:
-            outputs = session.run(list(self._output_names), dict(feeds))
+            with denormals_flushed(self.flush_denormals):
+                outputs = session.run(list(self._output_names), dict(feeds))
         except Exception as err:
             shapes = ", ".join(f"{name}={list(np.shape(value))}" for name, value in feeds.items())
             raise InferenceError(
@@ -137,7 +147,8 @@ class OnnxRuntimeRunner(ClosesOnExit):
             model_path=str(self.model_path),
             options={"optimization_level": self.optimization_level,
                      "intra_op_threads": self.intra_op_threads,
-                     "disabled_optimizers": list(self.disabled_optimizers)},
+                     "disabled_optimizers": list(self.disabled_optimizers),
+                     "flush_denormals": self.flush_denormals},
         )
 
     def close(self) -> None:

@@ -168,3 +168,24 @@ def test_ort_optimization_level_on_a_tensorrt_job_is_422(
     assert response.json()["detail"].startswith(
         "ort_optimization_level: applies to backend 'onnxruntime' only")
     assert broker.llen("gpu") == 0
+
+
+def test_ort_flush_denormals_on_a_tensorrt_job_is_422(
+    client: TestClient, model_id: str, broker: redis.Redis
+) -> None:
+    response = client.post("/v1/jobs", json={"model_id": model_id, "backend": "tensorrt",
+                                             "ort_flush_denormals": False})
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"].startswith(
+        "ort_flush_denormals: applies to backend 'onnxruntime' only")
+    assert broker.llen("gpu") == 0
+
+
+def test_an_onnxruntime_job_flushes_denormals_unless_told_not_to(
+    client: TestClient, model_id: str
+) -> None:
+    default = client.post("/v1/jobs", json={"model_id": model_id})
+    told = client.post("/v1/jobs", json={"model_id": model_id, "ort_flush_denormals": False})
+    assert default.status_code == told.status_code == 202, (default.text, told.text)
+    assert default.json()["config"]["ort_flush_denormals"] is True
+    assert told.json()["config"]["ort_flush_denormals"] is False

@@ -43,12 +43,12 @@ def test_onnx_runtime_runner_computes_the_mlp_at_every_level(mlp_path, level):
 
 def test_onnx_runtime_runner_spec_records_how_to_recreate_it(mlp_path):
     runner = OnnxRuntimeRunner(mlp_path, optimization_level="basic", intra_op_threads=2,
-                               disabled_optimizers=["GeluFusion"])
+                               disabled_optimizers=["GeluFusion"], flush_denormals=True)
 
     assert runner.spec() == RunnerSpec(
         backend="onnxruntime", model_path=str(mlp_path.resolve()),
         options={"optimization_level": "basic", "intra_op_threads": 2,
-                 "disabled_optimizers": ["GeluFusion"]})
+                 "disabled_optimizers": ["GeluFusion"], "flush_denormals": True})
 
 
 def test_onnx_runtime_runner_reports_an_unloadable_model_as_engine_build_error(tmp_path):
