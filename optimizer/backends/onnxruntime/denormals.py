@@ -115,7 +115,7 @@ class denormals_flushed:  # noqa: N801 - used as a context manager, named like o
         if isinstance(flushed, _X86Fenv):
             flushed.mxcsr |= _X86_FTZ_DAZ
         else:
-            flushed.fpcr |= _ARM_FZ  # type: ignore[attr-defined]
+            flushed.fpcr |= _ARM_FZ
         _set(flushed)
 
     def __exit__(self, *exc_info: object) -> None:
@@ -130,5 +130,5 @@ def thread_flushes_denormals() -> bool:
         return False
     env = _get()
     if isinstance(env, _X86Fenv):
-        return env.mxcsr & _X86_FTZ_DAZ == _X86_FTZ_DAZ
-    return bool(env.fpcr & _ARM_FZ)  # type: ignore[attr-defined]
+        return bool(env.mxcsr & _X86_FTZ_DAZ == _X86_FTZ_DAZ)
+    return bool(env.fpcr & _ARM_FZ)
