@@ -19,8 +19,8 @@ if TYPE_CHECKING:
 
 
 __all__ = [
-    "AuthSettings", "HttpSettings", "JanitorSettings", "JobSettings", "MetricsSettings",
-    "ModelCheckSettings", "ModelLimitSettings", "Settings",
+    "AuthSettings", "HttpSettings", "IdempotencySettings", "JanitorSettings", "JobSettings",
+    "MetricsSettings", "ModelCheckSettings", "ModelLimitSettings", "Settings",
     "StageLimit", "StageLimits", "WebhookSettings", "get_settings",
 ]
 
@@ -91,6 +91,19 @@ class JanitorSettings(BaseModel):
     requeue_after_s: float = Field(default=60.0, gt=0)
     # An upload's temporary file untouched this long belonged to a dead request.
     upload_stale_s: float = Field(default=3600.0, gt=0)
+
+
+class IdempotencySettings(BaseModel):
+    """`Idempotency-Key` on POST /v1/models, /v1/datasets and /v1/jobs (api/services/idempotency.py).
+
+    A key's first successful answer is replayed to a repeat of the request for `ttl_s`; then
+    the janitor purges it. A key whose first request has not answered within `lease_s` is
+    taken as abandoned (the API process handling it died) and a repeat runs it again, so keep
+    it above the longest an upload's check may take (model_check.timeout_s plus its queue).
+    """
+
+    ttl_s: float = Field(default=24 * 3600.0, gt=0)  # FUSEFORGE_IDEMPOTENCY__TTL_S
+    lease_s: float = Field(default=900.0, gt=0)  # FUSEFORGE_IDEMPOTENCY__LEASE_S
 
 
 class ModelLimitSettings(BaseModel):
@@ -226,6 +239,7 @@ class Settings(BaseSettings):
     webhooks: WebhookSettings = WebhookSettings()  # FUSEFORGE_WEBHOOKS__SECRET=...
     metrics: MetricsSettings = MetricsSettings()  # FUSEFORGE_METRICS__ENABLED=false
     auth: AuthSettings = AuthSettings()  # FUSEFORGE_AUTH__SECRET=...
+    idempotency: IdempotencySettings = IdempotencySettings()  # FUSEFORGE_IDEMPOTENCY__TTL_S=3600
     # Log lines of the API, worker, janitor and job processes (core/logging_setup.py): "text"
     # to read, "json" (one object a line, with request_id / job_id) for a log pipeline.
     log_format: Literal["text", "json"] = "text"  # FUSEFORGE_LOG_FORMAT

@@ -49,14 +49,17 @@ class FuseForgeClient:
 
     `base_url` defaults to FUSEFORGE_URL (else http://127.0.0.1:8000) and `api_key` to
     FUSEFORGE_API_KEY; a key is sent as `Authorization: Bearer <key>`. `timeout_s` bounds each
-    HTTP read (not `wait`). Failed requests are retried per `retry` (see retry.py);
-    `idempotent_posts=True` retries POSTs like GETs, which is safe only on a server that
-    honours the Idempotency-Key header. Every error is a `FuseForgeError` (errors.py).
+    HTTP read (not `wait`). Failed requests are retried per `retry` (see retry.py). Each
+    upload and job submission sends one Idempotency-Key on all its tries, which FuseForge
+    honours (a repeat gets the first answer, nothing is made twice), so `idempotent_posts=True`
+    (the default) retries them like GETs; `idempotent_posts=False` retries a POST only when it
+    cannot have been processed, for a server older than Idempotency-Key. Every error is a
+    `FuseForgeError` (errors.py); a conflict on the key is an `IdempotencyConflictError`.
     """
 
     def __init__(self, base_url: str | None = None, api_key: str | None = None, *,
                  timeout_s: float = 60.0, retry: RetryPolicy | None = None,
-                 idempotent_posts: bool = False, transport: httpx.BaseTransport | None = None,
+                 idempotent_posts: bool = True, transport: httpx.BaseTransport | None = None,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         url = base_url or os.environ.get("FUSEFORGE_URL") or DEFAULT_URL
         if not url.startswith(("http://", "https://")):
@@ -95,11 +98,14 @@ class FuseForgeClient:
     def upload_model(self, path: str | os.PathLike[str], *,
                      on_progress: UploadProgress | None = None) -> Model:
         """Upload the .onnx file at `path`, streamed from disk; `on_progress(sent, total)` is
-        called as bytes go out. The same bytes uploaded before return that model.
+        called as bytes go out. The same bytes uploaded before return that model. A retry
+        (after a lost answer) sends the whole file again with the same Idempotency-Key.
 
         Raises:
             OSError: the file cannot be opened.
             InvalidRequestError: the server refused the model (422: not ONNX, over a limit...).
+            IdempotencyConflictError: the file changed between tries, or an earlier try is
+                still being checked on the server after the retries.
         """
         return Model.from_json(self._upload("/v1/models", Path(path), on_progress))
 
@@ -111,11 +117,14 @@ class FuseForgeClient:
     def submit_job(self, model_id: str, config: Mapping[str, Any] | None = None,
                    **fields: Any) -> Job:
         """Start a job on `model_id`: `config` (a job body without model_id, as in a
-        job.json) updated by `fields` (e.g. backend="tensorrt", precision="fp16").
+        job.json) updated by `fields` (e.g. backend="tensorrt", precision="fp16"). Its retries
+        carry one Idempotency-Key, so a lost answer never starts a second job.
 
         Raises:
             InvalidRequestError: 422, the config is invalid; its detail names the field.
             NotFoundError: no such model.
+            IdempotencyConflictError: an earlier try is still being processed on the server
+                after the retries (look for the job before submitting again).
         """
         body = {**(config or {}), **fields, "model_id": str(model_id)}
         response = self._session.request("POST", "/v1/jobs", json=body, idempotency_key=True)

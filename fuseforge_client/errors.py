@@ -8,6 +8,8 @@
     │   ├── AuthenticationError      401, 403: a missing, wrong or revoked API key
     │   ├── NotFoundError            404: no such model, dataset, job or artifact
     │   ├── ConflictError            409: e.g. cancelling a job that has finished
+    │   │   └── IdempotencyConflictError  a POST's Idempotency-Key: an earlier try is still
+    │   │                            running on the server, or the request changed between tries
     │   ├── RateLimitedError         429 (after the retries)
     │   └── ServerError              5xx
     │       └── ServiceUnavailableError   502, 503, 504 (after the retries)
@@ -36,6 +38,8 @@ __all__ = [
     "ConnectionFailedError",
     "DownloadError",
     "FuseForgeError",
+    "IDEMPOTENCY_CONFLICTS",
+    "IdempotencyConflictError",
     "InvalidRequestError",
     "JobCancelledError",
     "JobError",
@@ -100,6 +104,23 @@ class NotFoundError(ApiError):
 
 class ConflictError(ApiError):
     """409: the resource is in a state that does not allow this (e.g. cancel a finished job)."""
+
+
+# The server's names of a conflict on a request's Idempotency-Key.
+IDEMPOTENCY_CONFLICTS = frozenset({"IdempotencyKeyInProgress", "IdempotencyKeyReused"})
+
+
+class IdempotencyConflictError(ConflictError):
+    """409 on a POST's Idempotency-Key (`idempotency_key`, one per client call). `error` says
+    which: "IdempotencyKeyInProgress", an earlier try of the same call is still running on the
+    server (it outlasted the retries; it may yet succeed, so look before sending it again), or
+    "IdempotencyKeyReused", the request changed between tries (e.g. the file being uploaded was
+    rewritten)."""
+
+    def __init__(self, detail: str, *, error: str | None = None, status_code: int = 409,
+                 method: str = "", path: str = "", idempotency_key: str) -> None:
+        super().__init__(detail, error=error, status_code=status_code, method=method, path=path)
+        self.idempotency_key = idempotency_key
 
 
 class RateLimitedError(ApiError):

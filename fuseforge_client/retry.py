@@ -3,11 +3,17 @@
 A GET changes nothing, so it is retried on any connection error and on 429, 502, 503 and 504.
 A POST creates something (a model, a dataset, a job), and a POST that reached the server and
 was processed must not be sent twice, or a retry would start a second job. Each logical POST
-carries one `Idempotency-Key` (a uuid4, the same on every retry) so that a server honouring it
-answers a repeat with the first result; until the server does (`idempotent_posts=False`, the
-default), a POST is retried only when it cannot have been processed:
+carries one `Idempotency-Key` (a uuid4, the same on every retry), and the server answers a
+repeat with the first result instead of running it again, so with `idempotent_posts=True` (the
+default) such a POST is retried like a GET; besides, a 409 *with* Retry-After (the server is
+still running an earlier try: IdempotencyKeyInProgress) is retried after that pause, and then
+gets the first try's answer.
+
+With `idempotent_posts=False` (a server older than Idempotency-Key, which would run a repeat
+again), a POST is retried only when it cannot have been processed:
 - the connection was never made (connect error or connect timeout: nothing was sent), or
 - the answer was 429 or 503 *with* Retry-After: the server turned it away before doing it.
+A POST without a key (cancel) is always treated so.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ __all__ = ["RETRY_STATUSES", "RetryPolicy", "retry_after_seconds", "should_retry
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 # Answers that say "not processed, come back later" when they carry Retry-After.
 _REFUSED_STATUSES = frozenset({429, 503})
+# "An earlier try of this request is still running": come back after Retry-After.
+_IN_PROGRESS_STATUS = 409
 # The request never left: no connection was established.
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout)
 
@@ -70,10 +78,12 @@ def should_retry(*, idempotent: bool, status_code: int | None = None,
                  error: httpx.TransportError | None = None,
                  retry_after_s: float | None = None) -> bool:
     """Whether a request may be sent again after `error` (no answer) or an answer with
-    `status_code`. `idempotent`: sending it twice does no harm (a GET, or a POST to a server
-    that honours Idempotency-Key)."""
+    `status_code`. `idempotent`: sending it twice does no harm (a GET, or a POST with an
+    Idempotency-Key to a server that honours it)."""
     if error is not None:
         return idempotent or isinstance(error, _NOT_SENT)
+    if status_code == _IN_PROGRESS_STATUS:
+        return idempotent and retry_after_s is not None
     if status_code is None or status_code not in RETRY_STATUSES:
         return False
     return idempotent or (status_code in _REFUSED_STATUSES and retry_after_s is not None)

@@ -11,7 +11,12 @@ from typing import Any
 
 import httpx
 
-from fuseforge_client.errors import ConnectionFailedError, api_error
+from fuseforge_client.errors import (
+    IDEMPOTENCY_CONFLICTS,
+    ConnectionFailedError,
+    IdempotencyConflictError,
+    api_error,
+)
 from fuseforge_client.retry import RetryPolicy, retry_after_seconds, should_retry
 
 __all__ = ["ApiSession"]
@@ -19,6 +24,7 @@ __all__ = ["ApiSession"]
 logger = logging.getLogger("fuseforge_client")
 
 USER_AGENT = "fuseforge-client/0.1.0"
+IDEMPOTENCY_KEY_HEADER = "Idempotency-Key"
 _DETAIL_CHARS = 500  # of a non-JSON error body (a proxy's HTML page)
 
 
@@ -55,9 +61,11 @@ class ApiSession:
             ConnectionFailedError: no answer after the retries allowed.
             ApiError: (a subclass by status) an error answer, after the retries allowed.
         """
-        if idempotency_key:
-            kwargs["headers"] = {**kwargs.get("headers", {}), "Idempotency-Key": str(uuid.uuid4())}
-        idempotent = method == "GET" or self._idempotent_posts
+        key = str(uuid.uuid4()) if idempotency_key else None
+        if key is not None:
+            kwargs["headers"] = {**kwargs.get("headers", {}), IDEMPOTENCY_KEY_HEADER: key}
+        # A POST is safe to repeat only where the server deduplicates it by its key.
+        idempotent = method == "GET" or (self._idempotent_posts and key is not None)
         attempt = 0
         while True:
             attempt += 1
@@ -83,7 +91,7 @@ class ApiSession:
                 response.close()
                 self._pause(attempt, retry_after_s, f"{method} {path}: {response.status_code}")
                 continue
-            raise _error_from(response, method, path)
+            raise _error_from(response, method, path, idempotency_key=key, tries=attempt)
 
     def _pause(self, attempt: int, retry_after_s: float | None, why: str) -> None:
         delay = self._retry.delay_s(attempt, retry_after_s)
@@ -96,7 +104,8 @@ def _describe(err: httpx.TransportError) -> str:
     return f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
 
 
-def _error_from(response: httpx.Response, method: str, path: str) -> Exception:
+def _error_from(response: httpx.Response, method: str, path: str, *,
+                idempotency_key: str | None, tries: int) -> Exception:
     response.read()
     response.close()
     error: str | None = None
@@ -110,5 +119,20 @@ def _error_from(response: httpx.Response, method: str, path: str) -> Exception:
     else:
         text = " ".join(response.text.split())[:_DETAIL_CHARS]
         detail = text or f"the server answered {response.status_code} with no body"
+    if idempotency_key is not None and error in IDEMPOTENCY_CONFLICTS:
+        return IdempotencyConflictError(
+            f"{detail} ({_IDEMPOTENCY_ADVICE[error]}; {tries} tries with Idempotency-Key "
+            f"{idempotency_key})", error=error, status_code=response.status_code,
+            method=method, path=path, idempotency_key=idempotency_key)
     return api_error(response.status_code, error or f"HTTP{response.status_code}", detail,
                      method=method, path=path)
+
+
+# What a caller should make of each conflict on a request's Idempotency-Key.
+_IDEMPOTENCY_ADVICE = {
+    "IdempotencyKeyInProgress": "the server is still working on an earlier try of this very "
+                                "request, which may yet succeed: look for its result (e.g. "
+                                "GET /v1/jobs) before sending it again",
+    "IdempotencyKeyReused": "the request changed between tries (e.g. the file was rewritten "
+                            "during the upload); send it again as a new call",
+}

@@ -14,6 +14,8 @@ every `janitor.interval_s`:
 - **files a crash left**: scratch folders and stage marks of jobs that no longer run; stored
   artifact files with no row (a job killed while storing; rows commit with `succeeded`); upload
   temporary files untouched for `janitor.upload_stale_s` (an API killed mid-upload).
+- **expired idempotency keys**: rows of `idempotency_keys` past their expiry (an answer older
+  than `idempotency.ttl_s`, or the lease of a request whose API process died).
 
 Run one janitor per deployment (several are harmless, only wasteful); it needs the database,
 the broker and the data folder the workers and the API use.
@@ -31,7 +33,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from core.db import job_state
+from core.db import idempotency_keys, job_state
 from core.db.models import Artifact, Job, JobStatus
 from core.db.session import make_engine
 from core.db.types import utc_now
@@ -66,7 +68,8 @@ class Janitor:
 
     def tick(self) -> None:
         """One round of every duty; a failing duty is logged and retried next round."""
-        for duty in (self.fail_stale_jobs, self.requeue_lost_jobs, self.remove_leftover_files):
+        for duty in (self.fail_stale_jobs, self.requeue_lost_jobs, self.remove_leftover_files,
+                     self.purge_idempotency_keys):
             try:
                 duty()
             except OperationalError as err:
@@ -123,6 +126,13 @@ class Janitor:
             logger.warning("re-sent %d queued job(s) the broker had lost: %s", len(requeued),
                            ", ".join(map(str, requeued)))
         return requeued
+
+    def purge_idempotency_keys(self) -> int:
+        with self._sessions() as session, session.begin():
+            purged = idempotency_keys.purge_expired(session)
+        if purged:
+            logger.info("purged %d expired idempotency key(s)", purged)
+        return purged
 
     def remove_leftover_files(self) -> list[Path]:
         removed = self._remove_scratch() + self._remove_stale_uploads()

@@ -3,20 +3,22 @@
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Response
-from starlette.concurrency import run_in_threadpool
 
 from api.deps import (
     CurrentProject,
     ReceivedUploadDep,
     SessionDep,
+    SettingsDep,
     StoreDep,
     get_current_project,
 )
+from api.idempotent_posts import IdempotentRequestDep, answer_upload, idempotent_responses
 from api.path_ids import DatasetIdPath
 from api.schemas.common import PageParams
 from api.schemas.datasets import DatasetList, DatasetRead
 from api.schemas.uploads import UPLOAD_BODY
 from api.services import datasets
+from api.services.idempotency import Answer
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"],
                    dependencies=[Depends(get_current_project)])
@@ -26,16 +28,19 @@ router = APIRouter(prefix="/v1/datasets", tags=["datasets"],
     "",
     response_model=DatasetRead,
     status_code=201,
-    responses={200: {"description": "The same bytes were uploaded before; that one is returned"}},
+    responses=idempotent_responses({
+        201: "The dataset, checked and stored",
+        200: "The same bytes were uploaded before; that one is returned"}),
     openapi_extra=UPLOAD_BODY,
 )
 async def upload_dataset(
+    idempotent: IdempotentRequestDep,  # before the upload: a bad key is refused unread
     received: ReceivedUploadDep,
-    response: Response,
     session: SessionDep,
     store: StoreDep,
+    settings: SettingsDep,
     project: CurrentProject,
-) -> DatasetRead:
+) -> Response:
     """Upload an .npz: `curl -F file=@data.npz .../v1/datasets` (or a raw octet-stream body).
 
     One array per model input, named after it, each with a leading sample axis of the same
@@ -44,12 +49,15 @@ async def upload_dataset(
     [N, 3, 224, 224], an array of shape [S, 1, 3, 224, 224] is S calls at batch size 1. Jobs
     name the dataset by id (`"dataset_id"`), which checks it against their model's inputs.
     """
-    dataset, created = await run_in_threadpool(
-        datasets.register_upload, session=session, store=store, received=received,
-        project_id=project,
-    )
-    response.status_code = 201 if created else 200
-    return DatasetRead.model_validate(dataset)
+
+    def upload() -> Answer:
+        dataset, created = datasets.register_upload(
+            session=session, store=store, received=received, project_id=project)
+        return Answer(201 if created else 200,
+                      DatasetRead.model_validate(dataset).model_dump_json().encode())
+
+    return await answer_upload(session=session, request=idempotent, received=received,
+                               settings=settings.idempotency, produce=upload)
 
 
 @router.get("", response_model=DatasetList)

@@ -20,11 +20,18 @@ from api.deps import (
     StoreDep,
     get_current_project,
 )
+from api.idempotent_posts import (
+    IdempotentRequestDep,
+    JsonFingerprintDep,
+    answer_response,
+    idempotent_responses,
+)
 from api.path_ids import ArtifactNamePath, JobIdPath
 from api.schemas.common import ErrorBody, PageParams
 from api.schemas.jobs import JobCreate, JobList, JobRead
-from api.services import jobs
+from api.services import idempotency, jobs
 from api.services.errors import JobNotFound
+from api.services.idempotency import Answer
 from api.services.job_documents import (
     JobDocumentCache,
     job_document,
@@ -43,13 +50,20 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"],
 T = TypeVar("T")
 
 
-@router.post("", response_model=JobRead, status_code=202)
-def create_job(body: JobCreate, session: SessionDep, dispatcher: DispatcherDep,
-               cache: JobCacheDep, settings: SettingsDep, project: CurrentProject) -> Response:
-    job = jobs.create_job(session=session, project_id=project, spec=body, dispatcher=dispatcher,
-                          webhooks=settings.webhooks)
-    cache.forget_changing()  # the list this client reads next shows its job
-    return _document(session, project, job.id, cache, status_code=202)
+@router.post("", response_model=JobRead, status_code=202,
+             responses=idempotent_responses({202: "The job, queued"}))
+def create_job(body: JobCreate, idempotent: IdempotentRequestDep, fingerprint: JsonFingerprintDep,
+               session: SessionDep, dispatcher: DispatcherDep, cache: JobCacheDep,
+               settings: SettingsDep, project: CurrentProject) -> Response:
+    def create() -> Answer:
+        job = jobs.create_job(session=session, project_id=project, spec=body,
+                              dispatcher=dispatcher, webhooks=settings.webhooks)
+        cache.forget_changing()  # the list this client reads next shows its job
+        return Answer(202, _document_bytes(session, project, job.id, cache))
+
+    return answer_response(idempotency.answer_once(
+        session=session, request=idempotent, fingerprint=fingerprint,
+        settings=settings.idempotency, produce=create))
 
 
 @router.get("", response_model=JobList)
@@ -133,12 +147,17 @@ def cancel_job(job_id: JobIdPath, session: SessionDep, cache: JobCacheDep,
     return _document(session, project, job_id, cache)
 
 
-def _document(session: Session, project: uuid.UUID, job_id: uuid.UUID, cache: JobDocumentCache,
-              *, status_code: int = 200) -> Response:
+def _document(session: Session, project: uuid.UUID, job_id: uuid.UUID,
+              cache: JobDocumentCache) -> Response:
+    return _json(_document_bytes(session, project, job_id, cache))
+
+
+def _document_bytes(session: Session, project: uuid.UUID, job_id: uuid.UUID,
+                    cache: JobDocumentCache) -> bytes:
     document = job_document(session, project, job_id, cache)
     if document is None:  # it was written a moment ago, and jobs are never deleted
         raise InternalError(f"job {job_id} vanished right after it was written")
-    return _json(document, status_code)
+    return document
 
 
 def _read(sessions: Sessions, read: Callable[[Session], T]) -> T:
@@ -146,9 +165,9 @@ def _read(sessions: Sessions, read: Callable[[Session], T]) -> T:
         return read(session)
 
 
-def _json(document: bytes, status_code: int = 200) -> Response:
+def _json(document: bytes) -> Response:
     # Already the response schema's JSON: FastAPI would validate and serialize it again.
-    return Response(content=document, status_code=status_code, media_type="application/json")
+    return Response(content=document, media_type="application/json")
 
 
 @router.get("/{job_id}/artifacts/{name}", response_class=FileResponse)

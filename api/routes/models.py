@@ -3,7 +3,6 @@
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Response
-from starlette.concurrency import run_in_threadpool
 
 from api.deps import (
     CurrentProject,
@@ -14,11 +13,13 @@ from api.deps import (
     StoreDep,
     get_current_project,
 )
+from api.idempotent_posts import IdempotentRequestDep, answer_upload, idempotent_responses
 from api.path_ids import ModelIdPath
 from api.schemas.common import PageParams
 from api.schemas.models import ModelList, ModelRead
 from api.schemas.uploads import UPLOAD_BODY
 from api.services import models
+from api.services.idempotency import Answer
 
 router = APIRouter(prefix="/v1/models", tags=["models"],
                    dependencies=[Depends(get_current_project)])
@@ -28,30 +29,36 @@ router = APIRouter(prefix="/v1/models", tags=["models"],
     "",
     response_model=ModelRead,
     status_code=201,
-    responses={200: {"description": "The same bytes were uploaded before; that model is returned"}},
+    responses=idempotent_responses({
+        201: "The model, checked and stored",
+        200: "The same bytes were uploaded before; that model is returned"}),
     openapi_extra=UPLOAD_BODY,
 )
 async def upload_model(
+    idempotent: IdempotentRequestDep,  # before the upload: a bad key is refused unread
     received: ReceivedUploadDep,
-    response: Response,
     session: SessionDep,
     store: StoreDep,
     settings: SettingsDep,
     checker: ModelCheckerDep,
     project: CurrentProject,
-) -> ModelRead:
+) -> Response:
     """Upload an ONNX model: `curl -F file=@model.onnx .../v1/models` (or a raw octet-stream body).
 
     A model over FUSEFORGE_MODEL_LIMITS__* (control-flow depth, rank, a declared dim, a name's
     length), with an opset or op domain the installed runtimes cannot load, or with names that
     are not storable text is refused with 422, and nothing is kept.
     """
-    model, created = await run_in_threadpool(
-        models.register_upload, session=session, store=store, received=received,
-        limits=settings.model_limits.to_limits(), checker=checker, project_id=project,
-    )
-    response.status_code = 201 if created else 200
-    return ModelRead.model_validate(model)
+
+    def upload() -> Answer:
+        model, created = models.register_upload(
+            session=session, store=store, received=received,
+            limits=settings.model_limits.to_limits(), checker=checker, project_id=project)
+        return Answer(201 if created else 200,
+                      ModelRead.model_validate(model).model_dump_json().encode())
+
+    return await answer_upload(session=session, request=idempotent, received=received,
+                               settings=settings.idempotency, produce=upload)
 
 
 @router.get("", response_model=ModelList)

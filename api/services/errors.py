@@ -8,7 +8,10 @@ __all__ = [
     "BrokerUnavailable",
     "DatabaseUnavailable",
     "DatasetNotFound",
+    "IdempotencyKeyInProgress",
+    "IdempotencyKeyReused",
     "InvalidDatasetFile",
+    "InvalidIdempotencyKey",
     "InvalidJobConfig",
     "InvalidModelFile",
     "InsufficientStorage",
@@ -60,6 +63,24 @@ class ArtifactNotFound(ServiceError):
 
 class JobNotCancellable(ServiceError):
     status_code = 409
+
+
+class InvalidIdempotencyKey(ServiceError):
+    status_code = 422
+
+
+class IdempotencyKeyReused(ServiceError):
+    """The Idempotency-Key came with another body than the request that first used it."""
+
+    status_code = 409
+
+
+class IdempotencyKeyInProgress(ServiceError):
+    """The request that first used the Idempotency-Key has not answered yet."""
+
+    status_code = 409
+    retry_after_s = 2
+    headers: ClassVar[Mapping[str, str]] = {"Retry-After": str(retry_after_s)}
 
 
 class InvalidJobConfig(ServiceError):

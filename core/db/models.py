@@ -32,6 +32,7 @@ __all__ = [
     "Base",
     "BenchmarkRecord",
     "Dataset",
+    "IdempotencyKey",
     "Job",
     "JobEvent",
     "JobStatus",
@@ -103,6 +104,35 @@ class ApiKey(Base):
     revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
 
     project: Mapped[Project] = relationship()
+
+
+class IdempotencyKey(Base):
+    """An `Idempotency-Key` a project sent on a route (api/services/idempotency.py).
+
+    Inserting the row claims the key: the unique constraint lets one request of several
+    concurrent ones run. While `status_code` is null the first request is still running; then
+    its answer (`status_code`, `response_body`, the JSON as sent) is replayed to a repeat whose
+    body has the same `fingerprint`. Past `expires_at` (the lease of a running request, the
+    replay window of an answered one) the row no longer holds the key; the janitor purges it.
+    """
+
+    __tablename__ = "idempotency_keys"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    project_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"))
+    route: Mapped[str] = mapped_column(String(64))  # "POST /v1/jobs"
+    key: Mapped[str] = mapped_column(String(255))
+    fingerprint: Mapped[str] = mapped_column(String(64))  # hex SHA-256 of the request body
+    status_code: Mapped[int | None] = mapped_column(Integer)  # None: still running
+    response_body: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
+    expires_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+    __table_args__ = (
+        UniqueConstraint("project_id", "route", "key",
+                         name="uq_idempotency_keys_project_id_route_key"),
+        Index("ix_idempotency_keys_expires_at", "expires_at"),
+    )
 
 
 class Model(Base):

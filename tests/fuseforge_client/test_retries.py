@@ -11,9 +11,11 @@ import pytest
 
 from fuseforge_client import (
     AuthenticationError,
+    ConflictError,
     ConnectionFailedError,
     DownloadError,
     FuseForgeClient,
+    IdempotencyConflictError,
     InvalidRequestError,
     NotFoundError,
     RateLimitedError,
@@ -70,11 +72,13 @@ def test_upload_retried_after_retry_after_sends_the_whole_file_again(tmp_path: P
     assert progress[-1] == (300_000, 300_000)
 
 
-def test_post_503_without_retry_after_is_not_sent_twice() -> None:
-    # Without Retry-After a 503 may come from a proxy after the API did the work.
+def test_without_idempotent_posts_a_post_503_without_retry_after_is_not_sent_twice() -> None:
+    # Without Retry-After a 503 may come from a proxy after the API did the work, and a server
+    # older than Idempotency-Key would do it again.
     sleeps: list[float] = []
     unavailable = Answer(503, {"error": "BrokerUnavailable", "detail": "the broker is down"})
-    with scripted_server([unavailable]) as server, _client(server.base_url, sleeps) as c:
+    with scripted_server([unavailable]) as server, _client(
+            server.base_url, sleeps, idempotent_posts=False) as c:
         with pytest.raises(ServiceUnavailableError) as caught:
             c.submit_job("m1")
     assert len(server.received) == 1 and sleeps == []
@@ -82,13 +86,71 @@ def test_post_503_without_retry_after_is_not_sent_twice() -> None:
     assert caught.value.detail == "the broker is down"
 
 
-def test_idempotent_posts_retry_a_bare_503_like_a_get() -> None:
+def test_by_default_a_keyed_post_is_retried_after_a_bare_503_like_a_get() -> None:
     sleeps: list[float] = []
     bare = Answer(503, {"error": "BrokerUnavailable", "detail": "down"})
-    with scripted_server([bare, Answer(202, JOB)]) as server, _client(
-            server.base_url, sleeps, idempotent_posts=True) as c:
+    with scripted_server([bare, Answer(202, JOB)]) as server, _client(server.base_url, sleeps) as c:
         c.submit_job("m1")
     assert len(server.received) == 2 and sleeps == [0.5]
+    assert len({r.headers["idempotency-key"] for r in server.received}) == 1
+
+
+def test_a_cancel_carries_no_key_and_is_not_retried_after_a_bare_503() -> None:
+    bare = Answer(503, {"error": "BrokerUnavailable", "detail": "down"})
+    with scripted_server([bare]) as server, _client(server.base_url, []) as c:
+        with pytest.raises(ServiceUnavailableError):
+            c.cancel(JOB["id"])
+    assert len(server.received) == 1 and "idempotency-key" not in server.received[0].headers
+
+
+IN_PROGRESS = Answer(409, {"error": "IdempotencyKeyInProgress",
+                           "detail": "a request with this Idempotency-Key is still being "
+                                     "processed; retry later"}, {"Retry-After": "2"})
+
+
+def test_a_post_whose_first_try_is_still_in_progress_waits_and_gets_the_replay() -> None:
+    sleeps: list[float] = []
+    replay = Answer(202, JOB, {"Idempotent-Replayed": "true"})
+    with scripted_server([IN_PROGRESS, replay]) as server, _client(server.base_url, sleeps) as c:
+        job = c.submit_job("m1")
+    assert job.id == JOB["id"] and sleeps == [2.0]
+    assert len({r.headers["idempotency-key"] for r in server.received}) == 1
+
+
+def test_a_try_still_in_progress_after_the_retries_is_a_clear_conflict_naming_the_key() -> None:
+    sleeps: list[float] = []
+    with scripted_server([IN_PROGRESS]) as server, _client(
+            server.base_url, sleeps, retry=RetryPolicy(attempts=2)) as c:
+        with pytest.raises(IdempotencyConflictError) as caught:
+            c.submit_job("m1")
+    assert len(server.received) == 2 and sleeps == [2.0]
+    conflict = caught.value
+    assert isinstance(conflict, ConflictError) and conflict.status_code == 409
+    assert conflict.error == "IdempotencyKeyInProgress"
+    assert conflict.idempotency_key == server.received[0].headers["idempotency-key"]
+    assert "still being processed" in conflict.detail  # the server's words, and the advice:
+    assert "look for its result (e.g. GET /v1/jobs) before sending it again" in conflict.detail
+    assert conflict.idempotency_key in str(conflict)
+
+
+def test_a_request_that_changed_between_tries_is_a_conflict_and_not_retried(
+        tmp_path: Path) -> None:
+    reused = Answer(409, {"error": "IdempotencyKeyReused",
+                          "detail": "Idempotency-Key 'x' was first sent with another body"})
+    model = tmp_path / "cnn.onnx"
+    model.write_bytes(b"x" * 10)
+    with scripted_server([reused]) as server, _client(server.base_url, []) as c:
+        with pytest.raises(IdempotencyConflictError, match="the request changed between tries"):
+            c.upload_model(model)
+    assert len(server.received) == 1
+
+
+def test_another_409_stays_a_plain_conflict() -> None:
+    finished = Answer(409, {"error": "JobNotCancellable", "detail": "job has finished"})
+    with scripted_server([finished]) as server, _client(server.base_url, []) as c:
+        with pytest.raises(ConflictError) as caught:
+            c.cancel(JOB["id"])
+    assert type(caught.value) is ConflictError
 
 
 def test_get_is_retried_on_502_and_504_with_growing_backoff() -> None:
@@ -173,6 +235,9 @@ def test_no_key_sends_no_authorization_header(monkeypatch: pytest.MonkeyPatch) -
     (False, 429, None, 2.0, True),
     (False, 503, None, None, False),
     (False, 502, None, 2.0, False),  # a gateway's answer says nothing about the API's work
+    (True, 409, None, 2.0, True),  # an earlier try of this keyed POST is still running
+    (True, 409, None, None, False),  # a conflict of another kind
+    (False, 409, None, 2.0, False),
 ])
 def test_should_retry_only_what_cannot_double_a_post(
     idempotent: bool, status: int | None, error: httpx.TransportError | None,

@@ -1,6 +1,7 @@
 """The janitor, a process of its own: it fails jobs whose worker died, re-sends queued jobs whose
-message the broker lost (the database is the source of truth), and removes the files a crash
-left. Real databases (a fresh SQLite and PostgreSQL each), a real Redis and kombu's SQL broker."""
+message the broker lost (the database is the source of truth), removes the files a crash
+left and purges expired idempotency keys. Real databases (a fresh SQLite and PostgreSQL each),
+a real Redis and kombu's SQL broker."""
 
 from __future__ import annotations
 
@@ -16,11 +17,19 @@ from pathlib import Path
 import pytest
 import redis
 from kombu.connection import Connection
-from sqlalchemy import Engine
+from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from core.db import job_state
-from core.db.models import DEFAULT_PROJECT_ID, Artifact, Job, JobEvent, JobStatus, Model
+from core.db import idempotency_keys, job_state
+from core.db.models import (
+    DEFAULT_PROJECT_ID,
+    Artifact,
+    IdempotencyKey,
+    Job,
+    JobEvent,
+    JobStatus,
+    Model,
+)
 from core.db.types import utc_now
 from core.dispatch import JobDispatcher
 from core.job_config import JobConfig
@@ -187,3 +196,30 @@ def test_leftover_files_go_and_live_ones_stay(tmp_path: Path, sessions: sessionm
     assert not dead_upload.exists() and live_upload.exists()
     with sessions() as session:
         job_state.status_of(session, running)  # the rows are untouched
+
+
+def test_a_tick_purges_idempotency_keys_past_their_24_hours_and_keeps_younger_ones(
+        tmp_path: Path, sessions: sessionmaker[Session]) -> None:
+    settings = _settings(tmp_path)
+    ttl, lease = (timedelta(seconds=settings.idempotency.ttl_s),
+                  timedelta(seconds=settings.idempotency.lease_s))
+    assert ttl == timedelta(hours=24)
+    now = utc_now()
+    with sessions() as session, session.begin():
+        for key, answered in (("day-old", now - timedelta(hours=25)),
+                              ("hour-old", now - timedelta(hours=1))):
+            row_id = idempotency_keys.claim(session, project_id=DEFAULT_PROJECT_ID,
+                                            route="POST /v1/jobs", key=key, fingerprint="f" * 64,
+                                            lease=lease, now=answered)
+            assert row_id is not None
+            idempotency_keys.record_answer(session, row_id, status_code=202, body="{}",
+                                           ttl=ttl, now=answered)
+        # A claim whose request never answered (its API process died) and whose lease lapsed.
+        idempotency_keys.claim(session, project_id=DEFAULT_PROJECT_ID, route="POST /v1/models",
+                               key="abandoned", fingerprint="f" * 64, lease=lease,
+                               now=now - lease - timedelta(seconds=1))
+
+    _janitor(settings, sessions).tick()
+
+    with sessions() as session:
+        assert set(session.scalars(select(IdempotencyKey.key))) == {"hour-old"}
