@@ -16,6 +16,7 @@ from starlette.requests import ClientDisconnect
 from api.services.errors import MalformedRequest, Unauthorized
 from api.services.job_documents import JobDocumentCache
 from api.services.model_checks import ModelChecker
+from api.services.storage_quota import UploadRoom, upload_room
 from api.services.uploads import ReceivedFile, receive_upload
 from api.services.verified_keys import VerifiedKeys
 from core.api_keys import active_key, key_digest, server_secret
@@ -66,38 +67,6 @@ def get_session(request: Request) -> Iterator[Session]:
 
 
 SessionDep = Annotated[Session, Depends(get_session)]
-
-
-async def get_received_upload(
-    request: Request,
-    settings: SettingsDep,
-    name: Annotated[str | None, Query(max_length=255)] = None,
-) -> ReceivedFile:
-    """The request body streamed to a temporary file (multipart `file` or raw octet-stream);
-    the service that takes it must move or delete the file."""
-    try:
-        return await receive_upload(
-            chunks=request.stream(),
-            content_type=request.headers.get("content-type", ""),
-            content_length=_content_length(request),
-            temp_dir=settings.uploads_dir,
-            max_bytes=settings.max_upload_bytes,
-            raw_name=name,
-        )
-    except ClientDisconnect as err:  # nobody reads the answer, but it is no server error
-        raise MalformedRequest("the client disconnected before the request body was complete") from err
-
-
-def _content_length(request: Request) -> int | None:
-    length = request.headers.get("content-length")
-    if length is None:
-        return None
-    if not length.isascii() or not length.isdigit():
-        raise MalformedRequest(f"the Content-Length header {length[:40]!r} is not a byte count")
-    return int(length)
-
-
-ReceivedUploadDep = Annotated[ReceivedFile, Depends(get_received_upload)]
 
 
 async def get_store(settings: SettingsDep) -> ArtifactStore:
@@ -195,3 +164,47 @@ async def get_current_project(
 
 
 CurrentProject = Annotated[uuid.UUID, Depends(get_current_project)]
+
+
+async def get_received_upload(
+    request: Request,
+    settings: SettingsDep,
+    sessions: ReadSessionsDep,
+    project: CurrentProject,
+    name: Annotated[str | None, Query(max_length=255)] = None,
+) -> ReceivedFile:
+    """The request body streamed to a temporary file (multipart `file` or raw octet-stream),
+    held to FUSEFORGE_MAX_UPLOAD_BYTES and to the room the project's quota leaves; the service
+    that takes it must move or delete the file."""
+    quota = None
+    if (limit := settings.quota.project_bytes) is not None:
+        quota = await run_in_threadpool(_upload_room, sessions, project, limit)
+    try:
+        return await receive_upload(
+            chunks=request.stream(),
+            content_type=request.headers.get("content-type", ""),
+            content_length=_content_length(request),
+            temp_dir=settings.uploads_dir,
+            max_bytes=settings.max_upload_bytes,
+            raw_name=name,
+            quota=quota,
+        )
+    except ClientDisconnect as err:  # nobody reads the answer, but it is no server error
+        raise MalformedRequest("the client disconnected before the request body was complete") from err
+
+
+def _content_length(request: Request) -> int | None:
+    length = request.headers.get("content-length")
+    if length is None:
+        return None
+    if not length.isascii() or not length.isdigit():
+        raise MalformedRequest(f"the Content-Length header {length[:40]!r} is not a byte count")
+    return int(length)
+
+
+def _upload_room(sessions: Sessions, project: uuid.UUID, limit_bytes: int) -> UploadRoom:
+    with sessions() as session:
+        return upload_room(session, project, limit_bytes)
+
+
+ReceivedUploadDep = Annotated[ReceivedFile, Depends(get_received_upload)]

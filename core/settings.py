@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AuthSettings", "HttpSettings", "IdempotencySettings", "JanitorSettings", "JobSettings",
-    "MetricsSettings", "ModelCheckSettings", "ModelLimitSettings", "Settings",
+    "MetricsSettings", "ModelCheckSettings", "ModelLimitSettings", "QuotaSettings",
+    "RetentionSettings", "Settings",
     "StageLimit", "StageLimits", "WebhookSettings", "get_settings",
 ]
 
@@ -89,8 +90,32 @@ class JanitorSettings(BaseModel):
     interval_s: float = Field(default=10.0, gt=0)
     # A job queued this long whose message the broker no longer holds is sent again.
     requeue_after_s: float = Field(default=60.0, gt=0)
-    # An upload's temporary file untouched this long belonged to a dead request.
+    # An upload's temporary file untouched this long belonged to a dead request; a stored
+    # model or dataset file no row names, untouched this long, was left by a failed delete.
     upload_stale_s: float = Field(default=3600.0, gt=0)
+    # The slower rounds (retention, stored uploads no row names) run this often.
+    sweep_interval_s: float = Field(default=3600.0, gt=0)
+
+
+class RetentionSettings(BaseModel):
+    """What the janitor removes once it is old (worker/retention.py); unset keeps it for ever.
+
+    `artifacts_days`: the artifact files of a job that finished this long ago are removed; the
+    job and its artifact rows stay, marked expired, and downloading one answers 410.
+    `events_days`: the events of finished jobs older than this are deleted. A queued or running
+    job is never touched.
+    """
+
+    artifacts_days: float | None = Field(default=None, gt=0)  # FUSEFORGE_RETENTION__ARTIFACTS_DAYS
+    events_days: float | None = Field(default=None, gt=0)  # FUSEFORGE_RETENTION__EVENTS_DAYS
+
+
+class QuotaSettings(BaseModel):
+    """Storage a project may use: its uploaded models and datasets plus its jobs' unexpired
+    artifacts (api/services/storage_quota.py). An upload that would pass it is refused with 413
+    while it streams. Unset: no limit."""
+
+    project_bytes: int | None = Field(default=None, gt=0)  # FUSEFORGE_QUOTA__PROJECT_BYTES
 
 
 class IdempotencySettings(BaseModel):
@@ -140,8 +165,9 @@ class HttpSettings(BaseModel):
     (a slowloris) is cut off with 408 although it is never idle for long.
 
     `read_cache_s`: a job's status and a page of the job list may be served up to this old to
-    clients polling them (a job that has ended is cached for good: it never changes again); the
-    API's own writes (create, cancel) are seen at once. 0 reads every request fresh.
+    clients polling them (a job that has ended is cached for 5 minutes: only a delete or
+    retention changes it then); the API's own writes (create, cancel, delete) are seen at once.
+    0 reads every request fresh.
     `health_cache_s`: how long /healthz reuses its probes of the database, broker and disk.
 
     GET /v1/jobs/{id}/events (Server-Sent Events) reads the job's new events every
@@ -240,6 +266,8 @@ class Settings(BaseSettings):
     metrics: MetricsSettings = MetricsSettings()  # FUSEFORGE_METRICS__ENABLED=false
     auth: AuthSettings = AuthSettings()  # FUSEFORGE_AUTH__SECRET=...
     idempotency: IdempotencySettings = IdempotencySettings()  # FUSEFORGE_IDEMPOTENCY__TTL_S=3600
+    retention: RetentionSettings = RetentionSettings()  # FUSEFORGE_RETENTION__ARTIFACTS_DAYS=30
+    quota: QuotaSettings = QuotaSettings()  # FUSEFORGE_QUOTA__PROJECT_BYTES=107374182400
     # Log lines of the API, worker, janitor and job processes (core/logging_setup.py): "text"
     # to read, "json" (one object a line, with request_id / job_id) for a log pipeline.
     log_format: Literal["text", "json"] = "text"  # FUSEFORGE_LOG_FORMAT

@@ -1,4 +1,5 @@
-"""FuseForgeClient: upload a model, start a job, wait for it, download what it made, cancel it.
+"""FuseForgeClient: upload a model, start a job, wait for it, download what it made, cancel it,
+delete what is no longer needed.
 
     from fuseforge_client import FuseForgeClient
 
@@ -148,6 +149,33 @@ class FuseForgeClient:
     def cancel(self, job_id: str) -> Job:
         """Cancel a queued or running job. Raises ConflictError once it has finished."""
         return Job.from_json(self._session.request("POST", f"/v1/jobs/{job_id}/cancel").json())
+
+    def delete_job(self, job_id: str) -> None:
+        """Delete a finished job with its artifacts, records and events.
+
+        Raises:
+            ConflictError: it is queued or running; `cancel` it first.
+            NotFoundError: no such job.
+        """
+        self._session.request("DELETE", f"/v1/jobs/{job_id}")
+
+    def delete_model(self, model_id: str) -> None:
+        """Delete a model with all its jobs and everything they made.
+
+        Raises:
+            ConflictError: some of its jobs are queued or running (the detail names them).
+            NotFoundError: no such model.
+        """
+        self._session.request("DELETE", f"/v1/models/{model_id}")
+
+    def delete_dataset(self, dataset_id: str) -> None:
+        """Delete a dataset; finished jobs that used it keep their results.
+
+        Raises:
+            ConflictError: queued or running jobs validate on it (the detail names them).
+            NotFoundError: no such dataset.
+        """
+        self._session.request("DELETE", f"/v1/datasets/{dataset_id}")
 
     def wait(self, job_id: str, *, timeout_s: float | None = 3600.0,
              on_progress: JobProgress | None = None, outage_s: float = 60.0) -> Job:

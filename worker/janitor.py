@@ -12,10 +12,20 @@ every `janitor.interval_s`:
   `janitor.requeue_after_s` whose `jobs.run` message the broker no longer holds (e.g. a message
   acked while the database was down) is sent again. A duplicate is harmless: `claim` is guarded.
 - **files a crash left**: scratch folders and stage marks of jobs that no longer run; stored
-  artifact files with no row (a job killed while storing; rows commit with `succeeded`); upload
-  temporary files untouched for `janitor.upload_stale_s` (an API killed mid-upload).
+  artifact files with no row (a job killed while storing; rows commit with `succeeded`; a
+  deleted job, or expired artifacts, whose files failed to go); upload temporary files
+  untouched for `janitor.upload_stale_s` (an API killed mid-upload).
 - **expired idempotency keys**: rows of `idempotency_keys` past their expiry (an answer older
   than `idempotency.ttl_s`, or the lease of a request whose API process died).
+
+Every `janitor.sweep_interval_s`, a slower round:
+
+- **retention** (worker/retention.py): the artifact files of jobs finished more than
+  `retention.artifacts_days` ago (their rows stay, marked expired), and events of finished jobs
+  older than `retention.events_days`. Unset: kept for ever.
+- **stored uploads no row names** (a deleted model or dataset whose file failed to go),
+  untouched for `janitor.upload_stale_s`: an upload moves its file in moments before its row
+  commits, after a model check of at most `model_check.timeout_s`.
 
 Run one janitor per deployment (several are harmless, only wasteful); it needs the database,
 the broker and the data folder the workers and the API use.
@@ -34,7 +44,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from core.db import idempotency_keys, job_state
-from core.db.models import Artifact, Job, JobStatus
+from core.db.models import Artifact, Dataset, Job, JobStatus, Model
 from core.db.session import make_engine
 from core.db.types import utc_now
 from core.dispatch import JobDispatcher
@@ -44,12 +54,16 @@ from core.queues import job_queue
 from core.settings import Settings, get_settings
 from core.storage import ArtifactStore, artifact_store
 from core.webhooks.announce import announce_end
+from worker.retention import delete_old_events, expire_artifacts
 
 __all__ = ["Janitor", "main"]
 
 logger = logging.getLogger(__name__)
 
 _STAGE_MARK_SUFFIX = ".stage.json"  # worker/pipeline/supervisor.py's per-job stage marks
+# Store folders of uploads, and the rows that name their files.
+_UPLOAD_FOLDERS: dict[str, type[Model | Dataset]] = {"models": Model, "datasets": Dataset}
+_BATCH = 500  # names per IN list
 
 
 class Janitor:
@@ -60,6 +74,7 @@ class Janitor:
         self._dispatcher = dispatcher
         self._store = store
         self._database_back_at: float | None = time.monotonic()  # None while unreachable
+        self._swept_at: float | None = None  # the last slower round that completed
 
     def run_forever(self) -> None:
         while True:
@@ -69,7 +84,7 @@ class Janitor:
     def tick(self) -> None:
         """One round of every duty; a failing duty is logged and retried next round."""
         for duty in (self.fail_stale_jobs, self.requeue_lost_jobs, self.remove_leftover_files,
-                     self.purge_idempotency_keys):
+                     self.purge_idempotency_keys, self.sweep_when_due):
             try:
                 duty()
             except OperationalError as err:
@@ -134,6 +149,62 @@ class Janitor:
             logger.info("purged %d expired idempotency key(s)", purged)
         return purged
 
+    def sweep_when_due(self) -> None:
+        """The slower round, once per `janitor.sweep_interval_s` (retried next tick if it fails)."""
+        now = time.monotonic()
+        if self._swept_at is not None and now - self._swept_at < self.settings.janitor.sweep_interval_s:
+            return
+        self.apply_retention()
+        self.remove_unreferenced_uploads()
+        self._swept_at = now
+
+    def apply_retention(self) -> None:
+        retention = self.settings.retention
+        now = utc_now()
+        if retention.artifacts_days is not None:
+            expired = expire_artifacts(
+                self._sessions, self._store,
+                finished_before=now - timedelta(days=retention.artifacts_days))
+            if expired:
+                logger.info("retention: expired the artifacts of %d job(s) finished over %g "
+                            "days ago", len(expired), retention.artifacts_days)
+        if retention.events_days is not None:
+            removed = delete_old_events(
+                self._sessions, created_before=now - timedelta(days=retention.events_days))
+            if removed:
+                logger.info("retention: deleted %d event(s) of finished jobs older than %g days",
+                            removed, retention.events_days)
+
+    def remove_unreferenced_uploads(self) -> list[Path]:
+        """Stored model and dataset files that no row (of any project) names."""
+        too_old = time.time() - self.settings.janitor.upload_stale_s
+        removed = []
+        for folder, kind in _UPLOAD_FOLDERS.items():
+            directory = self.settings.artifacts_dir / folder
+            if not directory.is_dir():
+                continue
+            old = {}
+            for path in directory.iterdir():
+                try:
+                    if path.is_file() and path.stat().st_mtime < too_old:
+                        old[self._store.uri_for(f"{folder}/{path.name}")] = path
+                except FileNotFoundError:
+                    continue
+            uris = list(old)
+            named: set[str] = set()
+            with self._sessions() as session:
+                for start in range(0, len(uris), _BATCH):
+                    named.update(session.scalars(select(kind.storage_uri).where(
+                        kind.storage_uri.in_(uris[start:start + _BATCH]))))
+            for uri in uris:
+                if uri not in named:
+                    old[uri].unlink(missing_ok=True)
+                    removed.append(old[uri])
+        if removed:
+            logger.info("removed %d stored upload(s) no model or dataset names: %s",
+                        len(removed), ", ".join(p.name for p in removed))
+        return removed
+
     def remove_leftover_files(self) -> list[Path]:
         removed = self._remove_scratch() + self._remove_stale_uploads()
         self._remove_unrecorded_artifacts()
@@ -173,14 +244,16 @@ class Janitor:
         return removed
 
     def _remove_unrecorded_artifacts(self) -> None:
-        """A job's stored files without rows: the job did not succeed, so none are kept."""
+        """A job's stored files without unexpired rows: the job did not succeed, was deleted,
+        or its artifacts expired, so none are kept."""
         jobs_dir = self.settings.artifacts_dir / "jobs"
         if not jobs_dir.is_dir():
             return
         ids = {job_id for path in jobs_dir.iterdir() if (job_id := _job_id_of(path.name))}
         with self._sessions() as session:
             statuses = dict(session.execute(select(Job.id, Job.status).where(Job.id.in_(ids))).all())
-            recorded = set(session.scalars(select(Artifact.job_id).where(Artifact.job_id.in_(ids))))
+            recorded = set(session.scalars(select(Artifact.job_id).where(
+                Artifact.job_id.in_(ids), Artifact.expired_at.is_(None))))
         for job_id in ids:
             status = statuses.get(job_id)
             if status in (JobStatus.RUNNING.value, JobStatus.QUEUED.value) or job_id in recorded:

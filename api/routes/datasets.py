@@ -1,4 +1,4 @@
-"""/v1/datasets: upload, list and read .npz datasets that jobs validate on."""
+"""/v1/datasets: upload, list, read and delete .npz datasets that jobs validate on."""
 
 from typing import Annotated
 
@@ -6,6 +6,7 @@ from fastapi import APIRouter, Depends, Query, Response
 
 from api.deps import (
     CurrentProject,
+    JobCacheDep,
     ReceivedUploadDep,
     SessionDep,
     SettingsDep,
@@ -14,10 +15,10 @@ from api.deps import (
 )
 from api.idempotent_posts import IdempotentRequestDep, answer_upload, idempotent_responses
 from api.path_ids import DatasetIdPath
-from api.schemas.common import PageParams
+from api.schemas.common import ErrorBody, PageParams
 from api.schemas.datasets import DatasetList, DatasetRead
 from api.schemas.uploads import UPLOAD_BODY
-from api.services import datasets
+from api.services import datasets, deletions
 from api.services.idempotency import Answer
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"],
@@ -78,3 +79,22 @@ def read_dataset(dataset_id: DatasetIdPath, session: SessionDep,
                  project: CurrentProject) -> DatasetRead:
     return DatasetRead.model_validate(
         datasets.get_dataset(session=session, project_id=project, dataset_id=dataset_id))
+
+
+@router.delete(
+    "/{dataset_id}",
+    status_code=204,
+    response_class=Response,
+    responses={204: {"description": "The dataset and its file are gone"},
+               404: {"model": ErrorBody, "description": "No such dataset"},
+               409: {"model": ErrorBody,
+                     "description": "Queued or running jobs validate on it (named)"}},
+)
+def delete_dataset(dataset_id: DatasetIdPath, session: SessionDep, store: StoreDep,
+                   cache: JobCacheDep, project: CurrentProject) -> None:
+    """Delete the dataset and its file. Refused with 409, naming them, while a queued or
+    running job validates on it. Finished jobs that used it keep their results; their
+    `config.dataset_id` still names it."""
+    deletions.delete_dataset(session=session, store=store, project_id=project,
+                             dataset_id=dataset_id)
+    cache.forget_changing()

@@ -1,4 +1,4 @@
-"""/v1/jobs: start, follow, list and cancel optimization jobs; download their artifacts."""
+"""/v1/jobs: start, follow, list, cancel and delete optimization jobs; download their artifacts."""
 
 import uuid
 from collections.abc import Callable
@@ -29,7 +29,7 @@ from api.idempotent_posts import (
 from api.path_ids import ArtifactNamePath, JobIdPath
 from api.schemas.common import ErrorBody, PageParams
 from api.schemas.jobs import JobCreate, JobList, JobRead
-from api.services import idempotency, jobs
+from api.services import deletions, idempotency, jobs
 from api.services.errors import JobNotFound
 from api.services.idempotency import Answer
 from api.services.job_documents import (
@@ -155,7 +155,7 @@ def _document(session: Session, project: uuid.UUID, job_id: uuid.UUID,
 def _document_bytes(session: Session, project: uuid.UUID, job_id: uuid.UUID,
                     cache: JobDocumentCache) -> bytes:
     document = job_document(session, project, job_id, cache)
-    if document is None:  # it was written a moment ago, and jobs are never deleted
+    if document is None:  # it was written a moment ago, and only a finished job is deleted
         raise InternalError(f"job {job_id} vanished right after it was written")
     return document
 
@@ -170,7 +170,12 @@ def _json(document: bytes) -> Response:
     return Response(content=document, media_type="application/json")
 
 
-@router.get("/{job_id}/artifacts/{name}", response_class=FileResponse)
+@router.get(
+    "/{job_id}/artifacts/{name}",
+    response_class=FileResponse,
+    responses={410: {"model": ErrorBody, "description": "The artifact's file was removed under "
+                     "the retention policy (FUSEFORGE_RETENTION__ARTIFACTS_DAYS)"}},
+)
 def download_artifact(
     job_id: JobIdPath, name: ArtifactNamePath, session: SessionDep, store: StoreDep,
     project: CurrentProject,
@@ -182,3 +187,21 @@ def download_artifact(
         media_type="application/octet-stream",
         headers={"X-Content-SHA256": artifact.sha256},
     )
+
+
+@router.delete(
+    "/{job_id}",
+    status_code=204,
+    response_class=Response,
+    responses={204: {"description": "The job, its records and its files are gone"},
+               404: {"model": ErrorBody, "description": "No such job"},
+               409: {"model": ErrorBody, "description": "The job is queued or running: cancel "
+                     "it first (POST /v1/jobs/{id}/cancel)"}},
+)
+def delete_job(job_id: JobIdPath, session: SessionDep, store: StoreDep, cache: JobCacheDep,
+               project: CurrentProject) -> None:
+    """Delete a finished job: its artifacts (files too), validation and benchmark records,
+    events and webhook deliveries. Refused with 409 while it is queued or running: cancel it
+    first (POST /v1/jobs/{id}/cancel)."""
+    deletions.delete_job(session=session, store=store, project_id=project, job_id=job_id)
+    cache.forget_jobs(project, [job_id])

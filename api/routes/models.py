@@ -1,4 +1,4 @@
-"""/v1/models: upload, list and read ONNX models."""
+"""/v1/models: upload, list, read and delete ONNX models."""
 
 from typing import Annotated
 
@@ -6,6 +6,7 @@ from fastapi import APIRouter, Depends, Query, Response
 
 from api.deps import (
     CurrentProject,
+    JobCacheDep,
     ModelCheckerDep,
     ReceivedUploadDep,
     SessionDep,
@@ -15,10 +16,10 @@ from api.deps import (
 )
 from api.idempotent_posts import IdempotentRequestDep, answer_upload, idempotent_responses
 from api.path_ids import ModelIdPath
-from api.schemas.common import PageParams
+from api.schemas.common import ErrorBody, PageParams
 from api.schemas.models import ModelList, ModelRead
 from api.schemas.uploads import UPLOAD_BODY
-from api.services import models
+from api.services import deletions, models
 from api.services.idempotency import Answer
 
 router = APIRouter(prefix="/v1/models", tags=["models"],
@@ -78,3 +79,22 @@ def list_models(session: SessionDep, project: CurrentProject,
 def read_model(model_id: ModelIdPath, session: SessionDep, project: CurrentProject) -> ModelRead:
     return ModelRead.model_validate(
         models.get_model(session=session, project_id=project, model_id=model_id))
+
+
+@router.delete(
+    "/{model_id}",
+    status_code=204,
+    response_class=Response,
+    responses={204: {"description": "The model, its jobs and their files are gone"},
+               404: {"model": ErrorBody, "description": "No such model"},
+               409: {"model": ErrorBody,
+                     "description": "Some of its jobs are queued or running (named)"}},
+)
+def delete_model(model_id: ModelIdPath, session: SessionDep, store: StoreDep,
+                 cache: JobCacheDep, project: CurrentProject) -> None:
+    """Delete the model with all its jobs, their artifacts, validation and benchmark records,
+    events and webhook deliveries, and the uploaded file. Refused with 409, naming them, while
+    any of its jobs is queued or running: cancel them or let them end first."""
+    job_ids = deletions.delete_model(session=session, store=store, project_id=project,
+                                     model_id=model_id)
+    cache.forget_jobs(project, job_ids)

@@ -40,6 +40,8 @@ class ArtifactRead(BaseModel):
     size_bytes: int
     sha256: str
     url: str
+    # when retention removed the file (FUSEFORGE_RETENTION__ARTIFACTS_DAYS): the url answers 410
+    expired_at: datetime | None = None
 
 
 class OutputValidationRead(BaseModel):

@@ -52,10 +52,14 @@ def register_upload(
                         key=f"datasets/{received.sha256}.npz", describe=describe)
 
 
-def get_dataset(*, session: Session, project_id: uuid.UUID, dataset_id: uuid.UUID) -> Dataset:
-    """The project's dataset; DatasetNotFound for an unknown id and another project's alike."""
-    dataset = session.scalars(select(Dataset).where(
-        Dataset.id == dataset_id, Dataset.project_id == project_id)).one_or_none()
+def get_dataset(*, session: Session, project_id: uuid.UUID, dataset_id: uuid.UUID,
+                share_lock: bool = False) -> Dataset:
+    """The project's dataset; DatasetNotFound for an unknown id and another project's alike.
+    `share_lock`: as for `get_model`."""
+    query = select(Dataset).where(Dataset.id == dataset_id, Dataset.project_id == project_id)
+    if share_lock:
+        query = query.with_for_update(key_share=True)
+    dataset = session.scalars(query).one_or_none()
     if dataset is None:
         raise DatasetNotFound(
             f"dataset {dataset_id} does not exist; GET /v1/datasets lists the uploaded ones")

@@ -4,9 +4,11 @@ from collections.abc import Mapping
 from typing import ClassVar
 
 __all__ = [
+    "ArtifactExpired",
     "ArtifactNotFound",
     "BrokerUnavailable",
     "DatabaseUnavailable",
+    "DatasetInUse",
     "DatasetNotFound",
     "IdempotencyKeyInProgress",
     "IdempotencyKeyReused",
@@ -17,9 +19,12 @@ __all__ = [
     "InsufficientStorage",
     "InvalidUpload",
     "JobNotCancellable",
+    "JobNotDeletable",
     "JobNotFound",
     "MalformedRequest",
+    "ModelInUse",
     "ModelNotFound",
+    "QuotaExceeded",
     "RequestBodyTimeout",
     "ServiceError",
     "Unauthorized",
@@ -61,6 +66,12 @@ class ArtifactNotFound(ServiceError):
     status_code = 404
 
 
+class ArtifactExpired(ServiceError):
+    """The artifact's file was removed under the retention policy; its row is kept."""
+
+    status_code = 410
+
+
 class JobNotCancellable(ServiceError):
     status_code = 409
 
@@ -75,12 +86,30 @@ class IdempotencyKeyReused(ServiceError):
     status_code = 409
 
 
+class JobNotDeletable(ServiceError):
+    """A queued or running job: it must be cancelled (or end) before it can be deleted."""
+
+    status_code = 409
+
+
 class IdempotencyKeyInProgress(ServiceError):
     """The request that first used the Idempotency-Key has not answered yet."""
 
     status_code = 409
     retry_after_s = 2
     headers: ClassVar[Mapping[str, str]] = {"Retry-After": str(retry_after_s)}
+
+
+class ModelInUse(ServiceError):
+    """A model with queued or running jobs cannot be deleted."""
+
+    status_code = 409
+
+
+class DatasetInUse(ServiceError):
+    """A dataset queued or running jobs validate on cannot be deleted."""
+
+    status_code = 409
 
 
 class InvalidJobConfig(ServiceError):
@@ -121,6 +150,13 @@ class InsufficientStorage(ServiceError):
 
 
 class UploadTooLarge(ServiceError):
+    status_code = 413
+
+
+class QuotaExceeded(ServiceError):
+    """The upload would take the project past its storage quota (FUSEFORGE_QUOTA__*): a limit
+    of the client's, so 413 (a client error, not retried) rather than the server's 507."""
+
     status_code = 413
 
 

@@ -3,8 +3,9 @@
 Status polling is the API's hottest path, so this skips the ORM's identity map and object
 loading: one query for the job row and one per child table, columns straight into the response
 schema, and the JSON bytes returned as they are (FastAPI would otherwise validate the model a
-second time). A job that has ended never changes again, so its bytes are kept in a small
-per-process cache; a queued or running job, and a page of the list, are kept for the short
+second time). A job that has ended changes only when it is deleted or retention removes its
+artifacts or events, so its bytes are kept in a small per-process cache for a while
+(`FINAL_FRESH_S`); a queued or running job, and a page of the list, are kept for the short
 `read_cache_s` so polling clients share reads. Documents are read and cached per project:
 another project's job is None, as an unknown one is.
 """
@@ -16,7 +17,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Iterable
 from typing import Any
 
 from sqlalchemy import bindparam, func, select
@@ -36,13 +37,17 @@ from core.db.models import (
 __all__ = ["JobDocumentCache", "job_document", "job_key", "job_list_document", "list_key"]
 
 _FINAL = frozenset({JobStatus.SUCCEEDED.value, JobStatus.FAILED.value, JobStatus.CANCELLED.value})
+# How long an ended job's document may be served: a delete by another API process, or the
+# janitor's retention, shows within this long (this process forgets its own deletes at once).
+FINAL_FRESH_S = 300.0
 _SUMMARY_COLUMNS = (Job.id, Job.model_id, Job.status, Job.stage, Job.progress, Job.error_code,
                     Job.error_message, Job.status_detail, Job.created_at, Job.started_at,
                     Job.finished_at)
 _JOB = select(*_SUMMARY_COLUMNS, Job.config, Job.worker, Job.attempts, Job.fusion_report,
               Job.accuracy_report, Job.engine_report).where(
                   Job.id == bindparam("job_id"), Job.project_id == bindparam("project_id"))
-_ARTIFACTS = (select(Artifact.name, Artifact.kind, Artifact.size_bytes, Artifact.sha256)
+_ARTIFACTS = (select(Artifact.name, Artifact.kind, Artifact.size_bytes, Artifact.sha256,
+                     Artifact.expired_at)
               .where(Artifact.job_id == bindparam("job_id")).order_by(Artifact.name))
 _VALIDATION = (select(ValidationResult.output_name.label("name"), ValidationResult.samples,
                       ValidationResult.max_abs_err, ValidationResult.max_rel_err,
@@ -66,16 +71,18 @@ _DELIVERIES = (select(WebhookDelivery.attempt, WebhookDelivery.event, WebhookDel
 class JobDocumentCache:
     """JSON documents of jobs and job-list pages, for one API process.
 
-    An ended job's document is kept (the `size` most recently read): it never changes again.
+    An ended job's document is kept `final_s` seconds (the `size` most recently read): it
+    changes only when the job is deleted or retention expires its artifacts or events.
     Anything else lives `fresh_s` seconds, so clients polling a running job or the list share
     one read per interval; `forget_changing()` drops those at once (after this process's own
-    writes, so a client sees what it just did).
+    writes, so a client sees what it just did), `forget_jobs()` deleted jobs too.
     """
 
-    def __init__(self, fresh_s: float, size: int = 4096) -> None:
+    def __init__(self, fresh_s: float, size: int = 4096, final_s: float = FINAL_FRESH_S) -> None:
         self._fresh_s = fresh_s
+        self._final_s = final_s
         self._size = size
-        self._final: OrderedDict[Hashable, bytes] = OrderedDict()
+        self._final: OrderedDict[Hashable, tuple[float, bytes]] = OrderedDict()
         self._changing: dict[Hashable, tuple[float, bytes]] = {}
         self._lock = threading.Lock()
         self._loading: dict[Hashable, asyncio.Lock] = {}  # used on the event loop only
@@ -83,8 +90,10 @@ class JobDocumentCache:
     def get(self, key: Hashable) -> bytes | None:
         with self._lock:
             if (final := self._final.get(key)) is not None:
-                self._final.move_to_end(key)
-                return final
+                if time.monotonic() - final[0] <= self._final_s:
+                    self._final.move_to_end(key)
+                    return final[1]
+                del self._final[key]
             entry = self._changing.get(key)
             if entry is None or time.monotonic() - entry[0] > self._fresh_s:
                 return None
@@ -93,7 +102,7 @@ class JobDocumentCache:
     def put(self, key: Hashable, document: bytes, *, final: bool) -> None:
         with self._lock:
             if final:
-                self._final[key] = document
+                self._final[key] = (time.monotonic(), document)
                 self._final.move_to_end(key)
                 while len(self._final) > self._size:
                     self._final.popitem(last=False)
@@ -105,6 +114,13 @@ class JobDocumentCache:
 
     def forget_changing(self) -> None:
         with self._lock:
+            self._changing.clear()
+
+    def forget_jobs(self, project_id: uuid.UUID, job_ids: Iterable[uuid.UUID]) -> None:
+        """Drop deleted jobs' documents, and the list pages that showed them."""
+        with self._lock:
+            for job_id in job_ids:
+                self._final.pop(job_key(project_id=project_id, job_id=job_id), None)
             self._changing.clear()
 
     async def fetch(self, key: Hashable,

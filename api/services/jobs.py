@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session, selectinload
 from api.schemas.jobs import JobCreate
 from api.services.datasets import get_dataset
 from api.services.errors import (
+    ArtifactExpired,
     ArtifactNotFound,
     BrokerUnavailable,
     InvalidJobConfig,
@@ -55,9 +56,12 @@ def create_job(*, session: Session, project_id: uuid.UUID, spec: JobCreate,
             JobConfig's own.
         BrokerUnavailable: the job was stored but could not be sent; it is marked failed.
     """
-    model = get_model(session=session, project_id=project_id, model_id=spec.model_id)
+    # Locked until the job commits: a delete of the model or dataset waits, then sees the job.
+    model = get_model(session=session, project_id=project_id, model_id=spec.model_id,
+                      share_lock=True)
     dataset = (
-        get_dataset(session=session, project_id=project_id, dataset_id=spec.dataset_id)
+        get_dataset(session=session, project_id=project_id, dataset_id=spec.dataset_id,
+                    share_lock=True)
         if spec.dataset_id else None
     )
     inputs = [TensorSpec.from_dict(spec) for spec in model.inputs]
@@ -171,6 +175,12 @@ def get_artifact(*, session: Session, project_id: uuid.UUID, job_id: uuid.UUID,
         select(Artifact).join(Job, Artifact.job_id == Job.id)
         .where(Artifact.job_id == job_id, Artifact.name == name, Job.project_id == project_id)
     ).one_or_none()
+    if artifact is not None and artifact.expired_at is not None:
+        raise ArtifactExpired(
+            f"artifact {name!r} of job {job_id} is gone: its file was removed on "
+            f"{artifact.expired_at:%Y-%m-%d} under the retention policy "
+            "(FUSEFORGE_RETENTION__ARTIFACTS_DAYS); the job's record stays. Run the job again "
+            "to get it")
     if artifact is not None:
         return artifact
     job = _job_with_artifacts(session, project_id, job_id)  # 404 for an unknown job first

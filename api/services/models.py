@@ -71,10 +71,16 @@ def _cut(text: str, length: int | None) -> str:
     return text[: length - 1] + "…"
 
 
-def get_model(*, session: Session, project_id: uuid.UUID, model_id: uuid.UUID) -> Model:
-    """The project's model; ModelNotFound for an unknown id and for another project's alike."""
-    model = session.scalars(
-        select(Model).where(Model.id == model_id, Model.project_id == project_id)).one_or_none()
+def get_model(*, session: Session, project_id: uuid.UUID, model_id: uuid.UUID,
+              share_lock: bool = False) -> Model:
+    """The project's model; ModelNotFound for an unknown id and for another project's alike.
+
+    `share_lock`: hold the row (FOR KEY SHARE on PostgreSQL) until the transaction ends, so a
+    job created for it and a delete of it (api/services/deletions.py) take turns."""
+    query = select(Model).where(Model.id == model_id, Model.project_id == project_id)
+    if share_lock:
+        query = query.with_for_update(key_share=True)
+    model = session.scalars(query).one_or_none()
     if model is None:
         raise ModelNotFound(f"model {model_id} does not exist; GET /v1/models lists the uploaded ones")
     return model

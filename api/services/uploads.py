@@ -1,9 +1,10 @@
 """Receive an uploaded file by streaming it to disk in chunks while hashing it.
 
-Memory stays flat whatever the file size, and the size limit is enforced while bytes arrive, so an
-oversized upload is cut off early instead of being written out first. Accepts multipart/form-data
-(field `file`, optional field `name`; see upload_form.py) or a raw `application/octet-stream`
-body. The body must be as long as its Content-Length says.
+Memory stays flat whatever the file size, and the size limit and the project's storage quota are
+enforced while bytes arrive, so an oversized upload is cut off early instead of being written
+out first. Accepts multipart/form-data (field `file`, optional field `name`; see
+upload_form.py) or a raw `application/octet-stream` body. The body must be as long as its
+Content-Length says.
 """
 
 import errno
@@ -25,6 +26,7 @@ from api.services.errors import (
     MalformedRequest,
     UploadTooLarge,
 )
+from api.services.storage_quota import UploadRoom
 from api.services.upload_form import FormReader, refuse_control_characters
 
 __all__ = ["ReceivedFile", "receive_upload"]
@@ -63,11 +65,12 @@ def _no_room_is_507(path: Path, written: int) -> Iterator[None]:
 
 
 class _FileSink:
-    """Writes and hashes one file, refusing to grow past `max_bytes`."""
+    """Writes and hashes one file, refusing to grow past `max_bytes` or the room `quota` left."""
 
-    def __init__(self, path: Path, max_bytes: int) -> None:
+    def __init__(self, path: Path, max_bytes: int, quota: UploadRoom | None = None) -> None:
         self.path = path
         self.max_bytes = max_bytes
+        self.quota = quota
         self.digest = hashlib.sha256()
         self.size = 0
         with _no_room_is_507(path, 0):
@@ -77,6 +80,8 @@ class _FileSink:
     def write(self, data: bytes) -> None:
         if self.size + len(data) > self.max_bytes:
             raise _too_large(self.max_bytes)
+        if self.quota is not None and self.size + len(data) > self.quota.bytes_left:
+            raise self.quota.refusal()
         with _no_room_is_507(self.path, self.size):
             self._handle.write(data)
         self.size += len(data)
@@ -120,18 +125,24 @@ async def receive_upload(
     temp_dir: Path,
     max_bytes: int,
     raw_name: str | None = None,
+    quota: UploadRoom | None = None,
 ) -> ReceivedFile:
     """Stream the request body into a temporary file under `temp_dir`; delete it on any error.
+    `quota`: the room the project's storage quota leaves (None: no quota).
 
     Raises:
         MalformedRequest: a body that does not match its Content-Length, or a multipart body
             without a boundary, with broken framing or over the form's limits (upload_form.py).
         InvalidUpload: a well-formed body with unusable contents; 415 for another media type.
         UploadTooLarge: over `max_bytes`, said as soon as it is certain.
+        QuotaExceeded: over the room `quota` leaves, likewise.
         InsufficientStorage: the disk (or quota, or file-size limit) under `temp_dir` is full.
     """
     if content_length is not None and content_length > max_bytes + _FRAMING_ALLOWANCE_BYTES:
         raise _too_large(max_bytes, content_length)  # refuse early only what is certainly too large
+    if (quota is not None and content_length is not None
+            and content_length > quota.bytes_left + _FRAMING_ALLOWANCE_BYTES):
+        raise quota.refusal()
     if raw_name is not None:
         refuse_control_characters(raw_name, "query parameter 'name'")
     media_type, params = parse_options_header(content_type)
@@ -147,7 +158,7 @@ async def receive_upload(
             "library build the header (curl -F file=@model.onnx)")
     body = _checked_body(chunks, content_length, max_bytes)
     path = temp_dir / f"upload-{uuid.uuid4().hex}.part"
-    sink = _FileSink(path, max_bytes)
+    sink = _FileSink(path, max_bytes, quota)
     try:
         if media_type == b"multipart/form-data":
             filename, name = await _read_multipart(body, params[b"boundary"], sink)

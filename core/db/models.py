@@ -248,7 +248,11 @@ class Job(Base):
 
 
 class Artifact(Base):
-    """A file a job produced, kept in the artifact store; its row commits with `succeeded`."""
+    """A file a job produced, kept in the artifact store; its row commits with `succeeded`.
+
+    `expired_at`: when retention removed the file (worker/retention.py); the row stays so the
+    job still lists it, and a download answers 410.
+    """
 
     __tablename__ = "artifacts"
 
@@ -260,6 +264,7 @@ class Artifact(Base):
     sha256: Mapped[str] = mapped_column(String(64))
     size_bytes: Mapped[int] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
+    expired_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
 
     __table_args__ = (UniqueConstraint("job_id", "name", name="uq_artifacts_job_id_name"),)
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from sqlalchemy import case, func, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from core.db.models import Job, WebhookDelivery
@@ -52,7 +53,8 @@ def delivery_id(job_id: uuid.UUID, event: str) -> uuid.UUID:
 def deliver_attempt(sessions: sessionmaker[Session], job_id: uuid.UUID, settings: Settings,
                     clock: Callable[[], float] = time.time) -> Attempt | None:
     """Make the next attempt to deliver `job_id`'s webhook and record it; None when there is
-    nothing to do (no callback URL, the job has not ended, delivery already settled)."""
+    nothing to do (no callback URL, the job has not ended, delivery already settled, the job
+    was deleted)."""
     webhooks = settings.webhooks
     with sessions() as session:
         job = session.get(Job, job_id)
@@ -84,15 +86,26 @@ def deliver_attempt(sessions: sessionmaker[Session], job_id: uuid.UUID, settings
     final = not retry or last
     if retry and last:
         error = f"{error}; gave up after {number} attempts"
-    with sessions() as session, session.begin():
-        session.add(WebhookDelivery(
-            job_id=job_id, delivery_id=identity, event=event, attempt=number,
-            url=url, status_code=answer.status_code, error=error,
-            duration_ms=duration_ms, final=final))
+    try:
+        with sessions() as session, session.begin():
+            session.add(WebhookDelivery(
+                job_id=job_id, delivery_id=identity, event=event, attempt=number,
+                url=url, status_code=answer.status_code, error=error,
+                duration_ms=duration_ms, final=final))
+    except IntegrityError:
+        if _job_exists(sessions, job_id):
+            raise  # a duplicate attempt row: a fault of ours
+        logger.info("job %s was deleted during its webhook attempt; no more are made", job_id)
+        return None
     logger.info("job %s: webhook %s attempt %d to %s: %s", job_id, event, number,
                 urlsplit(url).netloc, error or f"delivered ({answer.status_code})")
     return Attempt(number=number, status_code=answer.status_code, error=error,
                    retry_after_s=None if final else webhooks.retry_after_s(number))
+
+
+def _job_exists(sessions: sessionmaker[Session], job_id: uuid.UUID) -> bool:
+    with sessions() as session:
+        return session.get(Job, job_id) is not None
 
 
 def _judge(answer: Answer) -> tuple[str | None, bool]:

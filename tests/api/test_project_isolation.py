@@ -59,6 +59,9 @@ ID_ROUTES = [
     ("POST", "/v1/jobs/{job_id}/cancel", "job"),
     ("GET", "/v1/jobs/{job_id}/artifacts/{name}", "job"),
     ("GET", "/v1/jobs/{job_id}/events", "job"),
+    ("DELETE", "/v1/models/{model_id}", "model"),
+    ("DELETE", "/v1/datasets/{dataset_id}", "dataset"),
+    ("DELETE", "/v1/jobs/{job_id}", "job"),
 ]
 
 
@@ -101,6 +104,17 @@ def test_another_projects_job_is_not_cancelled(client: TestClient, owned: Owned,
                                                other: dict[str, str]) -> None:
     assert client.post(f"/v1/jobs/{owned.job}/cancel", headers=other).status_code == 404
     assert client.get(f"/v1/jobs/{owned.job}").json()["status"] == "queued"
+
+
+def test_another_projects_rows_are_not_deleted(client: TestClient, db_session: Session,
+                                               owned: Owned, other: dict[str, str]) -> None:
+    job = db_session.get_one(Job, uuid.UUID(owned.job))
+    job.status = JobStatus.SUCCEEDED.value  # deletable by its own project
+    db_session.commit()
+    for route in (f"/v1/jobs/{owned.job}", f"/v1/models/{owned.model}",
+                  f"/v1/datasets/{owned.dataset}"):
+        assert client.delete(route, headers=other).status_code == 404
+        assert client.get(route).status_code == 200
 
 
 def test_a_job_cannot_name_another_projects_model_or_dataset(

@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 
@@ -125,3 +126,39 @@ def test_wait_past_its_timeout_names_the_job_and_cancel_stops_it(
 def test_job_fields_are_read_from_the_servers_schema(client: FuseForgeClient) -> None:
     fields = client.job_fields()
     assert fields is not None and {"model_id", "backend", "precision", "validation"} <= fields
+
+
+def test_delete_refuses_a_running_job_and_its_model_then_removes_them(
+    client: FuseForgeClient, cnn: Path,
+) -> None:
+    model = client.upload_model(cnn)
+    slow = {**FAST, "benchmark": {"warmup": 0, "iterations": 5000, "measure_memory": False}}
+    job = client.submit_job(model.id, slow)
+
+    with pytest.raises(ConflictError) as job_refused:
+        client.delete_job(job.id)
+    with pytest.raises(ConflictError) as model_refused:
+        client.delete_model(model.id)
+    assert "cancel it first" in job_refused.value.detail
+    assert job.id in model_refused.value.detail
+
+    client.cancel(job.id)
+    client.delete_job(job.id)
+    client.delete_model(model.id)
+    with pytest.raises(NotFoundError):
+        client.get_job(job.id)
+    with pytest.raises(NotFoundError) as gone:
+        client.delete_model(model.id)
+    assert gone.value.error == "ModelNotFound"
+
+
+def test_a_dataset_is_deleted_once(client: FuseForgeClient, tmp_path: Path) -> None:
+    path = tmp_path / "d.npz"
+    np.savez(path, input=np.zeros((2, 1, 3, 32, 32), np.float32))
+    dataset = client.upload_dataset(path)
+
+    client.delete_dataset(dataset.id)
+
+    with pytest.raises(NotFoundError) as gone:
+        client.delete_dataset(dataset.id)
+    assert gone.value.error == "DatasetNotFound"

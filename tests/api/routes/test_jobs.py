@@ -4,6 +4,7 @@ refused with nothing stored."""
 import base64
 import json
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -15,7 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from core.db.models import Job
+from core.db.models import Artifact, Job
 from optimizer.testing.models import model_bytes, small_cnn
 from tests.api.routes.test_datasets import npz_bytes
 
@@ -115,6 +116,26 @@ def test_artifact_of_queued_job_is_404_saying_why(client: TestClient, model_id: 
     response = client.get(f"/v1/jobs/{job_id}/artifacts/engine.onnx")
     assert response.status_code == 404
     assert "the job is queued" in response.json()["detail"]
+
+
+def test_an_expired_artifact_is_410_and_listed_as_expired(
+        client: TestClient, db_session: Session, model_id: str) -> None:
+    job_id = client.post("/v1/jobs", json={"model_id": model_id}).json()["id"]
+    job = db_session.get_one(Job, uuid.UUID(job_id))
+    job.status = "succeeded"
+    expired_at = datetime(2026, 12, 1, tzinfo=UTC)
+    db_session.add(Artifact(job_id=job.id, name="engine.onnx", kind="engine",
+                            uri=f"store://jobs/{job_id}/engine.onnx", sha256="0" * 64,
+                            size_bytes=6, expired_at=expired_at))
+    db_session.commit()
+
+    response = client.get(f"/v1/jobs/{job_id}/artifacts/engine.onnx")
+
+    assert response.status_code == 410, response.text
+    assert response.json()["error"] == "ArtifactExpired"
+    assert "removed on 2026-12-01" in response.json()["detail"]
+    [listed] = client.get(f"/v1/jobs/{job_id}").json()["artifacts"]
+    assert datetime.fromisoformat(listed["expired_at"]) == expired_at
 
 
 def test_jobs_are_listed_newest_first_and_filter_by_status(client: TestClient, model_id: str) -> None:
