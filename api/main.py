@@ -16,7 +16,17 @@ from api.body_deadline import BodyDeadline
 from api.docs import serve_docs
 from api.openapi_errors import document_errors
 from api.request_ids import REQUEST_ID_HEADER, RequestIds
-from api.routes import datasets, health, jobs, metrics, models, passes, plugins, workers
+from api.routes import (
+    datasets,
+    health,
+    jobs,
+    metrics,
+    models,
+    passes,
+    plugins,
+    projects,
+    workers,
+)
 from api.services.errors import DatabaseUnavailable, MalformedRequest, ServiceError
 from api.services.health import HealthCache
 from api.services.job_documents import JobDocumentCache
@@ -143,8 +153,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(sqlalchemy.exc.SQLAlchemyError, _database_error)
     app.add_exception_handler(Exception, _internal_error)  # Starlette's last resort: 500
     for router in (
-        models.router, datasets.router, jobs.router, passes.router, plugins.router,
-        workers.router, health.router,
+        models.router, datasets.router, jobs.router, projects.router, passes.router,
+        plugins.router, workers.router, health.router,
     ):
         app.include_router(router)
     if settings.metrics.enabled:

@@ -11,12 +11,14 @@ __all__ = [
     "InvalidDatasetFile",
     "InvalidJobConfig",
     "InvalidModelFile",
+    "InvalidProjectSettings",
     "InsufficientStorage",
     "InvalidUpload",
     "JobNotCancellable",
     "JobNotFound",
     "MalformedRequest",
     "ModelNotFound",
+    "ProjectNotFound",
     "RequestBodyTimeout",
     "ServiceError",
     "Unauthorized",
@@ -58,6 +60,10 @@ class ArtifactNotFound(ServiceError):
     status_code = 404
 
 
+class ProjectNotFound(ServiceError):
+    status_code = 404
+
+
 class JobNotCancellable(ServiceError):
     status_code = 409
 
@@ -67,6 +73,10 @@ class InvalidJobConfig(ServiceError):
 
 
 class InvalidModelFile(ServiceError):
+    status_code = 422
+
+
+class InvalidProjectSettings(ServiceError):
     status_code = 422
 
 
