@@ -91,6 +91,11 @@ class JanitorSettings(BaseModel):
     requeue_after_s: float = Field(default=60.0, gt=0)
     # An upload's temporary file untouched this long belonged to a dead request.
     upload_stale_s: float = Field(default=3600.0, gt=0)
+    # A finished job's webhook with no attempt this long after the job ended, or after its next
+    # attempt was due, whose message the broker no longer holds, is sent again...
+    webhook_resend_after_s: float = Field(default=300.0, gt=0)
+    # ...if the job ended within this long: a lost webhook older than that is left alone.
+    webhook_resend_within_s: float = Field(default=86400.0, gt=0)
 
 
 class ModelLimitSettings(BaseModel):
