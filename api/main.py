@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException
 from api.body_deadline import BodyDeadline
 from api.docs import serve_docs
 from api.openapi_errors import document_errors
+from api.openapi_examples import keep_example_nulls
 from api.request_ids import REQUEST_ID_HEADER, RequestIds
 from api.routes import (
     datasets,
@@ -139,6 +140,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     serve_docs(app)
     document_errors(app)
+    keep_example_nulls(app)
     app.state.job_cache = JobDocumentCache(fresh_s=settings.http.read_cache_s)
     app.state.health_cache = HealthCache(fresh_s=settings.http.health_cache_s)
     app.state.verified_keys = VerifiedKeys(fresh_s=settings.auth.key_cache_s)

@@ -6,6 +6,7 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
 
+from api.schemas import examples
 from core.webhooks.urls import callback_url_problem
 
 __all__ = ["ProjectRead", "ProjectUpdate"]
@@ -18,12 +19,8 @@ _DEFAULT_CALLBACK_URL = (
 class ProjectRead(BaseModel):
     """The project of the request's API key."""
 
-    model_config = ConfigDict(from_attributes=True, json_schema_extra={"examples": [{
-        "id": "0b6f6a8e-3c1d-4c52-9d0a-4be1f1f3c2a7",
-        "name": "ci",
-        "created_at": "2026-12-01T22:30:00Z",
-        "default_callback_url": "https://hooks.example.com/fuseforge",
-    }]})
+    model_config = ConfigDict(from_attributes=True,
+                              json_schema_extra={"examples": [examples.PROJECT]})
 
     id: uuid.UUID
     name: str
@@ -35,7 +32,7 @@ class ProjectUpdate(BaseModel):
     """What PATCH /v1/project changes: the fields sent (a field left out stays as it is)."""
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
-        {"default_callback_url": "https://hooks.example.com/fuseforge"},
+        {"default_callback_url": examples.CALLBACK_URL},
         {"default_callback_url": None},
     ]})
 
