@@ -48,6 +48,7 @@ from worker.runtime import WorkerRuntime, use_runtime
 from worker.tasks import deliver_webhook as _registers_the_task  # noqa: F401
 
 HOOK = "https://hooks.example.com/fuseforge"
+MINUTE = timedelta(minutes=1)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -244,19 +245,18 @@ def _events(sessions: sessionmaker[Session], job_id: uuid.UUID) -> list[str]:
 def test_a_finished_jobs_lost_webhook_is_sent_again_once(
         tmp_path: Path, sessions: sessionmaker[Session], broker: redis.Redis) -> None:
     settings = _settings(tmp_path)  # overdue: 300 s past the end, or past the retry's due time
-    minutes = lambda n: timedelta(minutes=n)  # noqa: E731
-    never_tried = _ended(sessions, minutes(10))  # its message never reached (or left) the broker
-    retry_lost = _ended(sessions, minutes(10), status=JobStatus.FAILED)
-    _attempt(sessions, retry_lost, 1, minutes(9), 503, final=False)  # attempt 2 due 1 s later
-    retry_due_now = _ended(sessions, minutes(10))
+    never_tried = _ended(sessions, 10 * MINUTE)  # its message never reached (or left) the broker
+    retry_lost = _ended(sessions, 10 * MINUTE, status=JobStatus.FAILED)
+    _attempt(sessions, retry_lost, 1, 9 * MINUTE, 503, final=False)  # attempt 2 due 1 s later
+    retry_due_now = _ended(sessions, 10 * MINUTE)
     _attempt(sessions, retry_due_now, 1, timedelta(seconds=1), 503, final=False)
-    delivered = _ended(sessions, minutes(10))
-    _attempt(sessions, delivered, 1, minutes(9), 200, final=True)
-    given_up = _ended(sessions, minutes(10))
-    _attempt(sessions, given_up, 1, minutes(9), 503, final=True)
-    just_ended = _ended(sessions, minutes(1))  # its message may still be on its way
+    delivered = _ended(sessions, 10 * MINUTE)
+    _attempt(sessions, delivered, 1, 9 * MINUTE, 200, final=True)
+    given_up = _ended(sessions, 10 * MINUTE)
+    _attempt(sessions, given_up, 1, 9 * MINUTE, 503, final=True)
+    just_ended = _ended(sessions, 1 * MINUTE)  # its message may still be on its way
     long_ago = _ended(sessions, timedelta(days=2))  # older than webhook_resend_within_s
-    no_callback = _ended(sessions, minutes(10), callback_url=None)
+    no_callback = _ended(sessions, 10 * MINUTE, callback_url=None)
     _job(sessions, JobStatus.RUNNING, config=JobConfig(callback_url=HOOK),
          heartbeat_at=utc_now())
     janitor = _janitor(settings, sessions)
