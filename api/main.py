@@ -15,8 +15,19 @@ from starlette.exceptions import HTTPException
 from api.body_deadline import BodyDeadline
 from api.docs import serve_docs
 from api.openapi_errors import document_errors
+from api.openapi_examples import keep_example_nulls
 from api.request_ids import REQUEST_ID_HEADER, RequestIds
-from api.routes import datasets, health, jobs, metrics, models, passes, plugins, workers
+from api.routes import (
+    datasets,
+    health,
+    jobs,
+    metrics,
+    models,
+    passes,
+    plugins,
+    projects,
+    workers,
+)
 from api.services.errors import DatabaseUnavailable, MalformedRequest, ServiceError
 from api.services.health import HealthCache
 from api.services.job_documents import JobDocumentCache
@@ -129,6 +140,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     serve_docs(app)
     document_errors(app)
+    keep_example_nulls(app)
     app.state.job_cache = JobDocumentCache(fresh_s=settings.http.read_cache_s)
     app.state.health_cache = HealthCache(fresh_s=settings.http.health_cache_s)
     app.state.verified_keys = VerifiedKeys(fresh_s=settings.auth.key_cache_s)
@@ -143,8 +155,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(sqlalchemy.exc.SQLAlchemyError, _database_error)
     app.add_exception_handler(Exception, _internal_error)  # Starlette's last resort: 500
     for router in (
-        models.router, datasets.router, jobs.router, passes.router, plugins.router,
-        workers.router, health.router,
+        models.router, datasets.router, jobs.router, projects.router, passes.router,
+        plugins.router, workers.router, health.router,
     ):
         app.include_router(router)
     if settings.metrics.enabled:

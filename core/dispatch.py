@@ -1,10 +1,10 @@
 """Send jobs (and their webhooks) to the broker by task name, and look into it: is it
-reachable, which job messages does it hold, how many wait in each queue.
+reachable, which job and webhook messages does it hold, how many wait in each queue.
 
 A producer only: a small Celery client built from the broker URL, used by the API (to dispatch
-a job after its row commits) and by the janitor (to re-send a queued job whose message the broker
-lost). It never loads the worker's app, tasks or signals. Only the job id travels; the database
-holds the job (STYLE §5).
+a job after its row commits) and by the janitor (to re-send a queued job, or a finished job's
+webhook, whose message the broker lost). It never loads the worker's app, tasks or signals. Only
+the job id travels; the database holds the job (STYLE §5).
 """
 
 import base64
@@ -90,14 +90,23 @@ class JobDispatcher:
         into. kombu's SQL transport keeps no trace that tells a message in flight from one
         acknowledged, so there only waiting messages count (a job claimed meanwhile is not
         queued, and a duplicate finds it claimed)."""
+        return self._held_ids(queues, RUN_JOB_TASK)
+
+    def held_webhook_job_ids(self) -> set[uuid.UUID] | None:
+        """The ids of the jobs whose `webhooks.deliver` message the broker holds, as
+        held_job_ids counts them (with Redis, a retry waiting out its countdown in a worker is
+        delivered and not yet acknowledged, so it counts); None where it cannot be looked into."""
+        return self._held_ids([WEBHOOK_QUEUE], DELIVER_WEBHOOK_TASK)
+
+    def _held_ids(self, queues: Iterable[str], task: str) -> set[uuid.UUID] | None:
         url = make_url(self.broker_url) if "://" in self.broker_url else None
         if url is None:
             return None
         scheme = url.drivername
         if scheme in ("redis", "rediss"):
-            return _ids(_redis_messages(self.broker_url, queues))
+            return _ids(_redis_messages(self.broker_url, queues), task)
         if scheme.startswith("sqla+"):
-            return _ids(_sql_messages(self.broker_url.removeprefix("sqla+"), queues))
+            return _ids(_sql_messages(self.broker_url.removeprefix("sqla+"), queues), task)
         return None
 
     def queue_depths(self, queues: Iterable[str]) -> dict[str, int] | None:
@@ -189,16 +198,17 @@ def _sql_messages(url: str, queues: Iterable[str]) -> list[dict[str, Any]]:
     return [json.loads(payload) for (payload,) in rows]
 
 
-def _ids(messages: list[dict[str, Any]]) -> set[uuid.UUID]:
-    """Job ids of the `jobs.run` messages (Celery's message protocol 2)."""
+def _ids(messages: list[dict[str, Any]], task: str) -> set[uuid.UUID]:
+    """Job ids of the `task` messages (Celery's message protocol 2: the job id is the first
+    argument of both jobs.run and webhooks.deliver)."""
     ids = set()
     for message in messages:
         headers = message.get("headers", {})
-        if headers.get("task") != RUN_JOB_TASK:
+        if headers.get("task") != task:
             continue
         try:
             args, _kwargs, _embed = json.loads(base64.b64decode(message["body"]))
             ids.add(uuid.UUID(str(args[0])))
         except (KeyError, ValueError, IndexError, TypeError):
-            logger.warning("unreadable jobs.run message %s", headers.get("id"))
+            logger.warning("unreadable %s message %s", task, headers.get("id"))
     return ids

@@ -96,6 +96,12 @@ class JanitorSettings(BaseModel):
     # The slower rounds (retention, stored uploads no row names) run this often.
     sweep_interval_s: float = Field(default=3600.0, gt=0)
 
+    # A finished job's webhook with no attempt this long after the job ended, or after its next
+    # attempt was due, whose message the broker no longer holds, is sent again...
+    webhook_resend_after_s: float = Field(default=300.0, gt=0)
+    # ...if the job ended within this long: a lost webhook older than that is left alone.
+    webhook_resend_within_s: float = Field(default=86400.0, gt=0)
+
 
 class RetentionSettings(BaseModel):
     """What the janitor removes once it is old (worker/retention.py); unset keeps it for ever.

@@ -15,7 +15,7 @@ from typing import Any
 
 from fuseforge_cli.failures import EXIT_USAGE, CliFailure
 
-__all__ = ["add_apikey_parser"]
+__all__ = ["add_apikey_parser", "name_argument"]
 
 
 def add_apikey_parser(sub: Any) -> None:
@@ -24,20 +24,21 @@ def add_apikey_parser(sub: Any) -> None:
     commands = parser.add_subparsers(dest="apikey_command", required=True)
     create = commands.add_parser(
         "create", help="make a key for a project (created when new); prints the key once")
-    create.add_argument("--project", required=True, type=_name, help="project name, e.g. ci")
-    create.add_argument("--name", required=True, type=_name, help="what the key is for")
+    create.add_argument("--project", required=True, type=name_argument, help="project name, e.g. ci")
+    create.add_argument("--name", required=True, type=name_argument, help="what the key is for")
     create.add_argument("--expires-in-days", type=_days, default=None,
                         help="the key stops working after this many days (default: never)")
     create.set_defaults(func=create_key_command)
     listing = commands.add_parser("list", help="list keys (never their secrets)")
-    listing.add_argument("--project", type=_name, default=None, help="only this project's")
+    listing.add_argument("--project", type=name_argument, default=None, help="only this project's")
     listing.set_defaults(func=list_keys_command)
     revoke = commands.add_parser("revoke", help="stop a key from working, at once")
     revoke.add_argument("key_id", type=_key_id, metavar="ID", help="the key's id (apikey list)")
     revoke.set_defaults(func=revoke_key_command)
 
 
-def _name(text: str) -> str:
+def name_argument(text: str) -> str:
+    """A name (of a project, of a key) from the command line: 1 to 255 characters, trimmed."""
     text = text.strip()
     if not text or len(text) > 255:
         raise argparse.ArgumentTypeError(f"{text[:40]!r}: give 1 to 255 characters")

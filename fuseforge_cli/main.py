@@ -1,5 +1,5 @@
-"""`fuseforge serve | worker | janitor | migrate | run | apikey | optimize | validate | submit`:
-what the Makefile and containers call, and what users run."""
+"""`fuseforge serve | worker | janitor | migrate | run | apikey | project | optimize | validate |
+submit`: what the Makefile and containers call, and what users run."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from fuseforge_cli.apikey_command import add_apikey_parser
 from fuseforge_cli.deferred_imports import defer_import
 from fuseforge_cli.failures import EXIT_CODES_HELP, EXIT_USAGE, CliFailure, failure_from, report_failure
 from fuseforge_cli.optimize_parser import add_optimize_parser
+from fuseforge_cli.project_command import add_project_parser
 from fuseforge_cli.submit_parser import add_submit_parser
 from fuseforge_cli.validate_parser import add_validate_parser
 
@@ -138,6 +139,7 @@ def _parser(catalog: Sequence[FusionPass] | None) -> argparse.ArgumentParser:
     sub.add_parser("worker", help="run a Celery worker (`fuseforge worker --help` for options)")
     sub.add_parser("janitor", help="fail stale jobs, re-send lost ones, remove leftover files")
     add_apikey_parser(sub)
+    add_project_parser(sub)
     add_optimize_parser(sub, catalog=catalog)
     add_validate_parser(sub, catalog=catalog)
     add_submit_parser(sub)

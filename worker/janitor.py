@@ -11,6 +11,10 @@ every `janitor.interval_s`:
 - **lost messages**: the database is the source of truth; a job queued for
   `janitor.requeue_after_s` whose `jobs.run` message the broker no longer holds (e.g. a message
   acked while the database was down) is sent again. A duplicate is harmless: `claim` is guarded.
+  Likewise a finished job's webhook that was never attempted, or whose retry never came
+  (`janitor.webhook_resend_after_s` overdue, core/webhooks/overdue.py), and whose
+  `webhooks.deliver` message the broker no longer holds. A webhook delivered (or given up) is
+  never sent again.
 - **files a crash left**: scratch folders and stage marks of jobs that no longer run; stored
   artifact files with no row (a job killed while storing; rows commit with `succeeded`; a
   deleted job, or expired artifacts, whose files failed to go); upload temporary files
@@ -54,6 +58,7 @@ from core.queues import job_queue
 from core.settings import Settings, get_settings
 from core.storage import ArtifactStore, artifact_store
 from core.webhooks.announce import announce_end
+from core.webhooks.overdue import overdue_deliveries
 from worker.retention import delete_old_events, expire_artifacts
 
 __all__ = ["Janitor", "main"]
@@ -83,8 +88,9 @@ class Janitor:
 
     def tick(self) -> None:
         """One round of every duty; a failing duty is logged and retried next round."""
-        for duty in (self.fail_stale_jobs, self.requeue_lost_jobs, self.remove_leftover_files,
-                     self.purge_idempotency_keys, self.sweep_when_due):
+        for duty in (self.fail_stale_jobs, self.requeue_lost_jobs, self.resend_lost_webhooks,
+                     self.remove_leftover_files, self.purge_idempotency_keys,
+                     self.sweep_when_due):
             try:
                 duty()
             except OperationalError as err:
@@ -204,6 +210,35 @@ class Janitor:
             logger.info("removed %d stored upload(s) no model or dataset names: %s",
                         len(removed), ", ".join(p.name for p in removed))
         return removed
+
+    def resend_lost_webhooks(self) -> list[uuid.UUID]:
+        """Send `webhooks.deliver` again for finished jobs whose delivery is overdue and whose
+        message the broker does not hold; the ids of the jobs sent."""
+        janitor = self.settings.janitor
+        with self._sessions() as session:
+            overdue = overdue_deliveries(
+                session, now=utc_now(), after=timedelta(seconds=janitor.webhook_resend_after_s),
+                within=timedelta(seconds=janitor.webhook_resend_within_s),
+                webhooks=self.settings.webhooks)
+        if not overdue:
+            return []
+        held = self._dispatcher.held_webhook_job_ids()
+        if held is None:
+            logger.debug("janitor: this broker cannot be looked into; no webhook is re-sent")
+            return []
+        resent = []
+        for delivery in overdue:
+            if delivery.job_id in held:
+                continue  # waiting for a worker, or a retry waiting out its pause
+            self._dispatcher.send_webhook(delivery.job_id)
+            with self._sessions() as session, session.begin():
+                job_state.record_event(session, delivery.job_id,
+                                       f"webhook re-sent: {delivery.reason}")
+            resent.append(delivery.job_id)
+        if resent:
+            logger.warning("re-sent the webhooks of %d finished job(s) the broker had lost: %s",
+                           len(resent), ", ".join(map(str, resent)))
+        return resent
 
     def remove_leftover_files(self) -> list[Path]:
         removed = self._remove_scratch() + self._remove_stale_uploads()

@@ -1,10 +1,11 @@
 """/healthz: is the database reachable, is the broker reachable, is there room on the disk."""
 
 from fastapi import APIRouter, Request, Response
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 from starlette.concurrency import run_in_threadpool
 
 from api.deps import DispatcherDep, ReadSessionsDep, Sessions, SettingsDep
+from api.schemas import examples
 from api.services.health import HealthCache, check_broker, check_database, check_disk
 from core.dispatch import JobDispatcher
 from core.settings import Settings
@@ -24,6 +25,8 @@ class DiskHealth(ComponentHealth):
 
 
 class Health(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [examples.HEALTH]})
+
     status: str  # "ok" or "degraded"
     database: ComponentHealth
     broker: ComponentHealth

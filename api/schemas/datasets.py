@@ -5,6 +5,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from api.schemas import examples
 from api.schemas.common import Page
 
 __all__ = ["DatasetArray", "DatasetList", "DatasetRead"]
@@ -19,7 +20,8 @@ class DatasetArray(BaseModel):
 class DatasetRead(BaseModel):
     """An uploaded .npz: S samples, each one model call with every input at its sample shape."""
 
-    model_config = ConfigDict(from_attributes=True)
+    model_config = ConfigDict(from_attributes=True,
+                              json_schema_extra={"examples": [examples.DATASET]})
 
     id: uuid.UUID
     name: str
@@ -31,4 +33,6 @@ class DatasetRead(BaseModel):
     created_at: datetime
 
 
-DatasetList = Page[DatasetRead]
+class DatasetList(Page[DatasetRead]):
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [examples.page([examples.DATASET])]})

@@ -7,7 +7,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from api.schemas import examples
 from api.schemas.common import Page
+from core.db.models import JobStatus
 from core.job_config import JobConfig
 
 __all__ = [
@@ -26,6 +28,8 @@ __all__ = [
 ]
 
 class JobCreate(JobConfig):
+    model_config = ConfigDict(json_schema_extra={"examples": [*examples.JOB_CREATE]})
+
     model_id: uuid.UUID
 
 
@@ -133,7 +137,7 @@ class WebhookDeliveryRead(BaseModel):
 class JobSummary(BaseModel):
     id: uuid.UUID
     model_id: uuid.UUID
-    status: str
+    status: JobStatus
     stage: str | None
     progress: float
     error: JobError | None
@@ -145,6 +149,8 @@ class JobSummary(BaseModel):
 
 
 class JobRead(JobSummary):
+    model_config = ConfigDict(json_schema_extra={"examples": [examples.JOB]})
+
     config: JobConfig
     worker: str | None
     attempts: int
@@ -163,4 +169,6 @@ class JobRead(JobSummary):
     webhook_deliveries: list[WebhookDeliveryRead] = []
 
 
-JobList = Page[JobSummary]
+class JobList(Page[JobSummary]):
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [examples.page(examples.JOB_SUMMARIES)]})

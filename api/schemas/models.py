@@ -5,6 +5,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict
 
+from api.schemas import examples
 from api.schemas.common import Page
 
 __all__ = ["ModelList", "ModelRead", "TensorInfo"]
@@ -17,7 +18,8 @@ class TensorInfo(BaseModel):
 
 
 class ModelRead(BaseModel):
-    model_config = ConfigDict(from_attributes=True)
+    model_config = ConfigDict(from_attributes=True,
+                              json_schema_extra={"examples": [examples.MODEL]})
 
     id: uuid.UUID
     name: str
@@ -31,4 +33,5 @@ class ModelRead(BaseModel):
     created_at: datetime
 
 
-ModelList = Page[ModelRead]
+class ModelList(Page[ModelRead]):
+    model_config = ConfigDict(json_schema_extra={"examples": [examples.page([examples.MODEL])]})

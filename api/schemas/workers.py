@@ -5,11 +5,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from api.schemas import examples
+
 __all__ = ["WorkerRead"]
 
 
 class WorkerRead(BaseModel):
-    model_config = ConfigDict(from_attributes=True)
+    model_config = ConfigDict(from_attributes=True,
+                              json_schema_extra={"examples": [examples.WORKER]})
 
     name: str  # the Celery node, e.g. "celery@gpu-host-1"
     hostname: str

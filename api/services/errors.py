@@ -16,6 +16,7 @@ __all__ = [
     "InvalidIdempotencyKey",
     "InvalidJobConfig",
     "InvalidModelFile",
+    "InvalidProjectSettings",
     "InsufficientStorage",
     "InvalidUpload",
     "JobNotCancellable",
@@ -25,6 +26,7 @@ __all__ = [
     "ModelInUse",
     "ModelNotFound",
     "QuotaExceeded",
+    "ProjectNotFound",
     "RequestBodyTimeout",
     "ServiceError",
     "Unauthorized",
@@ -72,6 +74,10 @@ class ArtifactExpired(ServiceError):
     status_code = 410
 
 
+class ProjectNotFound(ServiceError):
+    status_code = 404
+
+
 class JobNotCancellable(ServiceError):
     status_code = 409
 
@@ -117,6 +123,10 @@ class InvalidJobConfig(ServiceError):
 
 
 class InvalidModelFile(ServiceError):
+    status_code = 422
+
+
+class InvalidProjectSettings(ServiceError):
     status_code = 422
 
 

@@ -5,7 +5,6 @@ The API's job documents (what GET and these routes answer) are read in `job_docu
 
 import logging
 import uuid
-from urllib.parse import urlsplit
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
@@ -27,10 +26,11 @@ from core.db.models import Artifact, Job
 from core.db.worker_registry import online_workers
 from core.dispatch import JobDispatcher
 from core.job_config import JobConfig
+from core.projects import default_callback_url
 from core.queues import job_queue
 from core.settings import WebhookSettings
-from core.webhooks.addresses import CallbackRefused, allowed_addresses
 from core.webhooks.announce import announce_end
+from core.webhooks.callback_check import callback_host_problem
 from optimizer.backends.tensorrt.profiles import profiles_to_dict
 from optimizer.capabilities import normalize_compute_capability
 from optimizer.tensor_specs import TensorSpec
@@ -45,6 +45,10 @@ def create_job(*, session: Session, project_id: uuid.UUID, spec: JobCreate,
 
     A TensorRT job no online worker can take is still queued (a GPU worker may start later), with
     a `status_detail` that names the GPU it waits for and the GPU workers that are online.
+
+    A body without a `callback_url` field gets the project's default webhook (if any) in its
+    stored config; `"callback_url": null` sends none. The default's host was checked when it
+    was set, and the worker checks it again on every attempt, so it is not resolved here.
 
     Raises:
         ModelNotFound, DatasetNotFound: the model or dataset named does not exist in the
@@ -71,8 +75,11 @@ def create_job(*, session: Session, project_id: uuid.UUID, spec: JobCreate,
     check_input_ranges(inputs, spec.input_ranges)
     if spec.callback_url is not None:
         _check_callback_host(spec.callback_url, webhooks)
+    callback_url = (spec.callback_url if "callback_url" in spec.model_fields_set
+                    else default_callback_url(session=session, project_id=project_id))
     config = JobConfig.model_validate({
         **spec.model_dump(exclude={"model_id"}),
+        "callback_url": callback_url,
         "input_shapes": {name: list(shape) for name, shape in shapes.items()},
         "profiles": profiles_to_dict(profiles) or None,
     })
@@ -96,12 +103,9 @@ def create_job(*, session: Session, project_id: uuid.UUID, spec: JobCreate,
 
 def _check_callback_host(url: str, webhooks: WebhookSettings) -> None:
     """Refuse a callback URL the worker would refuse to call (checked again at delivery)."""
-    parts = urlsplit(url)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    try:
-        allowed_addresses(parts.hostname or "", port, webhooks)
-    except CallbackRefused as err:
-        raise InvalidJobConfig(f"callback_url: {err}") from err
+    problem = callback_host_problem(url, webhooks)
+    if problem is not None:
+        raise InvalidJobConfig(f"callback_url: {problem}")
 
 
 def _waiting_detail(session: Session, config: JobConfig) -> str | None:

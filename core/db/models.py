@@ -82,6 +82,9 @@ class Project(Base):
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
     name: Mapped[str] = mapped_column(String(255), unique=True)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
+    # The callback URL of the project's jobs submitted without a `callback_url` of their own
+    # (copied into the job's config at submit time); None: such jobs send no webhook.
+    default_callback_url: Mapped[str | None] = mapped_column(Text)
 
 
 class ApiKey(Base):

@@ -1,7 +1,8 @@
-"""The janitor, a process of its own: it fails jobs whose worker died, re-sends queued jobs whose
-message the broker lost (the database is the source of truth), removes the files a crash
-left and purges expired idempotency keys. Real databases (a fresh SQLite and PostgreSQL each),
-a real Redis and kombu's SQL broker."""
+"""The janitor, a process of its own: it fails jobs whose worker died, re-sends queued jobs and
+finished jobs' webhooks whose message the broker lost (the database is the source of truth),
+removes the files a crash left and purges expired idempotency keys. Real databases (a fresh
+SQLite and PostgreSQL each), a real Redis and kombu's SQL broker, a real worker delivering to
+a real HTTP receiver."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from celery.contrib.testing.worker import start_worker
 from kombu.connection import Connection
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
@@ -29,15 +31,26 @@ from core.db.models import (
     JobEvent,
     JobStatus,
     Model,
+    WebhookDelivery,
 )
 from core.db.types import utc_now
 from core.dispatch import JobDispatcher
 from core.job_config import JobConfig
-from core.settings import JanitorSettings, Settings
+from core.queues import WEBHOOK_QUEUE
+from core.settings import JanitorSettings, Settings, WebhookSettings
 from core.storage import LocalArtifactStore
+from core.webhooks.delivery import delivery_id
 from tests.conftest import TEST_REDIS_URL
 from tests.support.databases import fresh_database
+from tests.support.fake_tensorrt import FAKE_TENSORRT
+from tests.support.scripted_http import Answer, scripted_server
+from worker.celery_app import celery_app
 from worker.janitor import Janitor
+from worker.runtime import WorkerRuntime, use_runtime
+from worker.tasks import deliver_webhook as _registers_the_task  # noqa: F401
+
+HOOK = "https://hooks.example.com/fuseforge"
+MINUTE = timedelta(minutes=1)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -223,3 +236,114 @@ def test_a_tick_purges_idempotency_keys_past_their_24_hours_and_keeps_younger_on
 
     with sessions() as session:
         assert set(session.scalars(select(IdempotencyKey.key))) == {"hour-old"}
+
+
+def _ended(sessions: sessionmaker[Session], ago: timedelta, callback_url: str | None = HOOK,
+           status: JobStatus = JobStatus.SUCCEEDED) -> uuid.UUID:
+    """A job that ended `ago`, with `callback_url`."""
+    return _job(sessions, status, config=JobConfig(callback_url=callback_url),
+                finished_at=utc_now() - ago)
+
+
+def _attempt(sessions: sessionmaker[Session], job_id: uuid.UUID, number: int, ago: timedelta,
+             status_code: int | None, final: bool) -> None:
+    """A recorded delivery attempt, made `ago`."""
+    with sessions() as session, session.begin():
+        session.add(WebhookDelivery(
+            job_id=job_id, delivery_id=delivery_id(job_id, "job.succeeded"),
+            event="job.succeeded", attempt=number, url=HOOK, status_code=status_code,
+            error=None if status_code == 200 else "the receiver answered 503",
+            duration_ms=3.0, final=final, created_at=utc_now() - ago))
+
+
+def _webhook_messages(broker: redis.Redis) -> list[uuid.UUID]:
+    """The job ids of the webhooks.deliver messages waiting in the webhooks queue."""
+    ids = []
+    for raw in broker.lrange(WEBHOOK_QUEUE, 0, -1):
+        message = json.loads(raw)
+        assert message["headers"]["task"] == "webhooks.deliver"
+        ids.append(uuid.UUID(json.loads(base64.b64decode(message["body"]))[0][0]))
+    return ids
+
+
+def _events(sessions: sessionmaker[Session], job_id: uuid.UUID) -> list[str]:
+    with sessions() as session:
+        return [e.message for e in session.query(JobEvent).filter(JobEvent.job_id == job_id)]
+
+
+def test_a_finished_jobs_lost_webhook_is_sent_again_once(
+        tmp_path: Path, sessions: sessionmaker[Session], broker: redis.Redis) -> None:
+    settings = _settings(tmp_path)  # overdue: 300 s past the end, or past the retry's due time
+    never_tried = _ended(sessions, 10 * MINUTE)  # its message never reached (or left) the broker
+    retry_lost = _ended(sessions, 10 * MINUTE, status=JobStatus.FAILED)
+    _attempt(sessions, retry_lost, 1, 9 * MINUTE, 503, final=False)  # attempt 2 due 1 s later
+    retry_due_now = _ended(sessions, 10 * MINUTE)
+    _attempt(sessions, retry_due_now, 1, timedelta(seconds=1), 503, final=False)
+    delivered = _ended(sessions, 10 * MINUTE)
+    _attempt(sessions, delivered, 1, 9 * MINUTE, 200, final=True)
+    given_up = _ended(sessions, 10 * MINUTE)
+    _attempt(sessions, given_up, 1, 9 * MINUTE, 503, final=True)
+    just_ended = _ended(sessions, 1 * MINUTE)  # its message may still be on its way
+    long_ago = _ended(sessions, timedelta(days=2))  # older than webhook_resend_within_s
+    no_callback = _ended(sessions, 10 * MINUTE, callback_url=None)
+    _job(sessions, JobStatus.RUNNING, config=JobConfig(callback_url=HOOK),
+         heartbeat_at=utc_now())
+    janitor = _janitor(settings, sessions)
+
+    assert sorted(janitor.resend_lost_webhooks()) == sorted([never_tried, retry_lost])
+    assert sorted(_webhook_messages(broker)) == sorted([never_tried, retry_lost])
+    assert janitor.resend_lost_webhooks() == []  # the broker holds their messages now
+    assert len(_webhook_messages(broker)) == 2
+    [resent] = [m for m in _events(sessions, never_tried) if m.startswith("webhook re-sent")]
+    assert "no delivery attempt was made in the 600 s since the job ended" in resent
+    assert any(m.startswith("webhook re-sent: attempt 2 was due")
+               for m in _events(sessions, retry_lost))
+    for job_id in (retry_due_now, delivered, given_up, just_ended, long_ago, no_callback):
+        assert not any(m.startswith("webhook re-sent") for m in _events(sessions, job_id))
+
+
+def test_the_embedded_sql_broker_holding_the_webhook_message_is_left_alone(
+        tmp_path: Path, sessions: sessionmaker[Session]) -> None:
+    url = f"sqla+sqlite:///{tmp_path / 'broker.sqlite'}"
+    dispatcher = JobDispatcher(url)
+    dispatcher.declare_queues()
+    held, lost = _ended(sessions, timedelta(minutes=10)), _ended(sessions, timedelta(minutes=10))
+    dispatcher.send_webhook(held)
+
+    assert _janitor(_settings(tmp_path, broker_url=url), sessions).resend_lost_webhooks() == [lost]
+    assert dispatcher.held_webhook_job_ids() == {held, lost}
+
+
+def _drained(broker: redis.Redis, timeout_s: float = 30) -> None:
+    """Wait until the worker has run (and, acks_late, acknowledged) every webhook message."""
+    deadline = time.monotonic() + timeout_s
+    while broker.llen(WEBHOOK_QUEUE) or broker.hlen("unacked"):
+        assert time.monotonic() < deadline, "the worker did not take the webhook messages"
+        time.sleep(0.05)
+
+
+def test_a_resent_webhook_is_delivered_by_a_worker_once_and_never_again(
+        tmp_path: Path, sessions: sessionmaker[Session], broker: redis.Redis) -> None:
+    settings = _settings(tmp_path).model_copy(update={"webhooks": WebhookSettings(
+        secret="s" * 32, allowed_networks=["127.0.0.0/8"], timeout_s=5)})
+    runtime = WorkerRuntime(settings=settings, sessions=sessions,
+                            store=LocalArtifactStore(settings.artifacts_dir),
+                            toolkit=FAKE_TENSORRT, capabilities=FAKE_TENSORRT.detect_capabilities())
+    with (scripted_server([Answer(204)]) as receiver, use_runtime(runtime),
+          start_worker(celery_app, pool="solo", perform_ping_check=False,
+                       queues=[WEBHOOK_QUEUE], shutdown_timeout=30)):
+        job_id = _ended(sessions, timedelta(minutes=10), callback_url=f"{receiver.base_url}/hook")
+        janitor = _janitor(settings, sessions)
+
+        assert janitor.resend_lost_webhooks() == [job_id]
+        _drained(broker)
+        assert [r.path for r in receiver.received] == ["/hook"]
+
+        janitor.tick()  # delivered: nothing is overdue
+        JobDispatcher(TEST_REDIS_URL).send_webhook(job_id)  # a duplicate message all the same
+        _drained(broker)
+
+    assert len(receiver.received) == 1
+    with sessions() as session:
+        [attempt] = session.query(WebhookDelivery).filter(WebhookDelivery.job_id == job_id)
+        assert (attempt.status_code, attempt.final, attempt.error) == (204, True, None)

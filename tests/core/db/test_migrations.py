@@ -81,6 +81,28 @@ def test_rows_from_before_projects_belong_to_the_default_project(empty_engine: E
         assert session.get_one(Project, DEFAULT_PROJECT_ID).name == "default"
 
 
+def test_a_projects_default_webhook_goes_on_downgrade_and_its_rows_stay(
+        empty_engine: Engine) -> None:
+    run_alembic(empty_engine, "upgrade", "head")
+    with Session(empty_engine) as session, session.begin():
+        session.get_one(Project, DEFAULT_PROJECT_ID).default_callback_url = "https://h.example/x"
+        model_id = uuid.uuid4()  # a row that references the project
+        session.add(Model(id=model_id, project_id=DEFAULT_PROJECT_ID, name="m", sha256="0" * 64,
+                          size_bytes=1, storage_uri="store://m", ir_version=8, opset=17,
+                          producer="test", inputs=[], outputs=[]))
+
+    run_alembic(empty_engine, "downgrade", "0016")
+
+    columns = {c["name"] for c in inspect(empty_engine).get_columns("projects")}
+    assert "default_callback_url" not in columns
+    models = table("models", column("id", Uuid))
+    with empty_engine.connect() as connection:
+        assert connection.execute(select(models.c.id)).scalars().all() == [model_id]
+    run_alembic(empty_engine, "upgrade", "head")
+    with Session(empty_engine) as session:
+        assert session.get_one(Project, DEFAULT_PROJECT_ID).default_callback_url is None
+
+
 def _insert_model(engine: Engine) -> uuid.UUID:
     model_id = uuid.uuid4()
     models = table("models", *(column(name) for name in (

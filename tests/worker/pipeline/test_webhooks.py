@@ -218,3 +218,28 @@ def test_cancelling_a_queued_job_posts_job_cancelled(
     assert delivery.headers["FuseForge-Event"] == "job.cancelled"
     assert _signed_json(delivery)["status"] == "cancelled"
     assert _attempts(job) == [(1, 200)]
+
+
+def test_a_job_without_a_callback_url_posts_to_its_projects_default_webhook(
+        embedded: EmbeddedWorker, hooks: Settings, receiver: Receiver) -> None:
+    default = receiver.url.replace("/hooks/fuseforge", "/hooks/project-default")
+    response = embedded.client.patch("/v1/project", json={"default_callback_url": default})
+    assert response.status_code == 200, response.text
+    try:
+        model_id = embedded.upload(model_bytes(small_cnn(seed=68)), "cnn.onnx")
+        defaulted = embedded.submit(model_id, benchmark=FAST_BENCHMARK)
+        own = embedded.submit(model_id, benchmark=FAST_BENCHMARK, callback_url=receiver.url)
+        opted_out = embedded.submit(model_id, benchmark=FAST_BENCHMARK, callback_url=None)
+        jobs = {job_id: _settled(embedded, job_id) for job_id in (defaulted, own)}
+        silent = embedded.wait(opted_out)
+    finally:
+        embedded.client.patch("/v1/project", json={"default_callback_url": None})
+
+    sent = {_signed_json(d)["id"]: d for d in receiver.received}
+    assert sent.keys() == {defaulted, own}  # the opted-out job posted nothing
+    assert sent[defaulted].path == "/hooks/project-default"
+    assert sent[defaulted].headers["FuseForge-Event"] == "job.succeeded"
+    assert json.loads(sent[defaulted].body)["config"]["callback_url"] == default
+    assert sent[own].path == "/hooks/fuseforge"
+    assert [_attempts(job) for job in jobs.values()] == [[(1, 200)], [(1, 200)]]
+    assert silent["config"]["callback_url"] is None and silent["webhook_deliveries"] == []

@@ -1,0 +1,256 @@
+"""The examples the OpenAPI document shows, telling one story: project `ci` uploads a ResNet
+block and a validation set, and runs an onnxruntime job on it that succeeds and posts its
+webhook. Values are what the API answered for such a run (ids, hashes and timings shortened to
+fixed ones), so a client written against them meets the same shapes.
+
+tests/api/test_openapi_examples.py checks each against its schema and its pydantic model.
+"""
+
+from typing import Any
+
+from core.job_config import JobConfig
+
+__all__ = [
+    "CALLBACK_URL",
+    "DATASET",
+    "HEALTH",
+    "JOB",
+    "JOB_CREATE",
+    "JOB_SUMMARIES",
+    "MODEL",
+    "PROJECT",
+    "WORKER",
+    "page",
+]
+
+PROJECT_ID = "0b6f6a8e-3c1d-4c52-9d0a-4be1f1f3c2a7"
+MODEL_ID = "e3bddc0a-eb3c-4eda-9706-20bbcdb90d3a"
+DATASET_ID = "4f7041bb-80c2-424d-833d-ac8b0d70bec5"
+JOB_ID = "bbf038f8-ee58-4b01-aaa3-61d765c56c90"
+CALLBACK_URL = "https://hooks.example.com/fuseforge"
+
+PROJECT: dict[str, Any] = {
+    "id": PROJECT_ID,
+    "name": "ci",
+    "created_at": "2026-12-01T22:15:07.118305Z",
+    "default_callback_url": CALLBACK_URL,
+}
+
+MODEL: dict[str, Any] = {
+    "id": MODEL_ID,
+    "name": "resnet-block.onnx",
+    "sha256": "c554fb84cb4d363a6652e0cce992a3004a870ef82e673943c66fa97bfbad003b",
+    "size_bytes": 4740,
+    "ir_version": 10,
+    "opset": 17,
+    "producer": "pytorch 2.5.1",
+    "inputs": [{"name": "input", "dtype": "float32", "shape": ["N", 3, 32, 32]}],
+    "outputs": [{"name": "logits", "dtype": "float32", "shape": ["N", 10]}],
+    "created_at": "2026-12-01T22:28:41.703108Z",
+}
+
+DATASET: dict[str, Any] = {
+    "id": DATASET_ID,
+    "name": "val.npz",
+    "sha256": "cdf3847bc57af88ab5e260d53911b6caf31d0fe72513f528f4b5d96de74a1094",
+    "size_bytes": 49692,
+    "samples": 4,
+    "arrays": [{"name": "input", "dtype": "float32", "shape": [1, 3, 32, 32]}],
+    "has_labels": True,
+    "created_at": "2026-12-01T22:29:12.753915Z",
+}
+
+# Request bodies of POST /v1/jobs: the least, a validated CPU job, a TensorRT fp16 job.
+JOB_CREATE: list[dict[str, Any]] = [
+    {"model_id": MODEL_ID},
+    {
+        "model_id": MODEL_ID,
+        "backend": "onnxruntime",
+        "precision": "fp32",
+        "input_shapes": {"input": [1, 3, 32, 32]},
+        "dataset_id": DATASET_ID,
+        "validation": {"atol": 1e-4, "rtol": 1e-3},
+        "benchmark": {"warmup": 5, "iterations": 30, "measure_memory": True},
+        "callback_url": CALLBACK_URL,
+    },
+    {
+        "model_id": MODEL_ID,
+        "backend": "tensorrt",
+        "target_gpu": "9.0",
+        "precision": "fp16",
+        "profiles": {"input": {"min": [1, 3, 32, 32], "opt": [8, 3, 32, 32],
+                               "max": [32, 3, 32, 32]}},
+        "precision_search": True,
+        "accuracy_budget": {"min_cosine": 0.999},
+    },
+]
+
+# As stored: every field, defaults filled in.
+_CONFIG = JobConfig.model_validate(
+    {k: v for k, v in JOB_CREATE[1].items() if k != "model_id"}).model_dump(mode="json")
+
+_STARTED, _FINISHED = "2026-12-01T22:30:01.049674Z", "2026-12-01T22:30:03.702585Z"
+
+_SUCCEEDED: dict[str, Any] = {
+    "id": JOB_ID,
+    "model_id": MODEL_ID,
+    "status": "succeeded",
+    "stage": "done",
+    "progress": 1.0,
+    "error": None,
+    "status_detail": None,
+    "created_at": "2026-12-01T22:30:00.799382Z",
+    "started_at": _STARTED,
+    "finished_at": _FINISHED,
+}
+
+
+def _artifact(name: str, kind: str, size: int, sha256: str) -> dict[str, Any]:
+    return {"name": name, "kind": kind, "size_bytes": size, "sha256": sha256,
+            "url": f"/v1/jobs/{JOB_ID}/artifacts/{name}"}
+
+
+def _benchmark(variant: str, p50: float, p90: float, p99: float, mean: float,
+               speedup: float | None) -> dict[str, Any]:
+    return {"suite": "comparison", "variant": variant, "backend": "onnxruntime", "batch_size": 1,
+            "iterations": 30, "warmup": 5, "latency_ms_p50": p50, "latency_ms_p90": p90,
+            "latency_ms_p99": p99, "latency_ms_mean": mean, "throughput_per_s": 1000 / mean,
+            "peak_memory_mb": 41.3 if variant == "original" else 38.9,
+            "speedup_vs_reference": speedup, "slower_than_previous": None,
+            "timing": "host_clock", "device_memory_mb": None}
+
+
+JOB: dict[str, Any] = {
+    **_SUCCEEDED,
+    "config": _CONFIG,
+    "worker": "cpu-host-1:19337",
+    "attempts": 1,
+    "artifacts": [
+        _artifact("engine.onnx", "engine", 4591,
+                  "1d0177c912c82c3972746dee05e47bf31b4663112457ed3c15df20a3f383e300"),
+        _artifact("fused.onnx", "optimized_model", 4749,
+                  "1de88f2186d9b49aa322f59a89ff1502f05ef84edbc89bff41c9744be0061a32"),
+        _artifact("fusion_report.json", "report", 6178,
+                  "619423d5cde6268c03a45b7abb69dfdce30b19fa8ed861f9626ab27bcf185e95"),
+        _artifact("manifest.json", "manifest", 1124,
+                  "dd50c41a2108823cf2482c734f2f89fcf6fc91be9f09ae1bddcf69274e012d4c"),
+    ],
+    "fusion_report": {
+        "backend": "onnxruntime",
+        "passes_run": ["cleanup", "fold_batch_norm", "fuse_conv_add_relu",
+                       "fuse_conv_activation", "fuse_matmul_add"],
+        "passes_skipped": {"fuse_to_plugins": "no onnxruntime lowering (the backend handles "
+                                              "this pattern itself or has no fused form)"},
+        "nodes_before": 10,
+        "nodes_after": 5,
+        "ops_before": {"Add": 1, "BatchNormalization": 2, "Conv": 2, "Flatten": 1, "Gemm": 1,
+                       "GlobalAveragePool": 1, "Relu": 2},
+        "ops_after": {"Flatten": 1, "Gemm": 1, "GlobalAveragePool": 1,
+                      "com.microsoft.FusedConv": 2},
+        "rules": [
+            {"pass_name": "fold_batch_norm", "rule": "FoldBatchNormIntoConv", "applied": 2,
+             "refusals": []},
+            {"pass_name": "fuse_conv_add_relu", "rule": "FuseConvAddRelu", "applied": 1,
+             "refusals": []},
+            {"pass_name": "fuse_conv_activation", "rule": "FuseConvRelu", "applied": 1,
+             "refusals": []},
+        ],
+        "iterations": 2,
+        "duration_s": 0.021,
+        "notes": [],
+    },
+    "accuracy_report": {
+        "passed_first_time": True,
+        "tolerances": {"atol": 0.0001, "rtol": 0.001, "min_cosine": 0.9999},
+        "failures": [],
+        "input_shapes": [{"input_shapes": {"input": [1, 3, 32, 32]}, "samples": 4,
+                          "passed": True}],
+        "input_ranges": {},
+    },
+    "engine_report": None,
+    "validation": {
+        "passed": True,
+        "outputs": [{
+            "name": "logits", "samples": 4, "max_abs_err": 2.384e-07, "max_rel_err": 7.641e-07,
+            "mean_abs_err": 8.121e-08, "cosine_similarity": 0.9999999999999972, "atol": 0.0001,
+            "rtol": 0.001, "min_cosine": 0.9999, "passed": True,
+            "metrics": {"rmse": 1.132e-07, "snr_db": 142.2, "abs_err_p50": 5.96e-08,
+                        "abs_err_p90": 2.384e-07, "abs_err_p99": 2.384e-07,
+                        "top1_agreement": 1.0, "top5_agreement": 1.0,
+                        "reference_accuracy": 0.75, "candidate_accuracy": 0.75,
+                        "accuracy_drop": 0.0},
+        }],
+    },
+    "benchmarks": [
+        _benchmark("original", 0.093, 0.104, 0.108, 0.0963, None),
+        _benchmark("engine", 0.069, 0.073, 0.074, 0.068, 1.419),
+    ],
+    "events": [
+        {"stage": None, "message": "queued", "created_at": "2026-12-01T22:30:00.801429Z"},
+        {"stage": None, "message": "claimed by worker cpu-host-1:19337",
+         "created_at": "2026-12-01T22:30:00.908700Z"},
+        *({"stage": stage, "message": f"stage {stage} started", "created_at": at} for stage, at in (
+            ("load", "2026-12-01T22:30:01.380334Z"),
+            ("optimize", "2026-12-01T22:30:01.405335Z"),
+            ("build_engine", "2026-12-01T22:30:01.428075Z"),
+            ("validate", "2026-12-01T22:30:01.436794Z"),
+            ("benchmark", "2026-12-01T22:30:02.462402Z"),
+            ("store", "2026-12-01T22:30:03.489656Z"))),
+        {"stage": "done", "message": "succeeded", "created_at": "2026-12-01T22:30:03.704981Z"},
+    ],
+    "webhook_deliveries": [{
+        "attempt": 1, "event": "job.succeeded", "status_code": 200, "error": None,
+        "duration_ms": 41.7, "at": "2026-12-01T22:30:03.812044Z",
+    }],
+}
+
+# GET /v1/jobs: the job above, one running, one queued for a GPU no online worker has.
+JOB_SUMMARIES: list[dict[str, Any]] = [
+    {**_SUCCEEDED, "id": "5d1c9a2e-7f3b-4e8a-b6d4-2c9e0f1a3b57", "status": "queued",
+     "stage": None, "progress": 0.0, "started_at": None, "finished_at": None,
+     "created_at": "2026-12-01T22:31:40.220119Z",
+     "status_detail": "waiting for a worker: no online worker has a GPU of compute capability "
+                      "9.0 with TensorRT (queue 'gpu.sm90'); no GPU worker is online. The job "
+                      "stays queued until one starts (`fuseforge worker --queues gpu` on a "
+                      "machine with that GPU)."},
+    {**_SUCCEEDED, "id": "a8e2f4c1-0b9d-4d3e-9f5a-6c7b8d9e0f12", "status": "running",
+     "stage": "validate", "progress": 0.6, "finished_at": None,
+     "created_at": "2026-12-01T22:31:02.004512Z", "started_at": "2026-12-01T22:31:02.310877Z"},
+    _SUCCEEDED,
+]
+
+WORKER: dict[str, Any] = {
+    "name": "celery@gpu-host-1",
+    "hostname": "gpu-host-1",
+    "pid": 4121,
+    "queues": ["gpu", "gpu.sm90", "gpu.h200", "webhooks"],
+    "online": True,
+    "gpu_name": "NVIDIA H200",
+    "compute_capability": "9.0",
+    "gpu_memory_mib": 143771,
+    "tensorrt_version": "10.16.0",
+    "capabilities": {
+        "gpus": [{"index": 0, "name": "NVIDIA H200", "compute_capability": "9.0",
+                  "memory_total_mib": 143771,
+                  "uuid": "GPU-5b0e7c4a-9d21-4f3c-8a6e-1f2d3c4b5a69",
+                  "driver_version": "570.124.06"}],
+        "tensorrt_version": "10.16.0",
+        "notes": [],
+    },
+    "started_at": "2026-12-01T21:02:11.503120Z",
+    "heartbeat_at": "2026-12-01T22:31:40.114082Z",
+    "stopped_at": None,
+}
+
+HEALTH: dict[str, Any] = {
+    "status": "ok",
+    "database": {"ok": True, "error": None},
+    "broker": {"ok": True, "error": None},
+    "disk": {"ok": True, "error": None, "path": "/var/lib/fuseforge", "free_bytes": 82591465472,
+             "min_free_bytes": 1073741824},
+}
+
+
+def page(items: list[dict[str, Any]]) -> dict[str, Any]:
+    """A first page of a listing holding `items`."""
+    return {"items": items, "total": len(items), "limit": 50, "offset": 0}
