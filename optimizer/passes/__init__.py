@@ -12,6 +12,8 @@ from optimizer.passes.fuse_matmul_add import FUSE_MATMUL_ADD
 from optimizer.passes.fuse_residual_gemm import FUSE_RESIDUAL_GEMM
 from optimizer.passes.fuse_skip_layer_norm import FUSE_SKIP_LAYER_NORM
 from optimizer.passes.fuse_to_plugins import FUSE_TO_PLUGINS
+from optimizer.passes.pack_attention_projections import PACK_ATTENTION_PROJECTIONS
+from optimizer.passes.sink_reshapes import SINK_RESHAPES
 from optimizer.passes.upgrade_opset_for_layer_norm import UPGRADE_OPSET_FOR_LAYER_NORM
 
 __all__ = ["BACKENDS", "DEFAULT_PASSES", "FusionPass", "PASSES_BY_NAME"]
@@ -24,7 +26,8 @@ __all__ = ["BACKENDS", "DEFAULT_PASSES", "FusionPass", "PASSES_BY_NAME"]
 # - the opset upgrade right before LayerNorm, which needs opset 17 (it converts only when a
 #   LayerNorm would then fuse); LayerNorm before Add+LayerNorm; LayerNorm, GELU (with its bias
 #   Add) and attention (with its head split/merge Reshapes) before MatMul+Add lowering rewrites
-#   the Adds and projections;
+#   the Adds and projections; packing attention's projections after both made its Gemms;
+#   sinking the rows views last, once every Gemm that makes them is there;
 # - for TensorRT, the plugin fusions take Add+LayerNorm, bias+GELU and attention first.
 DEFAULT_PASSES: tuple[FusionPass, ...] = (
     CLEANUP,
@@ -39,6 +42,8 @@ DEFAULT_PASSES: tuple[FusionPass, ...] = (
     FUSE_ATTENTION,
     FUSE_RESIDUAL_GEMM,
     FUSE_MATMUL_ADD,
+    PACK_ATTENTION_PROJECTIONS,
+    SINK_RESHAPES,
 )
 
 PASSES_BY_NAME = {p.name: p for p in DEFAULT_PASSES}

@@ -222,6 +222,21 @@ def static_shape(value: ir.Value) -> tuple[int, ...] | None:
     return tuple(int(d) for d in value.shape.dims)  # type: ignore[arg-type]
 
 
+def known_shape(value: ir.Value) -> tuple[int, ...] | None:
+    """`value`'s static shape, or, where shape inference left it unknown (past an op it does
+    not know, such as com.microsoft's), the constant target of the Reshape computing it when
+    every dim of that target is given (no 0 or -1)."""
+    shape = static_shape(value)
+    node = value.producer()
+    if shape is not None or node is None or node.op_type != "Reshape" or len(node.inputs) < 2:
+        return shape
+    target = node.inputs[1]
+    if target is None or target.const_value is None:
+        return None
+    dims = tuple(int(d) for d in target.const_value.numpy().reshape(-1))
+    return dims if all(d > 0 for d in dims) else None
+
+
 def unique_initializer_name(graph: ir.Graph | ir.Function | None, base: str) -> str:
     """`base`, or `base_N` if the graph already has an initializer so named."""
     taken = graph.initializers if isinstance(graph, ir.Graph) else {}

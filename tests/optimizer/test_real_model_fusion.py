@@ -48,7 +48,9 @@ def test_bert_encoder_layer_norms_gelus_and_attention_are_fused(form: str) -> No
         assert written_out not in report.ops_after, (written_out, report.ops_after)
     assert report.ops_after["LayerNormalization"] == 5  # embeddings + 2 per layer
     assert report.ops_after["com.microsoft.BiasGelu"] == 2
-    assert report.ops_after["com.microsoft.MultiHeadAttention"] == 2
+    assert report.applied("FuseMultiHeadAttention") == 2
+    # ...then packed with their Q, K, V projections (pack_attention_projections)
+    assert report.ops_after["com.microsoft.Attention"] == 2
     assert report.applied("fuse_residual_gemm") == 4  # both residual Adds of both layers
     feeds = _bert_feeds(model)
     np.testing.assert_allclose(run_model(fused, feeds)[0], run_model(model, feeds)[0],
