@@ -25,6 +25,7 @@ __all__ = [
     "OptimizationProfileRequest",
     "OrtLevel",
     "Precision",
+    "checked_callback_url",
     "ValidationConfig",
 ]
 
@@ -94,6 +95,17 @@ class OptimizationProfileRequest(BaseModel):
     min: list[_Dim] = Field(description="smallest shape the engine accepts")
     opt: list[_Dim] = Field(description="the shape TensorRT tunes its kernels for")
     max: list[_Dim] = Field(description="largest shape the engine accepts")
+
+
+def checked_callback_url(value: str | None) -> str | None:
+    """A webhook URL as given, or None; a pydantic validation error naming the problem with a
+    URL FuseForge will not post to (core/webhooks/urls.py). For job and project fields alike."""
+    if value is None:
+        return None
+    problem = callback_url_problem(value)
+    if problem is not None:
+        raise PydanticCustomError("callback_url", "{problem}", {"problem": problem})
+    return value
 
 
 class JobConfig(BaseModel):
@@ -184,12 +196,7 @@ class JobConfig(BaseModel):
     @field_validator("callback_url")
     @classmethod
     def _callback_url(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        problem = callback_url_problem(value)
-        if problem is not None:
-            raise PydanticCustomError("callback_url", "{problem}", {"problem": problem})
-        return value
+        return checked_callback_url(value)
 
     @field_validator("target_gpu")
     @classmethod

@@ -4,10 +4,9 @@ import uuid
 from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-from pydantic_core import PydanticCustomError
 
 from api.schemas import examples
-from core.webhooks.urls import callback_url_problem
+from core.job_config import checked_callback_url
 
 __all__ = ["ProjectRead", "ProjectUpdate"]
 
@@ -45,9 +44,4 @@ class ProjectUpdate(BaseModel):
     @field_validator("default_callback_url")
     @classmethod
     def _callback_url(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        problem = callback_url_problem(value)
-        if problem is not None:
-            raise PydanticCustomError("callback_url", "{problem}", {"problem": problem})
-        return value
+        return checked_callback_url(value)
