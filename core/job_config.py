@@ -179,10 +179,11 @@ class JobConfig(BaseModel):
     )
     ort_flush_denormals: bool | None = Field(
         default=None,
-        description="onnxruntime only: the engine flushes denormal floats to zero while it runs "
-        "(default true): a masked attention row (padding, a causal mask) otherwise puts "
-        "denormals through softmax and the MatMul after it, at a fraction of their speed "
-        "(README: Denormals). false keeps IEEE gradual underflow",
+        description="onnxruntime only: the engine flushes denormal floats to zero while it runs. "
+        "Unset: when the engine holds a softmax (a masked attention row, padding or causal, "
+        "otherwise puts denormals through softmax and the MatMul after it, at a fraction of "
+        "their speed); true: always; false: never (IEEE gradual underflow). The manifest's "
+        "flush_denormals and flush_denormals_why say what the engine does",
     )
     validation: ValidationConfig = ValidationConfig()
     benchmark: BenchmarkConfig = BenchmarkConfig()
@@ -239,8 +240,6 @@ class JobConfig(BaseModel):
             raise PydanticCustomError(JOB_CONFIG_ERROR, "{problem}", {"problem": problem})
         if self.backend == "onnxruntime" and self.ort_optimization_level is None:
             self.ort_optimization_level = DEFAULT_ORT_LEVEL
-        if self.backend == "onnxruntime" and self.ort_flush_denormals is None:
-            self.ort_flush_denormals = True
         return self
 
     def profile_shapes(self) -> dict[str, dict[str, list[int]]] | None:

@@ -46,7 +46,7 @@ class OnnxRuntimeBackend:
         shutil.rmtree(engine_dir, ignore_errors=True)  # a fallback rebuild replaces the engine
         engine_dir.mkdir()
         options = OrtBuildOptions(optimization_level=attempt.ort_level or DEFAULT_ORT_LEVEL,
-                                  flush_denormals=self._run.config.ort_flush_denormals is not False)
+                                  flush_denormals=self._run.config.ort_flush_denormals)
         engine = build_ort_engine(optimized.engine_source, engine_dir, options=options,
                                   input_shapes=loaded.input_shapes,
                                   keep_inputs_dynamic=loaded.inputs_left_dynamic is not None)

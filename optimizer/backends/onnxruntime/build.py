@@ -72,8 +72,10 @@ class OrtBuildOptions:
     # time and every time the engine loads.
     disabled_optimizers: tuple[str, ...] = tuple(SLOWER_ORT_FUSIONS)
     # Denormals flushed to zero while the engine runs (denormals.py: masked attention rows
-    # otherwise run on denormal operands at a fraction of the speed).
-    flush_denormals: bool = True
+    # otherwise run on denormal operands at a fraction of the speed). None: when the engine
+    # holds a softmax, where masked scores make denormals; elsewhere the few microseconds a
+    # run the switch costs buy nothing.
+    flush_denormals: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,8 @@ def build_ort_engine(
         raise EngineBuildError(
             f"The engine built from model {model_path.name!r} does not load at level "
             f"{requested!r}: {err}") from err
+    engine_stats = _graph_stats(_load(engine_path))
+    flush, why_flush = _flush_denormals(options.flush_denormals, engine_stats["op_histogram"])
     manifest = {
         "manifest_version": MANIFEST_VERSION,
         "backend": BACKEND,
@@ -139,7 +143,8 @@ def build_ort_engine(
         "load_optimization_level": requested,
         "intra_op_threads": options.intra_op_threads,
         # Honoured where the platform allows it (flush_denormals_supported: this build's).
-        "flush_denormals": options.flush_denormals,
+        "flush_denormals": flush,
+        "flush_denormals_why": why_flush,
         "flush_denormals_supported": flushing_supported(),
         "disabled_optimizers": {
             name: SLOWER_ORT_FUSIONS.get(name, "disabled by the job") for name in options.disabled_optimizers
@@ -147,11 +152,28 @@ def build_ort_engine(
         "input_shapes": {name: list(shape) for name, shape in shapes.items()},
         "inputs_left_dynamic": keep_inputs_dynamic,
         "source_model": _graph_stats(original),
-        "engine_model": _graph_stats(_load(engine_path)),
+        "engine_model": engine_stats,
     }
     manifest_path = out_dir / MANIFEST_FILE
     _write_json(manifest_path, manifest)
     return OrtEngine(model_path=engine_path, manifest_path=manifest_path, manifest=manifest)
+
+
+# Ops whose CPU kernels take exp of masked scores (clamped near -88.4: a denormal each).
+_SOFTMAX_OPS = frozenset({"Softmax", "LogSoftmax", "com.microsoft.Attention",
+                          "com.microsoft.MultiHeadAttention", "com.microsoft.GroupQueryAttention",
+                          "com.microsoft.PackedAttention", "com.microsoft.PackedMultiHeadAttention"})
+
+
+def _flush_denormals(requested: bool | None, ops: Mapping[str, int]) -> tuple[bool, str]:
+    """Whether the engine flushes denormals, and why (for the manifest)."""
+    if requested is not None:
+        return requested, "requested (the job's ort_flush_denormals)"
+    softmax = sorted(_SOFTMAX_OPS.intersection(ops))
+    if softmax:
+        return True, (f"the engine holds {', '.join(softmax)}: masked scores make denormals "
+                      "there, several times slower to compute with")
+    return False, "no softmax in the engine: flushing would cost a few microseconds a run for nothing"
 
 
 def save_optimized_model(model: onnx.ModelProto, engine_path: Path, *, level: OptimizationLevel,

@@ -62,7 +62,7 @@ def test_an_engine_flushes_denormal_results_and_the_plain_runner_does_not(tmp_pa
     source = tmp_path / "model.onnx"
     onnx.save(tiny_product_model(), source)
     engine = build_ort_engine(source, tmp_path / "engine", input_shapes={},
-                              options=OrtBuildOptions())
+                              options=OrtBuildOptions(flush_denormals=True))
     assert engine.manifest["flush_denormals"] is True
 
     with runner_for_engine(engine.manifest_path) as flushing, OnnxRuntimeRunner(source) as plain:
@@ -103,3 +103,23 @@ def test_the_first_session_of_a_process_leaves_the_creating_thread_as_it_was(tmp
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          check=True)
     assert run.stdout.strip() == "False"
+
+
+def softmax_model() -> onnx.ModelProto:
+    graph = helper.make_graph(
+        [helper.make_node("Softmax", ["x"], ["y"], axis=-1)], "softmax",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 64])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+@pytest.mark.parametrize(("model", "flushes"), [(softmax_model, True), (tiny_product_model, False)])
+def test_by_default_an_engine_flushes_only_where_it_holds_a_softmax(tmp_path, model, flushes):
+    source = tmp_path / "model.onnx"
+    onnx.save(model(), source)
+
+    engine = build_ort_engine(source, tmp_path / "engine", input_shapes={},
+                              options=OrtBuildOptions())
+
+    assert engine.manifest["flush_denormals"] is flushes
+    assert ("Softmax" in engine.manifest["flush_denormals_why"]) is flushes
