@@ -31,9 +31,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 import onnx_ir as ir
-from onnxscript.rewriter.pattern import MatchResult, RewriteRuleClassBase
+from onnxscript.rewriter.pattern import MatchResult, RewriteRule, RewriteRuleClassBase
 
-from optimizer.passes.base import BACKENDS, FusionPass
+from optimizer.passes.base import BACKENDS, FusionPass, LazyRules
 from optimizer.passes.checks import (
     attr_float,
     attr_int,
@@ -252,18 +252,15 @@ class FoldBatchNormIntoMatMul(_FoldBatchNormIntoLinear):
         return op.Add(op.MatMul(x, new_w), new_b)
 
 
+def _rules() -> list[RewriteRule]:
+    return [FoldBatchNormIntoConv.rule(), FoldBatchNormIntoConvTranspose.rule(),
+            FoldBatchNormIntoGemm.rule(), FoldBatchNormIntoMatMul.rule()]
+
+
 FOLD_BATCH_NORM = FusionPass(
     name="fold_batch_norm",
     summary="Fold inference-mode BatchNormalization into the preceding Conv, ConvTranspose, "
     "Gemm or 2-D MatMul",
     stage="conv_bn_act",
-    rules={
-        backend: [
-            FoldBatchNormIntoConv.rule(),
-            FoldBatchNormIntoConvTranspose.rule(),
-            FoldBatchNormIntoGemm.rule(),
-            FoldBatchNormIntoMatMul.rule(),
-        ]
-        for backend in BACKENDS
-    },
+    rules=LazyRules({backend: _rules for backend in BACKENDS}),
 )

@@ -40,7 +40,7 @@ import numpy as np
 import onnx_ir as ir
 from onnxscript.rewriter.pattern import MatchResult, OrValue, RewriteRuleClassBase
 
-from optimizer.passes.base import FusionPass
+from optimizer.passes.base import FusionPass, LazyRules
 from optimizer.passes.checks import (
     const_array,
     first_refusal,
@@ -298,15 +298,16 @@ FUSE_GELU = FusionPass(
     summary="Fuse GELU written out (erf or tanh form) into com.microsoft.Gelu / FastGelu "
             "(+ bias: BiasGelu) on ONNX Runtime, into Gelu-20 on TensorRT",
     stage="other",
-    rules={
+    rules=LazyRules({
         # GELU first: the bias rules then see the bias Add feeding one GELU op.
-        "onnxruntime": [
+        "onnxruntime": lambda: [
             FuseGeluErf.rule(lowering="contrib"),
             FuseGeluTanh.rule(lowering="contrib"),
             FuseBiasGelu.rule("Gelu"),
             FuseBiasGelu.rule("FastGelu"),
             FuseBiasGelu.rule("OnnxGelu"),
         ],
-        "tensorrt": [FuseGeluErf.rule(lowering="onnx"), FuseGeluTanh.rule(lowering="onnx")],
-    },
+        "tensorrt": lambda: [FuseGeluErf.rule(lowering="onnx"),
+                             FuseGeluTanh.rule(lowering="onnx")],
+    }),
 )

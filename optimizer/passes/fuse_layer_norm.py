@@ -42,7 +42,7 @@ import numpy as np
 import onnx_ir as ir
 from onnxscript.rewriter.pattern import MatchResult, OrValue, RewriteRule
 
-from optimizer.passes.base import BACKENDS, FusionPass
+from optimizer.passes.base import BACKENDS, FusionPass, LazyRules
 from optimizer.passes.checks import (
     attr_int,
     const_array,
@@ -346,5 +346,5 @@ FUSE_LAYER_NORM = FusionPass(
     summary="Fuse LayerNorm written out (ReduceMean, Sub, Pow, Sqrt, Div, Mul, Add) into "
             "LayerNormalization-17",
     stage="other",
-    rules={backend: layer_norm_rules() for backend in BACKENDS},
+    rules=LazyRules({backend: layer_norm_rules for backend in BACKENDS}),
 )

@@ -32,7 +32,7 @@ import numpy as np
 import onnx_ir as ir
 from onnxscript.rewriter.pattern import MatchResult, RewriteRule, RewriteRuleClassBase
 
-from optimizer.passes.base import FusionPass
+from optimizer.passes.base import FusionPass, LazyRules
 from optimizer.passes.checks import (
     const_array,
     first_refusal,
@@ -288,5 +288,6 @@ FUSE_MATMUL_ADD = FusionPass(
     name="fuse_matmul_add",
     summary="MatMul + bias Add → Gemm (rank 3+ through Reshape for small K); fold scales into W",
     stage="matmul_gemm",
-    rules={"onnxruntime": _rules(reshaped_gemm=True), "tensorrt": _rules(reshaped_gemm=False)},
+    rules=LazyRules({"onnxruntime": lambda: _rules(reshaped_gemm=True),
+                     "tensorrt": lambda: _rules(reshaped_gemm=False)}),
 )

@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 import onnx_ir as ir
-from onnxscript.rewriter.pattern import MatchResult, RewriteRuleClassBase
+from onnxscript.rewriter.pattern import MatchResult, RewriteRule, RewriteRuleClassBase
 
-from optimizer.passes.base import FusionPass
+from optimizer.passes.base import FusionPass, LazyRules
 from optimizer.passes.checks import (
     const_array,
     first_refusal,
@@ -113,13 +113,14 @@ def _refuse_unless_shapes_fit(a: ir.Value, w: ir.Value, bias: ir.Value, residual
     return None
 
 
+def _rules() -> list[RewriteRule]:
+    return [FuseResidualIntoGemm.rule(bias_first=b, residual_first=r)
+            for b in (False, True) for r in (False, True)]
+
+
 FUSE_RESIDUAL_GEMM = FusionPass(
     name="fuse_residual_gemm",
     summary="Fold a linear layer's bias and residual Add into one Gemm (residual as its C input)",
     stage="matmul_gemm",
-    rules={
-        backend: [FuseResidualIntoGemm.rule(bias_first=b, residual_first=r)
-                  for b in (False, True) for r in (False, True)]
-        for backend in ("onnxruntime", "tensorrt")
-    },
+    rules=LazyRules({backend: _rules for backend in ("onnxruntime", "tensorrt")}),
 )

@@ -36,7 +36,7 @@ from typing import Any
 import onnx_ir as ir
 from onnxscript.rewriter.pattern import MatchResult
 
-from optimizer.passes.base import FusionPass
+from optimizer.passes.base import FusionPass, LazyRules
 from optimizer.passes.checks import (
     attr_float,
     attr_int,
@@ -218,13 +218,13 @@ FUSE_SKIP_LAYER_NORM = FusionPass(
             "com.microsoft.SkipLayerNormalization",
     stage="other",
     # Bias forms first, so the bias Add is taken in rather than left as the fused node's input.
-    rules={
-        "onnxruntime": [
+    rules=LazyRules({
+        "onnxruntime": lambda: [
             FuseSkipLayerNorm.rule("FuseSkipLayerNormBias", bias=True, keep_sum=False),
             FuseSkipLayerNorm.rule("FuseSkipLayerNormBiasKeepSum", bias=True, keep_sum=True),
             FuseSkipLayerNorm.rule("FuseSkipLayerNorm", bias=False, keep_sum=False),
             FuseSkipLayerNorm.rule("FuseSkipLayerNormKeepSum", bias=False, keep_sum=True),
         ],
-    },
+    }),
     off_by_default={"onnxruntime": SLOWER_ON_ORT_CPU},
 )

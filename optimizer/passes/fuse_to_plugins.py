@@ -36,7 +36,7 @@ from typing import Any
 import onnx_ir as ir
 from onnxscript.rewriter.pattern import MatchResult, RewriteRule
 
-from optimizer.passes.base import FusionPass
+from optimizer.passes.base import FusionPass, LazyRules
 from optimizer.passes.checks import const_array
 from optimizer.passes.fuse_attention import FuseMultiHeadAttention, merged_inputs, merged_output
 from optimizer.passes.fuse_gelu import FuseBiasGelu, FuseGeluErf, FuseGeluTanh, split_bias
@@ -218,5 +218,5 @@ FUSE_TO_PLUGINS = FusionPass(
             "attention (written out, or as the com.microsoft ops) into fuseforge plugin nodes "
             "for TensorRT",
     stage="other",
-    rules={"tensorrt": _rules()},
+    rules=LazyRules({"tensorrt": _rules}),
 )
