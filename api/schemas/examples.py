@@ -107,7 +107,7 @@ _SUCCEEDED: dict[str, Any] = {
 
 def _artifact(name: str, kind: str, size: int, sha256: str) -> dict[str, Any]:
     return {"name": name, "kind": kind, "size_bytes": size, "sha256": sha256,
-            "url": f"/v1/jobs/{JOB_ID}/artifacts/{name}"}
+            "url": f"/v1/jobs/{JOB_ID}/artifacts/{name}", "expired_at": None}
 
 
 def _benchmark(variant: str, p50: float, p90: float, p99: float, mean: float,

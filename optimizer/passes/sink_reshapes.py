@@ -29,6 +29,7 @@ import math
 
 import numpy as np
 import onnx_ir as ir
+from onnxscript.rewriter import RULE_NAME_TAG
 
 from optimizer.passes.base import FusionPass
 from optimizer.passes.checks import attr_int, known_shape, unique_initializer_name
@@ -36,6 +37,7 @@ from optimizer.passes.matching import MS_DOMAIN, ONNX_DOMAINS
 
 __all__ = ["SINK_RESHAPES", "sink_reshapes"]
 
+SINK_RESHAPES_NAME = "sink_reshapes"
 _ELEMENTWISE = frozenset({"Relu", "Gelu", "Erf", "Sigmoid", "Tanh", "Identity"})
 _ELEMENTWISE_MS = frozenset({"Gelu", "FastGelu", "BiasGelu", "QuickGelu"})
 _BINARY = frozenset({"Add", "Sub", "Mul", "Div"})
@@ -152,6 +154,10 @@ def _sink(graph: ir.Graph, view: ir.Node, user: ir.Node, index: int) -> None:
                     [rows_value if i == index else v for i, v in enumerate(user.inputs)],
                     attributes=list(user.attributes.values()), num_outputs=len(user.outputs),
                     overload=user.overload, version=user.version, name=f"{out.name}_rows_op")
+    # Tagged like a rewrite's nodes, so validation's localiser sees the moved op and its view
+    # as one rewritten region whose edges keep the original names (validation/localize.py).
+    moved.metadata_props.update(user.metadata_props)
+    moved.metadata_props[RULE_NAME_TAG] = _tag(user)
     moved.outputs[0].name = f"{out.name}_rows"
     # Every op moved computes in its input's element type; shape inference may not have said.
     value_type = out.type or rows_value.type
@@ -164,11 +170,17 @@ def _sink(graph: ir.Graph, view: ir.Node, user: ir.Node, index: int) -> None:
     graph.register_initializer(target)
     reshaped = ir.Node("", "Reshape", [moved.outputs[0], target], name=f"{out.name}_view_op")
     reshaped.outputs[0].type = value_type
+    reshaped.metadata_props[RULE_NAME_TAG] = SINK_RESHAPES_NAME
     reshaped.outputs[0].shape = ir.Shape(list(dims))
     graph.insert_before(user, [moved, reshaped])
     ir.convenience.replace_all_uses_with(out, reshaped.outputs[0])
     graph.remove(user, safe=True)
     reshaped.outputs[0].name = out.name  # free now: readers keep reading the name they read
+
+
+def _tag(node: ir.Node) -> str:
+    earlier = node.metadata_props.get(RULE_NAME_TAG)
+    return f"{earlier},{SINK_RESHAPES_NAME}" if earlier else SINK_RESHAPES_NAME
 
 
 def _last_dim_after(user: ir.Node, columns: int) -> int:
@@ -180,7 +192,7 @@ def _last_dim_after(user: ir.Node, columns: int) -> int:
 
 
 SINK_RESHAPES = FusionPass(
-    name="sink_reshapes",
+    name=SINK_RESHAPES_NAME,
     summary="Keep the hidden state 2-D between GEMMs: move row-to-3-D Reshapes below ops along "
             "the last axis and cancel the round trips that meet",
     stage="matmul_gemm",

@@ -290,7 +290,7 @@ def _explain(
     boundary = shared - {error.name}
     replaced, _ = before.region(error.name, boundary)
     region, edges = after.region(error.name, boundary)
-    producer = after.nodes[after.made_by[error.name]]
+    producer = _computing_node(after, error.name, boundary)
     source = before.nodes[before.made_by[error.name]]
     inputs = tuple(within[name] for name in edges if name in within)
     rules = _rules([producer, *region])
@@ -310,6 +310,18 @@ def _explain(
         samples=len(feeds),
         tolerances=tolerances,
     )
+
+
+def _computing_node(graph: _Graph, tensor: str, boundary: set[str]) -> onnx.NodeProto:
+    """The node that computes `tensor`: its producer, or, when that is a view (Reshape) a
+    rewrite put after the op computing it (sink_reshapes keeps a transformer's hidden state
+    2-D and views it back where the original's tensor was), that op."""
+    node = graph.nodes[graph.made_by[tensor]]
+    while (node.op_type == "Reshape" and node.domain in ("", "ai.onnx") and node.input
+           and node.input[0] in graph.made_by and node.input[0] not in boundary
+           and any(prop.key == RULE_NAME_TAG for prop in node.metadata_props)):
+        node = graph.nodes[graph.made_by[node.input[0]]]
+    return node
 
 
 def _rules(nodes: Sequence[onnx.NodeProto]) -> tuple[str, ...]:
