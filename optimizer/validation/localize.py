@@ -316,7 +316,7 @@ def _computing_node(graph: _Graph, tensor: str, boundary: set[str]) -> onnx.Node
     """The node that computes `tensor`: its producer, or, when that is a view (Reshape) a
     rewrite put after the op computing it (sink_reshapes keeps a transformer's hidden state
     2-D and views it back where the original's tensor was), that op."""
-    node = graph.nodes[graph.made_by[tensor]]
+    node: onnx.NodeProto = graph.nodes[graph.made_by[tensor]]
     while (node.op_type == "Reshape" and node.domain in ("", "ai.onnx") and node.input
            and node.input[0] in graph.made_by and node.input[0] not in boundary
            and any(prop.key == RULE_NAME_TAG for prop in node.metadata_props)):
