@@ -180,9 +180,9 @@ class JobConfig(BaseModel):
     ort_flush_denormals: bool | None = Field(
         default=None,
         description="onnxruntime only: the engine flushes denormal floats to zero while it runs. "
-        "Unset: when the engine holds a softmax (a masked attention row, padding or causal, "
-        "otherwise puts denormals through softmax and the MatMul after it, at a fraction of "
-        "their speed); true: always; false: never (IEEE gradual underflow). The manifest's "
+        "Unset: when the engine softmaxes masked scores (a masked attention row, padding or "
+        "causal, otherwise puts denormals through softmax and the MatMul after it, at a "
+        "fraction of their speed); true: always; false: never (IEEE gradual underflow). The manifest's "
         "flush_denormals and flush_denormals_why say what the engine does",
     )
     validation: ValidationConfig = ValidationConfig()

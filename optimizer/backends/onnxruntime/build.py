@@ -73,8 +73,8 @@ class OrtBuildOptions:
     disabled_optimizers: tuple[str, ...] = tuple(SLOWER_ORT_FUSIONS)
     # Denormals flushed to zero while the engine runs (denormals.py: masked attention rows
     # otherwise run on denormal operands at a fraction of the speed). None: when the engine
-    # holds a softmax, where masked scores make denormals; elsewhere the few microseconds a
-    # run the switch costs buy nothing.
+    # softmaxes masked scores, where denormals come from; elsewhere the switch costs a few
+    # microseconds a run (2-4% of a millisecond model, bench.real_corpus) for nothing.
     flush_denormals: bool | None = None
 
 
@@ -130,8 +130,9 @@ def build_ort_engine(
         raise EngineBuildError(
             f"The engine built from model {model_path.name!r} does not load at level "
             f"{requested!r}: {err}") from err
-    engine_stats = _graph_stats(_load(engine_path))
-    flush, why_flush = _flush_denormals(options.flush_denormals, engine_stats["op_histogram"])
+    engine_model = _load(engine_path)
+    engine_stats = _graph_stats(engine_model)
+    flush, why_flush = _flush_denormals(options.flush_denormals, engine_model)
     manifest = {
         "manifest_version": MANIFEST_VERSION,
         "backend": BACKEND,
@@ -159,21 +160,45 @@ def build_ort_engine(
     return OrtEngine(model_path=engine_path, manifest_path=manifest_path, manifest=manifest)
 
 
-# Ops whose CPU kernels take exp of masked scores (clamped near -88.4: a denormal each).
-_SOFTMAX_OPS = frozenset({"Softmax", "LogSoftmax", "com.microsoft.Attention",
-                          "com.microsoft.MultiHeadAttention", "com.microsoft.GroupQueryAttention",
-                          "com.microsoft.PackedAttention", "com.microsoft.PackedMultiHeadAttention"})
+# Attention ops and the inputs that mask their scores (after query/key/value or the packed
+# weights): a masked score is where a denormal comes from.
+_MASKED_ATTENTION_INPUTS = {
+    "Attention": range(3, 6),  # mask_index, past, attention_bias
+    "MultiHeadAttention": range(4, 6),  # key_padding_mask, attention_bias
+    "GroupQueryAttention": range(3, 12),
+    "PackedAttention": range(3, 6),
+    "PackedMultiHeadAttention": range(3, 6),
+}
+_MASKING_OPS = frozenset({"Add", "Sub", "Where", "Mul"})  # scores + mask, select, scale after
 
 
-def _flush_denormals(requested: bool | None, ops: Mapping[str, int]) -> tuple[bool, str]:
+def _flush_denormals(requested: bool | None, engine: onnx.ModelProto) -> tuple[bool, str]:
     """Whether the engine flushes denormals, and why (for the manifest)."""
     if requested is not None:
         return requested, "requested (the job's ort_flush_denormals)"
-    softmax = sorted(_SOFTMAX_OPS.intersection(ops))
-    if softmax:
-        return True, (f"the engine holds {', '.join(softmax)}: masked scores make denormals "
-                      "there, several times slower to compute with")
-    return False, "no softmax in the engine: flushing would cost a few microseconds a run for nothing"
+    masked = _masked_softmax(engine.graph)
+    if masked is not None:
+        return True, (f"{masked} applies a mask before its softmax: masked scores make "
+                      "denormals there, several times slower to compute with")
+    return False, ("no masked softmax in the engine: flushing would cost a few microseconds a "
+                   "run for nothing")
+
+
+def _masked_softmax(graph: onnx.GraphProto) -> str | None:
+    """The first node that softmaxes masked scores: an attention op given a mask, or a Softmax
+    of an Add/Sub/Where/Mul result; None when there is none."""
+    producers = {output: node for node in graph.node for output in node.output}
+    for node in graph.node:
+        label = node.name or node.op_type
+        positions = _MASKED_ATTENTION_INPUTS.get(node.op_type)
+        if node.domain == "com.microsoft" and positions is not None:
+            if any(i < len(node.input) and node.input[i] for i in positions):
+                return f"{node.op_type} {label!r}"
+        elif node.op_type in ("Softmax", "LogSoftmax") and node.domain in ("", "ai.onnx"):
+            feeding = producers.get(node.input[0])
+            if feeding is not None and feeding.op_type in _MASKING_OPS:
+                return f"Softmax {label!r}"
+    return None
 
 
 def save_optimized_model(model: onnx.ModelProto, engine_path: Path, *, level: OptimizationLevel,

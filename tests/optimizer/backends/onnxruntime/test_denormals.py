@@ -105,16 +105,26 @@ def test_the_first_session_of_a_process_leaves_the_creating_thread_as_it_was(tmp
     assert run.stdout.strip() == "False"
 
 
-def softmax_model() -> onnx.ModelProto:
-    graph = helper.make_graph(
-        [helper.make_node("Softmax", ["x"], ["y"], axis=-1)], "softmax",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 64])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 64])])
+def softmax_model(masked: bool) -> onnx.ModelProto:
+    """Softmax(x [+ mask]): transformers' attention scores, masked or not."""
+    nodes = [helper.make_node("Softmax", ["scores" if masked else "x"], ["y"], axis=-1)]
+    if masked:
+        nodes.insert(0, helper.make_node("Add", ["x", "mask"], ["scores"]))
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 64])]
+    if masked:
+        inputs.append(helper.make_tensor_value_info("mask", TensorProto.FLOAT, [1, 64]))
+    graph = helper.make_graph(nodes, "softmax", inputs,
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 64])])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 
 
-@pytest.mark.parametrize(("model", "flushes"), [(softmax_model, True), (tiny_product_model, False)])
-def test_by_default_an_engine_flushes_only_where_it_holds_a_softmax(tmp_path, model, flushes):
+@pytest.mark.parametrize(("model", "flushes"), [
+    (lambda: softmax_model(masked=True), True),
+    (lambda: softmax_model(masked=False), False),
+    (tiny_product_model, False),
+])
+def test_by_default_an_engine_flushes_only_where_it_softmaxes_masked_scores(tmp_path, model,
+                                                                             flushes):
     source = tmp_path / "model.onnx"
     onnx.save(model(), source)
 
@@ -122,4 +132,4 @@ def test_by_default_an_engine_flushes_only_where_it_holds_a_softmax(tmp_path, mo
                               options=OrtBuildOptions())
 
     assert engine.manifest["flush_denormals"] is flushes
-    assert ("Softmax" in engine.manifest["flush_denormals_why"]) is flushes
+    assert ("applies a mask" in engine.manifest["flush_denormals_why"]) is flushes
