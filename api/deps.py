@@ -13,13 +13,14 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 
-from api.services.errors import MalformedRequest, Unauthorized
+from api.services.errors import CsrfRejected, MalformedRequest, Unauthorized
 from api.services.job_documents import JobDocumentCache
 from api.services.model_checks import ModelChecker
 from api.services.storage_quota import UploadRoom, upload_room
 from api.services.uploads import ReceivedFile, receive_upload
 from api.services.verified_keys import VerifiedKeys
 from core.api_keys import active_key, key_digest, server_secret
+from core.browser_sessions import CSRF_HEADER, SESSION_COOKIE, csrf_matches
 from core.db.models import DEFAULT_PROJECT_ID
 from core.db.session import get_read_sessionmaker, get_sessionmaker
 from core.dispatch import JobDispatcher, dispatcher_for
@@ -129,21 +130,25 @@ async def get_current_project(
     sessions: ReadSessionsDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> uuid.UUID:
-    """The project of the request's API key (`Authorization: Bearer <key>`); every /v1 router
-    depends on it, so it runs before a body is read. With auth off (dev and test only) every
-    request acts as the default project. A key checked within FUSEFORGE_AUTH__KEY_CACHE_S is
-    not read again.
+    """The project of the request's API key (`Authorization: Bearer <key>`, or the dashboard's
+    session cookie); every /v1 router depends on it, so it runs before a body is read. With
+    auth off (dev and test only) every request acts as the default project. A key checked
+    within FUSEFORGE_AUTH__KEY_CACHE_S is not read again.
 
     Raises:
         Unauthorized: no key, or a key that is malformed, unknown, revoked or expired (one
             message for all).
+        CsrfRejected: a cookie-signed request that may change something, without the page's
+            CSRF token.
     """
     if not settings.auth.enabled:
         return DEFAULT_PROJECT_ID
+    secret = server_secret(settings)
     key = credentials.credentials.strip() if credentials is not None else ""
+    if not key and (key := request.cookies.get(SESSION_COOKIE, "").strip()):
+        _check_csrf(request, secret, key)
     if not key:
         raise Unauthorized(UNAUTHORIZED)
-    secret = server_secret(settings)
     verified: VerifiedKeys = request.app.state.verified_keys
     digest = key_digest(secret, key)
     if (project := verified.project(digest)) is not None:
@@ -161,6 +166,18 @@ async def get_current_project(
     if project is None:
         raise Unauthorized(UNAUTHORIZED)
     return project
+
+
+def _check_csrf(request: Request, secret: bytes, key: str) -> None:
+    """A browser's request may read with its cookie alone; one that may change something must
+    also carry the token its page was rendered with (core/browser_sessions.py)."""
+    if request.method in ("GET", "HEAD", "OPTIONS"):
+        return
+    if not csrf_matches(secret, key, request.headers.get(CSRF_HEADER)):
+        raise CsrfRejected(
+            f"{request.method} {request.url.path} came with the dashboard's session cookie but "
+            f"without a valid {CSRF_HEADER} header; reload the page and try again (scripts "
+            "send `Authorization: Bearer <key>` instead)")
 
 
 CurrentProject = Annotated[uuid.UUID, Depends(get_current_project)]

@@ -164,4 +164,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     return app
 
 
-app = create_app()
+app: FastAPI  # made by __getattr__ below
+
+
+def __getattr__(name: str) -> FastAPI:
+    """`app`, built on first use (uvicorn's "api.main:app"), so importing create_app builds none."""
+    if name != "app":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    global app
+    app = create_app()
+    return app

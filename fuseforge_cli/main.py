@@ -90,7 +90,7 @@ def serve(_: argparse.Namespace) -> int:
     log.info("%s", auth_notice(settings))
     # log_config=None: uvicorn's own lines (access log included) go through the root logger,
     # in FUSEFORGE_LOG_FORMAT, with the request id.
-    uvicorn.run("api.main:app", host=settings.host, port=settings.port, log_level="info",
+    uvicorn.run("dashboard.site:app", host=settings.host, port=settings.port, log_level="info",
                 log_config=None)
     return 0
 

@@ -7,6 +7,7 @@ __all__ = [
     "ArtifactExpired",
     "ArtifactNotFound",
     "BrokerUnavailable",
+    "CsrfRejected",
     "DatabaseUnavailable",
     "DatasetInUse",
     "DatasetNotFound",
@@ -50,6 +51,13 @@ class Unauthorized(ServiceError):
 
     status_code = 401
     headers: ClassVar[Mapping[str, str]] = {"WWW-Authenticate": "Bearer"}
+
+
+class CsrfRejected(ServiceError):
+    """A request signed in by the dashboard's session cookie that may change something, without
+    the page's CSRF token (a cross-site form, or a script that did not send X-CSRF-Token)."""
+
+    status_code = 403
 
 
 class ModelNotFound(ServiceError):

@@ -1,0 +1,32 @@
+"""The dashboard on the test database: the site (API + pages) as a browser without a session
+(`site`), and one signed in with a key of its own project (`signed_in_site`)."""
+
+import uuid
+from collections.abc import Iterator
+from contextlib import nullcontext
+
+import pytest
+import redis
+from fastapi.testclient import TestClient
+from sqlalchemy.orm import Session
+
+from api.deps import get_api_settings, get_read_sessions, get_session
+from core.browser_sessions import SESSION_COOKIE
+from core.settings import Settings
+from dashboard.site import create_site
+
+
+@pytest.fixture
+def site(db_session: Session, settings: Settings, broker: redis.Redis) -> Iterator[TestClient]:
+    app = create_site()
+    app.dependency_overrides[get_session] = lambda: db_session
+    app.dependency_overrides[get_read_sessions] = lambda: lambda: nullcontext(db_session)
+    app.dependency_overrides[get_api_settings] = lambda: settings
+    with TestClient(app, follow_redirects=False) as test_client:
+        yield test_client
+
+
+@pytest.fixture
+def signed_in_site(site: TestClient, api_key: tuple[uuid.UUID, str]) -> TestClient:
+    site.cookies.set(SESSION_COOKIE, api_key[1])
+    return site
