@@ -17,6 +17,7 @@
     q: (data.filterQ || "").toLowerCase(),
   };
   const seen = new Map();      // job id -> what its last event said (repeats change nothing)
+  const latest = new Map();    // job id -> its last event
   const inFlight = new Set();  // job ids whose row is being fetched
   const again = new Set();     // ... and changed again meanwhile: fetch once more after
 
@@ -62,39 +63,44 @@
     if (total) total.textContent = String((Number(total.textContent) || 0) + 1);
   }
 
-  async function refresh(id) {
+  // The API serves a changing job's document up to its read cache's age (half a second by
+  // default): a row older than the event that asked for it is fetched again, a little later.
+  const STALE_RETRY_MS = 700;
+  const STALE_RETRIES = 4;
+  const behind = (row, job) => row.dataset.status !== job.status
+    || Number(row.dataset.progress) !== Number(job.progress);
+
+  // Fetch the job's row until it says what `job` (the latest event) says, then `place` it.
+  async function update(job, place) {
+    const id = job.id;
     if (inFlight.has(id)) { again.add(id); return; }
     inFlight.add(id);
     try {
-      const fresh = await fetchRow(id);
-      const old = rowOf(id);
-      if (fresh && old) {
-        const hadFocus = old.contains(document.activeElement);
-        old.replaceWith(fresh);
-        if (hadFocus) fresh.querySelector("a")?.focus();
+      let fresh = await fetchRow(id);
+      for (let tries = 0; fresh && behind(fresh, latest.get(id)) && tries < STALE_RETRIES; tries++) {
+        await new Promise((resolve) => setTimeout(resolve, STALE_RETRY_MS));
+        fresh = await fetchRow(id);
       }
+      if (fresh) place(fresh, rowOf(id));
     } finally {
       inFlight.delete(id);
-      if (again.delete(id)) refresh(id);
+      if (again.delete(id)) update(latest.get(id), replace);
     }
   }
 
-  async function insert(id) {
-    if (inFlight.has(id)) { again.add(id); return; }
-    inFlight.add(id);
-    try {
-      const fresh = await fetchRow(id);
-      if (!fresh) return;
-      const old = rowOf(id);
-      if (old) { old.replaceWith(fresh); return; }
-      tbody.prepend(fresh);
-      while (tbody.rows.length > limit) tbody.rows[tbody.rows.length - 1].remove();
-      showTable();
-      bumpTotal();
-    } finally {
-      inFlight.delete(id);
-      if (again.delete(id)) refresh(id);
-    }
+  function replace(fresh, old) {
+    if (!old) return;
+    const hadFocus = old.contains(document.activeElement);
+    old.replaceWith(fresh);
+    if (hadFocus) fresh.querySelector("a")?.focus();
+  }
+
+  function prepend(fresh, old) {
+    if (old) { replace(fresh, old); return; }
+    tbody.prepend(fresh);
+    while (tbody.rows.length > limit) tbody.rows[tbody.rows.length - 1].remove();
+    showTable();
+    bumpTotal();
   }
 
   function onJob(job) {
@@ -102,8 +108,9 @@
     const said = JSON.stringify(job);
     if (seen.get(job.id) === said) return;
     seen.set(job.id, said);
-    if (rowOf(job.id)) refresh(job.id);
-    else if (firstPage && matches(job) && isNew(job)) insert(job.id);
+    latest.set(job.id, job);
+    if (rowOf(job.id)) update(job, replace);
+    else if (firstPage && matches(job) && isNew(job)) update(job, prepend);
   }
 
   FuseForge.stream("/v1/jobs/stream", { job: onJob });
