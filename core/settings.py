@@ -177,9 +177,10 @@ class HttpSettings(BaseModel):
     `health_cache_s`: how long /healthz reuses its probes of the database, broker and disk.
 
     GET /v1/jobs/{id}/events (Server-Sent Events) reads the job's new events every
-    `events_poll_s`, sends a comment after `events_heartbeat_s` of silence so proxies keep the
-    connection open, and ends after `events_max_s` with an `event: timeout` (the client
-    reconnects with Last-Event-ID), so no stream holds a connection for ever.
+    `events_poll_s` (GET /v1/jobs/stream the project's jobs, alike), sends a comment after
+    `events_heartbeat_s` of silence so proxies keep the connection open, and ends after
+    `events_max_s` with an `event: timeout` (the client reconnects with Last-Event-ID), so no
+    stream holds a connection for ever.
     """
 
     body_idle_timeout_s: float = Field(default=30.0, gt=0)

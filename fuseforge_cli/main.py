@@ -86,7 +86,7 @@ def serve(_: argparse.Namespace) -> int:
     settings = get_settings()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     log = _service_logging("api")
-    log.info("FuseForge API on http://%s:%s (docs: /docs)", settings.host, settings.port)
+    log.info("FuseForge on http://%s:%s (dashboard: /ui, API docs: /docs)", settings.host, settings.port)
     log.info("%s", auth_notice(settings))
     # log_config=None: uvicorn's own lines (access log included) go through the root logger,
     # in FUSEFORGE_LOG_FORMAT, with the request id.

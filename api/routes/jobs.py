@@ -1,11 +1,14 @@
 """/v1/jobs: start, follow, list, cancel and delete optimization jobs; download their artifacts."""
 
+import json
 import uuid
 from collections.abc import Callable
+from datetime import datetime
 from typing import Annotated, TypeVar
 
 from fastapi import APIRouter, Depends, Header, Query, Response
 from fastapi.responses import FileResponse, StreamingResponse
+from pydantic import AfterValidator, AwareDatetime
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
@@ -27,6 +30,7 @@ from api.idempotent_posts import (
     idempotent_responses,
 )
 from api.path_ids import ArtifactNamePath, JobIdPath
+from api.schemas import examples
 from api.schemas.common import ErrorBody, PageParams
 from api.schemas.jobs import JobCreate, JobList, JobRead
 from api.services import deletions, idempotency, jobs
@@ -41,13 +45,20 @@ from api.services.job_documents import (
 )
 from api.services.job_event_stream import EVENT_TYPES, StreamTiming, open_job_event_stream
 from api.services.job_events import resume_point
+from api.services.job_list_stream import EVENT_TYPES as LIST_EVENT_TYPES
+from api.services.job_list_stream import open_job_list_stream, resume_since, utc_instant
 from core.db.models import JobStatus
+from core.job_config import Backend
 from optimizer.errors import InternalError
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"],
                    dependencies=[Depends(get_current_project)])
 
 T = TypeVar("T")
+
+
+def _utc_or_none(value: datetime | None) -> datetime | None:
+    return None if value is None else utc_instant(value)
 
 
 @router.post("", response_model=JobRead, status_code=202,
@@ -74,17 +85,66 @@ async def list_jobs(
     project: CurrentProject,
     status: JobStatus | None = None,
     model_id: uuid.UUID | None = None,
+    backend: Annotated[Backend | None, Query(description="only jobs on this backend")] = None,
+    q: Annotated[str | None, Query(
+        max_length=255, description="only jobs whose model's name contains this "
+                                    "(case-insensitive)")] = None,
 ) -> Response:
     # async, answered from the cache without a worker thread when it can (see job_documents).
     document = await cache.fetch(
         list_key(project_id=project, limit=page.limit, offset=page.offset, status=status,
-                 model_id=model_id),
+                 model_id=model_id, backend=backend, q=q),
         lambda: run_in_threadpool(_read, sessions, lambda session: job_list_document(
             session, cache, project_id=project, limit=page.limit, offset=page.offset,
-            status=status, model_id=model_id)))
+            status=status, model_id=model_id, backend=backend, q=q)))
     if document is None:
         raise InternalError("a page of the job list came back empty-handed")
     return _json(document)
+
+
+_JOB_STREAM_EXAMPLE = (
+    'id: 2026-12-01T22:30:56.220119+00:00\nevent: ready\ndata: {"since": '
+    '"2026-12-01T22:30:00+00:00", "replayed": 0}\n\n'
+    'id: 2026-12-01T22:31:02.310877+00:00\nevent: job\ndata: '
+    + json.dumps(examples.JOB_SUMMARIES[1]) + "\n\n")
+
+
+# Before /{job_id}: "stream" is no job id.
+@router.get(
+    "/stream",
+    response_class=StreamingResponse,
+    summary="Follow the project's jobs live (Server-Sent Events)",
+    responses={
+        200: {"description": "A text/event-stream of the project's jobs as they change. Event "
+                             "types: " + "; ".join(f"`{name}`: {meaning}"
+                                                   for name, meaning in LIST_EVENT_TYPES.items())
+              + ". Every event carries `id:`, a time to resume from: reconnect with it as "
+                "`since` or Last-Event-ID and no change is missed.",
+              "content": {"text/event-stream": {"schema": {"type": "string"},
+                                                "example": _JOB_STREAM_EXAMPLE}}},
+        400: {"model": ErrorBody, "description": "Last-Event-ID is not a time with a zone"},
+    },
+)
+async def stream_jobs(
+    sessions: ReadSessionsDep,
+    settings: SettingsDep,
+    project: CurrentProject,
+    since: Annotated[AwareDatetime | None, AfterValidator(_utc_or_none), Query(
+        description="Send first the jobs created, started or finished at or after this time "
+                    "(ISO 8601 with a zone), and every queued or running one; without it the "
+                    "stream sends changes from now on")] = None,
+    last_event_id: Annotated[str | None, Header(
+        description="Resume from this event id (EventSource sends it when it reconnects); "
+                    "wins over `since`")] = None,
+) -> StreamingResponse:
+    """The project's jobs as they change, each as its list item: a jobs table kept current
+    without polling GET /v1/jobs."""
+    stream = await open_job_list_stream(
+        sessions=sessions, project_id=project,
+        since=resume_since(last_event_id=last_event_id, since=since),
+        timing=StreamTiming.of(settings.http))
+    return StreamingResponse(stream, media_type="text/event-stream", headers={
+        "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})  # no proxy buffering
 
 
 @router.get("/{job_id}", response_model=JobRead)

@@ -94,15 +94,23 @@ _STARTED, _FINISHED = "2026-12-01T22:30:01.049674Z", "2026-12-01T22:30:03.702585
 _SUCCEEDED: dict[str, Any] = {
     "id": JOB_ID,
     "model_id": MODEL_ID,
+    "model_name": MODEL["name"],
+    "backend": "onnxruntime",
+    "precision": "fp32",
     "status": "succeeded",
     "stage": "done",
     "progress": 1.0,
     "error": None,
     "status_detail": None,
+    "speedup": 1.419,  # the engine benchmark's speedup_vs_reference, below
+    "validation_passed": True,
     "created_at": "2026-12-01T22:30:00.799382Z",
     "started_at": _STARTED,
     "finished_at": _FINISHED,
+    "duration_s": 2.652911,
 }
+_UNFINISHED: dict[str, Any] = {"speedup": None, "validation_passed": None, "finished_at": None,
+               "duration_s": None}
 
 
 def _artifact(name: str, kind: str, size: int, sha256: str) -> dict[str, Any]:
@@ -206,15 +214,16 @@ JOB: dict[str, Any] = {
 
 # GET /v1/jobs: the job above, one running, one queued for a GPU no online worker has.
 JOB_SUMMARIES: list[dict[str, Any]] = [
-    {**_SUCCEEDED, "id": "5d1c9a2e-7f3b-4e8a-b6d4-2c9e0f1a3b57", "status": "queued",
-     "stage": None, "progress": 0.0, "started_at": None, "finished_at": None,
+    {**_SUCCEEDED, **_UNFINISHED, "id": "5d1c9a2e-7f3b-4e8a-b6d4-2c9e0f1a3b57",
+     "backend": "tensorrt", "precision": "fp16", "status": "queued", "stage": None,
+     "progress": 0.0, "started_at": None,
      "created_at": "2026-12-01T22:31:40.220119Z",
      "status_detail": "waiting for a worker: no online worker has a GPU of compute capability "
                       "9.0 with TensorRT (queue 'gpu.sm90'); no GPU worker is online. The job "
                       "stays queued until one starts (`fuseforge worker --queues gpu` on a "
                       "machine with that GPU)."},
-    {**_SUCCEEDED, "id": "a8e2f4c1-0b9d-4d3e-9f5a-6c7b8d9e0f12", "status": "running",
-     "stage": "validate", "progress": 0.6, "finished_at": None,
+    {**_SUCCEEDED, **_UNFINISHED, "id": "a8e2f4c1-0b9d-4d3e-9f5a-6c7b8d9e0f12",
+     "status": "running", "stage": "validate", "progress": 0.6,
      "created_at": "2026-12-01T22:31:02.004512Z", "started_at": "2026-12-01T22:31:02.310877Z"},
     _SUCCEEDED,
 ]

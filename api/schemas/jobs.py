@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict
 from api.schemas import examples
 from api.schemas.common import Page
 from core.db.models import JobStatus
-from core.job_config import JobConfig
+from core.job_config import Backend, JobConfig, Precision
 
 __all__ = [
     "ArtifactRead",
@@ -135,17 +135,28 @@ class WebhookDeliveryRead(BaseModel):
 
 
 class JobSummary(BaseModel):
+    """A job as a jobs table shows it: the list's items, the project stream's `job` events."""
+
     id: uuid.UUID
     model_id: uuid.UUID
+    model_name: str  # the uploaded model's name
+    backend: Backend  # config.backend
+    precision: Precision  # config.precision
     status: JobStatus
     stage: str | None
     progress: float
     error: JobError | None
     # while queued: why it is waiting, e.g. no online worker has the GPU it needs
     status_detail: str | None = None
+    # the engine's speed-up over the original: the comparison benchmark's engine record's
+    # speedup_vs_reference (median over interleaved rounds); null until benchmarked
+    speedup: float | None = None
+    # every output within tolerance (validation.passed); null until validated
+    validation_passed: bool | None = None
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    duration_s: float | None = None  # finished_at - started_at; null until both are set
 
 
 class JobRead(JobSummary):

@@ -1,7 +1,8 @@
 """Jobs as the API shows them, read with a few plain queries and serialized once.
 
 Status polling is the API's hottest path, so this skips the ORM's identity map and object
-loading: one query for the job row and one per child table, columns straight into the response
+loading: one query for the job row (with its model's name) and one per child table, a page of
+the list in three (api/services/job_summaries.py), columns straight into the response
 schema, and the JSON bytes returned as they are (FastAPI would otherwise validate the model a
 second time). A job that has ended changes only when it is deleted or retention removes its
 artifacts or events, so its bytes are kept in a small per-process cache for a while
@@ -23,13 +24,22 @@ from typing import Any
 from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
 
-from api.schemas.jobs import JobList, JobRead, JobSummary
+from api.schemas.jobs import JobList, JobRead
+from api.services.job_summaries import (
+    BACKEND,
+    headline_speedup,
+    read_summaries,
+    summary_fields,
+    summary_select,
+    validation_verdict,
+)
 from core.db.models import (
     Artifact,
     BenchmarkRecord,
     Job,
     JobEvent,
     JobStatus,
+    Model,
     ValidationResult,
     WebhookDelivery,
 )
@@ -40,12 +50,9 @@ _FINAL = frozenset({JobStatus.SUCCEEDED.value, JobStatus.FAILED.value, JobStatus
 # How long an ended job's document may be served: a delete by another API process, or the
 # janitor's retention, shows within this long (this process forgets its own deletes at once).
 FINAL_FRESH_S = 300.0
-_SUMMARY_COLUMNS = (Job.id, Job.model_id, Job.status, Job.stage, Job.progress, Job.error_code,
-                    Job.error_message, Job.status_detail, Job.created_at, Job.started_at,
-                    Job.finished_at)
-_JOB = select(*_SUMMARY_COLUMNS, Job.config, Job.worker, Job.attempts, Job.fusion_report,
-              Job.accuracy_report, Job.engine_report).where(
-                  Job.id == bindparam("job_id"), Job.project_id == bindparam("project_id"))
+_JOB = (summary_select(Job.id == bindparam("job_id"), Job.project_id == bindparam("project_id"))
+        .add_columns(Job.config, Job.worker, Job.attempts, Job.fusion_report,
+                     Job.accuracy_report, Job.engine_report))
 _ARTIFACTS = (select(Artifact.name, Artifact.kind, Artifact.size_bytes, Artifact.sha256,
                      Artifact.expired_at)
               .where(Artifact.job_id == bindparam("job_id")).order_by(Artifact.name))
@@ -166,8 +173,10 @@ def job_document(session: Session, project_id: uuid.UUID, job_id: uuid.UUID,
         return None
     outputs = [dict(r) for r in connection.execute(_VALIDATION, params).mappings()]
     deliveries = [dict(r) for r in connection.execute(_DELIVERIES, params).mappings()]
+    benchmarks = _benchmarks(connection.execute(_BENCHMARKS, params).mappings())
     document = JobRead.model_validate({
-        **_summary_fields(row),
+        **summary_fields(row, speedup=headline_speedup(benchmarks),
+                         validation_passed=validation_verdict(outputs)),
         "config": row["config"],
         "worker": row["worker"],
         "attempts": row["attempts"],
@@ -176,9 +185,9 @@ def job_document(session: Session, project_id: uuid.UUID, job_id: uuid.UUID,
         "fusion_report": row["fusion_report"],
         "accuracy_report": row["accuracy_report"],
         "engine_report": row["engine_report"],
-        "validation": ({"passed": all(o["passed"] for o in outputs), "outputs": outputs}
+        "validation": ({"passed": validation_verdict(outputs), "outputs": outputs}
                        if outputs else None),
-        "benchmarks": _benchmarks(connection.execute(_BENCHMARKS, params).mappings()),
+        "benchmarks": benchmarks,
         "events": [dict(r) for r in connection.execute(_EVENTS, params).mappings()],
         "webhook_deliveries": deliveries,
     }).model_dump_json().encode()
@@ -191,39 +200,40 @@ def job_document(session: Session, project_id: uuid.UUID, job_id: uuid.UUID,
 
 def job_list_document(session: Session, cache: JobDocumentCache, *, project_id: uuid.UUID,
                       limit: int, offset: int, status: JobStatus | None = None,
-                      model_id: uuid.UUID | None = None) -> bytes:
+                      model_id: uuid.UUID | None = None, backend: str | None = None,
+                      q: str | None = None) -> bytes:
     """A page of the project's job summaries, newest first, as `JobList` JSON, read now (and
-    kept in `cache` under `list_key(...)`)."""
+    kept in `cache` under `list_key(...)`). Filters combine: `status`, `model_id` and `backend`
+    exactly, `q` a case-insensitive part of the model's name."""
     conditions = [Job.project_id == project_id]
     if status is not None:
         conditions.append(Job.status == status.value)
     if model_id is not None:
         conditions.append(Job.model_id == model_id)
+    if backend is not None:
+        conditions.append(BACKEND == backend)
+    if q:
+        conditions.append(Model.name.icontains(q, autoescape=True))  # "%" and "_" are literal
     connection = session.connection()
-    total = connection.execute(select(func.count()).select_from(Job).where(*conditions)).scalar()
-    rows = connection.execute(
-        select(*_SUMMARY_COLUMNS).where(*conditions)
-        .order_by(Job.created_at.desc(), Job.id.desc()).limit(limit).offset(offset)).mappings()
-    document = JobList(items=[JobSummary.model_validate(_summary_fields(r)) for r in rows],
-                       total=total or 0, limit=limit, offset=offset).model_dump_json().encode()
+    counted = select(func.count()).select_from(Job)
+    if q:
+        counted = counted.join(Model, Model.id == Job.model_id)
+    total = connection.execute(counted.where(*conditions)).scalar()
+    items = read_summaries(connection, summary_select(*conditions)
+                           .order_by(Job.created_at.desc(), Job.id.desc())
+                           .limit(limit).offset(offset))
+    document = JobList(items=items, total=total or 0, limit=limit,
+                       offset=offset).model_dump_json().encode()
     cache.put(list_key(project_id=project_id, limit=limit, offset=offset, status=status,
-                       model_id=model_id), document, final=False)
+                       model_id=model_id, backend=backend, q=q), document, final=False)
     return document
 
 
 def list_key(*, project_id: uuid.UUID, limit: int, offset: int, status: JobStatus | None,
-             model_id: uuid.UUID | None) -> Hashable:
-    """The cache key of a page of the project's job list."""
-    return ("list", project_id, limit, offset, status, model_id)
-
-
-def _summary_fields(row: Any) -> dict[str, Any]:
-    error = ({"code": row["error_code"], "message": row["error_message"] or ""}
-             if row["error_code"] is not None else None)
-    return {"id": row["id"], "model_id": row["model_id"], "status": row["status"],
-            "stage": row["stage"], "progress": row["progress"], "error": error,
-            "status_detail": row["status_detail"], "created_at": row["created_at"],
-            "started_at": row["started_at"], "finished_at": row["finished_at"]}
+             model_id: uuid.UUID | None, backend: str | None = None,
+             q: str | None = None) -> Hashable:
+    """The cache key of a page of the project's job list, with every filter that shaped it."""
+    return ("list", project_id, limit, offset, status, model_id, backend, q)
 
 
 def _benchmarks(rows: Any) -> list[dict[str, Any]]:

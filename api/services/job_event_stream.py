@@ -149,7 +149,8 @@ async def _read(sessions: Sessions, job: "_JobOf", after_id: int) -> EventBatch 
     return await anyio.to_thread.run_sync(read)
 
 
-def sse_frame(event: str, data: dict[str, Any], *, event_id: int | None = None) -> bytes:
-    """One Server-Sent Event; the JSON is on one line (json escapes newlines in strings)."""
+def sse_frame(event: str, data: dict[str, Any], *, event_id: int | str | None = None) -> bytes:
+    """One Server-Sent Event; the JSON is on one line (json escapes newlines in strings), and so
+    must `event_id` be."""
     head = f"id: {event_id}\n" if event_id is not None else ""
     return f"{head}event: {event}\ndata: {json.dumps(data)}\n\n".encode()

@@ -4,12 +4,22 @@ code, content type and body that the document declares."""
 
 from __future__ import annotations
 
+import pytest
 import schemathesis
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import positive_data_acceptance
 
+from core.settings import Settings
+
 _EXAMPLES_PER_OPERATION = 25
+
+
+@pytest.fixture(autouse=True)
+def short_event_streams(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A stream that is let in (GET /v1/jobs/stream) would otherwise stay open half an hour.
+    monkeypatch.setattr(settings.http, "events_max_s", 0.2)
+    monkeypatch.setattr(settings.http, "events_poll_s", 0.05)
 
 
 def test_no_request_gets_a_5xx_or_an_answer_the_schema_does_not_declare(

@@ -106,4 +106,4 @@ def test_served_api_logs_only_json_lines_with_request_ids_in_json_format(
     [access] = [e for e in entries if e["logger"] == "uvicorn.access"
                 and "/v1/jobs/" in str(e["message"])]
     assert access["request_id"] == "served-1" and access["process"] == "api"
-    assert any("FuseForge API on" in str(e["message"]) for e in entries)
+    assert any("FuseForge on http" in str(e["message"]) for e in entries)

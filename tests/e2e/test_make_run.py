@@ -30,6 +30,8 @@ def test_make_run_serves_the_whole_flow_without_external_services(tmp_path: Path
         # fuseforge_env turns API keys off, which `make run` must say on every start.
         assert "WARNING: API keys are OFF (FUSEFORGE_AUTH__ENABLED=false)" in service.output()
         assert_optimize_flow_succeeds(base_url)
+        dashboard = httpx.get(f"{base_url}/ui/jobs", timeout=10)  # served by the API process
+        assert dashboard.status_code == 200 and 'id="jobs"' in dashboard.text, dashboard.text[:500]
         assert (data_dir / "fuseforge.sqlite").is_file()
         assert (data_dir / "broker.sqlite").is_file()
         assert service.group_pids("-m worker.janitor"), "no janitor runs"
