@@ -7,6 +7,7 @@ error page, so the page keeps no second copy of the rules.
 """
 
 import uuid
+from datetime import UTC, datetime
 from typing import Annotated, Any, get_args
 from urllib.parse import urlencode
 
@@ -36,6 +37,8 @@ async def jobs_page(request: Request, browser: BrowserDep, status: FilterParam =
                     offset: Annotated[int, Query(ge=0, le=10**9)] = 0) -> HTMLResponse:
     filters = {"status": status.strip(), "backend": backend.strip(),
                "model_id": model_id.strip(), "q": q.strip()}
+    # jobs.js follows the stream from the moment the list was read: no change falls between
+    read_at = datetime.now(UTC)
     page = await browser.api.get("/v1/jobs", {**filters, "limit": PAGE_SIZE, "offset": offset})
     models = await browser.api.get("/v1/models", {"limit": _MODEL_CHOICES})
     return render(
@@ -45,7 +48,7 @@ async def jobs_page(request: Request, browser: BrowserDep, status: FilterParam =
         prev_url=_page_url(filters, offset - PAGE_SIZE) if offset > 0 else None,
         next_url=(_page_url(filters, offset + PAGE_SIZE)
                   if offset + PAGE_SIZE < page["total"] else None),
-        first_url=_page_url(filters, 0))
+        first_url=_page_url(filters, 0), stream_since=read_at.isoformat())
 
 
 @router.get("/ui/jobs/{job_id}/row")

@@ -33,10 +33,7 @@ async def workers_page(request: Request, browser: BrowserDep) -> HTMLResponse:
         request, browser, "workers.html", active="workers",
         online=[w for w in workers if w["online"]], offline=[w for w in workers if not w["online"]],
         current=await _current_jobs(browser.api),
-        # `backend` is in the summary since the API's job-list filters; until then every
-        # queued job is listed, as the filter would have been ignored too
-        waiting=[j for j in waiting["items"] if j.get("backend", "tensorrt") == "tensorrt"],
-        waiting_total=waiting["total"])
+        waiting=waiting["items"], waiting_total=waiting["total"])
 
 
 async def _current_jobs(api: RestApi) -> dict[str, dict[str, Any]]:

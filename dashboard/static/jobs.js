@@ -67,8 +67,14 @@
   // default): a row older than the event that asked for it is fetched again, a little later.
   const STALE_RETRY_MS = 700;
   const STALE_RETRIES = 4;
-  const behind = (row, job) => row.dataset.status !== job.status
-    || Number(row.dataset.progress) !== Number(job.progress);
+  const number = (text) => (text === "" || text === undefined ? null : Number(text));
+  // Whether the row shows what the event says (what the stream compares to send one).
+  const shows = (row, job) => row.dataset.status === job.status
+    && row.dataset.stage === (job.stage || "")
+    && number(row.dataset.progress) === job.progress
+    && number(row.dataset.speedup) === (job.speedup ?? null)
+    && row.dataset.validation === String(job.validation_passed ?? "");
+  const behind = (row, job) => !shows(row, job);
 
   // Fetch the job's row until it says what `job` (the latest event) says, then `place` it.
   async function update(job, place) {
@@ -84,7 +90,8 @@
       if (fresh) place(fresh, rowOf(id));
     } finally {
       inFlight.delete(id);
-      if (again.delete(id)) update(latest.get(id), replace);
+      const row = rowOf(id);
+      if (again.delete(id) && row && !shows(row, latest.get(id))) update(latest.get(id), replace);
     }
   }
 
@@ -109,9 +116,12 @@
     if (seen.get(job.id) === said) return;
     seen.set(job.id, said);
     latest.set(job.id, job);
-    if (rowOf(job.id)) update(job, replace);
+    const row = rowOf(job.id);
+    if (row) { if (!shows(row, job)) update(job, replace); }
     else if (firstPage && matches(job) && isNew(job)) update(job, prepend);
   }
 
-  FuseForge.stream("/v1/jobs/stream", { job: onJob });
+  // From when the page's list was read: the stream first replays what changed since.
+  const since = data.since ? `?since=${encodeURIComponent(data.since)}` : "";
+  FuseForge.stream(`/v1/jobs/stream${since}`, { job: onJob });
 })();

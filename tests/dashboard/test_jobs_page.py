@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
-from core.db.models import Job, JobStatus, Model
+from core.db.models import BenchmarkRecord, Job, JobStatus, Model, ValidationResult
 from core.db.types import utc_now
 from core.job_config import JobConfig
 from core.settings import Settings
@@ -130,6 +130,50 @@ def test_rows_are_newest_first_with_status_as_text_and_class(
     assert [r.has_progress for r in rows] == [False, True, False]
     assert 'aria-label="Progress of job' in response.text
     assert "optimize" in response.text
+
+
+def _row_html(html: str, job: Job) -> str:
+    match = re.search(rf'<tr data-job-id="{job.id}".*?</tr>', html, re.S)
+    assert match, f"no row of job {job.id}"
+    return match.group(0)
+
+
+def _benchmarked(session: Session, job: Job, speedup: float) -> None:
+    session.add(BenchmarkRecord(job_id=job.id, suite="comparison", variant="engine",
+                                backend="tensorrt", batch_size=1, iterations=100, warmup=10,
+                                latency_ms_p50=1.0, latency_ms_p90=1.1, latency_ms_p99=1.2,
+                                latency_ms_mean=1.0, throughput_per_s=1000.0, peak_memory_mb=None,
+                                speedup_vs_reference=speedup))
+    session.commit()
+
+
+def _validated(session: Session, job: Job, passed: bool) -> None:
+    session.add(ValidationResult(job_id=job.id, output_name="logits", samples=8, max_abs_err=1e-3,
+                                 max_rel_err=1e-3, mean_abs_err=1e-4, cosine_similarity=0.9999,
+                                 atol=1e-2, rtol=1e-2, min_cosine=0.99, passed=passed, metrics=None))
+    session.commit()
+
+
+def test_rows_name_model_backend_precision_speedup_verdict_and_duration(
+        signed_in_site: TestClient, db_session: Session, project: uuid.UUID) -> None:
+    model = _model(db_session, project, "vit-b16.onnx")
+    fast = _job(db_session, model, JobStatus.SUCCEEDED, backend="tensorrt", precision="fp16",
+                minutes_ago=2)
+    _benchmarked(db_session, fast, 2.5)
+    _validated(db_session, fast, passed=True)
+    wrong = _job(db_session, model, JobStatus.FAILED, minutes_ago=1)
+    _validated(db_session, wrong, passed=False)
+    fresh = _job(db_session, model)
+
+    page = signed_in_site.get("/ui/jobs").text
+
+    row = _row_html(page, fast)
+    for shown in ("vit-b16.onnx", "<td>tensorrt</td>", "<td>fp16</td>", "2.50×", "60.0 s",
+                  '<span class="verdict verdict-passed">passed</span>'):
+        assert shown in row, shown
+    assert f'href="/ui/models/{model.id}"' in row
+    assert '<span class="verdict verdict-failed">failed</span>' in _row_html(page, wrong)
+    assert '<span class="verdict verdict-none">pending</span>' in _row_html(page, fresh)
 
 
 def test_every_filter_control_is_labelled(signed_in_site: TestClient) -> None:
