@@ -1,17 +1,51 @@
-"""The models page: uploaded models with their signature and jobs; upload; start a job."""
+"""The models pages: every uploaded model with its signature and jobs (and the upload drop zone),
+and one model with its signature tables and its jobs."""
 
-from fastapi import APIRouter, Request
+import uuid
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
+from dashboard.rest import RestApi
 from dashboard.signed_in import BrowserDep
 from dashboard.templating import render
 
-__all__ = ["router"]
+__all__ = ["PAGE_SIZE", "router"]
 
 router = APIRouter()
 
+PAGE_SIZE = 50  # rows per page; each row costs one job count (below), so pages stay short
+
 
 @router.get("/ui/models")
-async def models_page(request: Request, browser: BrowserDep) -> HTMLResponse:
-    page = await browser.api.get("/v1/models", {"limit": 50})
-    return render(request, browser, "models.html", active="models", page=page)
+async def models_page(request: Request, browser: BrowserDep,
+                      offset: Annotated[int, Query(ge=0, le=10**9)] = 0) -> HTMLResponse:
+    page = await browser.api.get("/v1/models", {"limit": PAGE_SIZE, "offset": offset})
+    counts = {model["id"]: await _job_count(browser.api, model) for model in page["items"]}
+    return render(request, browser, "models.html", active="models", page=page,
+                  job_counts=counts, pager=_pager(page))
+
+
+@router.get("/ui/models/{model_id}")
+async def model_page(request: Request, browser: BrowserDep, model_id: uuid.UUID) -> HTMLResponse:
+    model = await browser.api.get(f"/v1/models/{model_id}")  # 404 page for another project's
+    jobs = await browser.api.get("/v1/jobs", {"model_id": str(model_id), "limit": PAGE_SIZE})
+    return render(request, browser, "model.html", active="models", model=model, jobs=jobs)
+
+
+async def _job_count(api: RestApi, model: dict[str, Any]) -> int:
+    """The model's jobs: its own `job_count` where the API gives one, else the total of a
+    one-row page of GET /v1/jobs?model_id= (the API's cache answers repeats)."""
+    if isinstance(model.get("job_count"), int):
+        return int(model["job_count"])
+    jobs = await api.get("/v1/jobs", {"model_id": model["id"], "limit": 1})
+    return int(jobs["total"])
+
+
+def _pager(page: dict[str, Any]) -> dict[str, int | None]:
+    """Offsets of the previous and next pages (None at either end)."""
+    offset, limit, total = page["offset"], page["limit"], page["total"]
+    return {"prev": max(offset - limit, 0) if offset > 0 else None,
+            "next": offset + limit if offset + limit < total else None,
+            "first": offset + 1 if total else 0, "last": min(offset + limit, total)}

@@ -1,0 +1,166 @@
+"""The models pages: each uploaded model of the project with its name, opset, size, I/O
+signature and jobs; paging; the upload drop zone; one model's signature tables and jobs; and
+nothing of another project's."""
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy.orm import Session
+
+from core.db.models import Model
+from core.settings import Settings
+from dashboard.pages.models import PAGE_SIZE
+from optimizer.testing.models import model_bytes, small_cnn
+from tests.dashboard.page_html import Element, parse_page
+from tests.dashboard.uploads import browser_headers, start_job, token_model, upload_model
+from tests.support.api_keys import bearer, new_key
+
+
+@pytest.fixture
+def headers(settings: Settings, api_key: tuple[uuid.UUID, str]) -> dict[str, str]:
+    return browser_headers(settings, api_key[1])
+
+
+def _row(page: Element, model_id: str) -> Element:
+    return page.by_id("models").find("tr", data_model_id=model_id)
+
+
+def test_table_shows_each_models_name_opset_size_and_signature(
+        signed_in_site: TestClient, headers: dict[str, str]) -> None:
+    data = token_model(opset=13).SerializeToString()
+    tokens = upload_model(signed_in_site, headers, data, filename="t.onnx", name="token scorer")
+    cnn = upload_model(signed_in_site, headers, small_cnn(), filename="cnn.onnx")
+
+    page = parse_page(signed_in_site.get("/ui/models").text)
+
+    row = _row(page, tokens["id"])
+    assert row.find("th", class_="model-name").find("a")["href"] == f"/ui/models/{tokens['id']}"
+    assert "token scorer" in row.find("th", class_="model-name").text
+    assert row.find("td", class_="opset").text == "13"
+    assert row.find("td", class_="size")["title"] == f"{len(data)} bytes"
+    assert row.find("td", class_="size").text == f"{len(data)} B"
+    inputs = [li.text for li in row.find("td", class_="inputs").find_all("li")]
+    assert inputs == ["input_ids int64 [batch, seq]", "mask float32 [batch, ?]",
+                      "position int64 [1, 4]"]
+    outputs = [li.text for li in row.find("td", class_="outputs").find_all("li")]
+    assert outputs == ["scores float32 [batch, seq]", "position_out int64 [1, 4]"]
+    assert row.find("td", class_="created").text.endswith("UTC")
+    assert [li.text for li in _row(page, cnn["id"]).find("td", class_="inputs").find_all("li")] == [
+        "input float32 [N, 3, 32, 32]"]
+    assert _row(page, cnn["id"]).find("td", class_="opset").text == str(cnn["opset"])
+
+
+def test_jobs_column_counts_each_models_jobs_and_links_to_them(
+        signed_in_site: TestClient, headers: dict[str, str]) -> None:
+    cnn = upload_model(signed_in_site, headers, small_cnn())
+    idle = upload_model(signed_in_site, headers, token_model())
+    for _ in range(2):
+        start_job(signed_in_site, headers, cnn["id"])
+
+    page = parse_page(signed_in_site.get("/ui/models").text)
+
+    busy_link = _row(page, cnn["id"]).find("td", class_="jobs").find_all("a")[0]
+    assert busy_link.text == "2 jobs"
+    assert busy_link["href"] == f"/ui/jobs?model_id={cnn['id']}"
+    assert _row(page, idle["id"]).find("td", class_="jobs").find_all("a")[0].text == "0 jobs"
+    assert _row(page, idle["id"]).find("a", href=f"/ui/models/{idle['id']}/new-job").text == "New job"
+
+
+def test_no_models_shows_the_empty_state_and_the_upload_zone(signed_in_site: TestClient) -> None:
+    page = parse_page(signed_in_site.get("/ui/models").text)
+
+    assert "No models yet" in page.find("p", class_="empty").text
+    assert not page.find_all("table", id="models")
+    zone = page.by_id("upload-dropzone")
+    file_input = zone.find("input", id="upload-file")
+    assert file_input["type"] == "file" and ".onnx" in file_input["accept"]
+    assert zone.find("label", **{"for": "upload-file"}).text == "Model file"
+    assert zone.find("progress", id="upload-progress").has("max")
+    assert zone.find(id="upload-status")["aria-live"] == "polite"
+    assert page.find("script", src="/ui/static/upload.js")
+    assert signed_in_site.get("/ui/static/upload.js").status_code == 200
+
+
+def _names(page: Element) -> list[str]:
+    return [row.find("th").find("a").text
+            for row in page.by_id("models").find_all("tr", data_model_id=True)]
+
+
+def test_models_are_paged_newest_first(
+        signed_in_site: TestClient, db_session: Session, api_key: tuple[uuid.UUID, str]) -> None:
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    for i in range(PAGE_SIZE + 3):
+        db_session.add(Model(project_id=api_key[0], name=f"m{i:03d}", sha256=f"{i:064x}",
+                             size_bytes=100 + i, storage_uri=f"file:///nowhere/{i}", ir_version=8,
+                             opset=17, producer="", inputs=[], outputs=[],
+                             created_at=start + timedelta(minutes=i)))
+    db_session.commit()
+    newest_first = [f"m{i:03d}" for i in reversed(range(PAGE_SIZE + 3))]
+
+    first = parse_page(signed_in_site.get("/ui/models").text)
+    assert _names(first) == newest_first[:PAGE_SIZE]
+    assert first.find("a", rel="next")["href"] == f"/ui/models?offset={PAGE_SIZE}"
+    assert not first.find_all("a", rel="prev")
+
+    second = parse_page(signed_in_site.get(f"/ui/models?offset={PAGE_SIZE}").text)
+    assert _names(second) == newest_first[PAGE_SIZE:]
+    assert not second.find_all("a", rel="next")
+    assert second.find("a", rel="prev")["href"] == "/ui/models?offset=0"
+
+
+def test_another_projects_model_is_not_listed_and_its_pages_are_404(
+        signed_in_site: TestClient, headers: dict[str, str], db_session: Session,
+        settings: Settings) -> None:
+    mine = upload_model(signed_in_site, headers, small_cnn())
+    _, other_key = new_key(db_session, settings)
+    theirs = signed_in_site.post("/v1/models", headers=bearer(other_key),
+                                 files={"file": ("theirs.onnx", model_bytes(small_cnn(seed=7)))}).json()
+
+    page = parse_page(signed_in_site.get("/ui/models").text)
+
+    assert [row["data-model-id"] for row in page.find_all("tr", data_model_id=True)] == [mine["id"]]
+    for path in (f"/ui/models/{theirs['id']}", f"/ui/models/{theirs['id']}/new-job"):
+        response = signed_in_site.get(path)
+        assert response.status_code == 404, path
+        assert "ModelNotFound" in response.text
+
+
+def test_model_page_shows_signature_tables_its_jobs_and_the_new_job_link(
+        signed_in_site: TestClient, headers: dict[str, str]) -> None:
+    model = upload_model(signed_in_site, headers, token_model(), name="tokens")
+    other = upload_model(signed_in_site, headers, small_cnn())
+    job = start_job(signed_in_site, headers, model["id"])
+    start_job(signed_in_site, headers, other["id"])
+
+    page = parse_page(signed_in_site.get(f"/ui/models/{model['id']}").text)
+
+    assert page.find("h1").text == "tokens"
+    assert page.by_id("new-job-link")["href"] == f"/ui/models/{model['id']}/new-job"
+    inputs = page.by_id("model-inputs")
+    assert [[cell.text for cell in row.find_all() if cell.tag in ("th", "td")]
+            for row in inputs.find("tbody").find_all("tr")] == [
+        ["input_ids", "int64", "[batch, seq]", "batch, seq"],
+        ["mask", "float32", "[batch, ?]", "batch, unnamed"],
+        ["position", "int64", "[1, 4]", "none"]]
+    assert [row["data-tensor"] for row in page.by_id("model-outputs").find_all("tr", data_tensor=True)] == [
+        "scores", "position_out"]
+    assert page.find("dd", class_="opset").text == "13"
+    [row] = page.by_id("model-job-list").find_all("tr", data_job_id=True)
+    assert row["data-job-id"] == job["id"] and row["data-status"] == "queued"
+    assert row.find("a")["href"] == f"/ui/jobs/{job['id']}"
+    assert row.find("span", class_="status").text == "queued"
+
+
+def test_model_without_jobs_says_so(signed_in_site: TestClient, headers: dict[str, str]) -> None:
+    model = upload_model(signed_in_site, headers, small_cnn())
+    page = parse_page(signed_in_site.get(f"/ui/models/{model['id']}").text)
+    assert "No jobs for this model yet" in page.find("p", class_="empty").text
+
+
+def test_unknown_model_page_is_404_naming_the_model(signed_in_site: TestClient) -> None:
+    missing = uuid.uuid4()
+    response = signed_in_site.get(f"/ui/models/{missing}")
+    assert response.status_code == 404
+    assert "ModelNotFound" in response.text and str(missing) in response.text

@@ -1,0 +1,259 @@
+"""The new-job form: built from the job configuration the API takes (every control names a
+JobCreate field, every control has a label), the passes the API lists checked as its default,
+shape and profile fields for the dynamic inputs, the project's datasets, and "Run again with…"
+filling every field from a job's stored config."""
+
+import uuid
+from typing import Any
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy.orm import Session
+
+from api.deps import get_api_settings
+from api.schemas.jobs import JobCreate
+from core.settings import Settings, WebhookSettings
+from optimizer.testing.models import model_bytes, small_cnn
+from tests.api.routes.test_datasets import npz_bytes
+from tests.dashboard.page_html import Element, parse_page
+from tests.dashboard.uploads import browser_headers, start_job, token_model, upload_model
+from tests.support.api_keys import bearer, new_key
+
+
+@pytest.fixture
+def headers(settings: Settings, api_key: tuple[uuid.UUID, str]) -> dict[str, str]:
+    return browser_headers(settings, api_key[1])
+
+
+@pytest.fixture
+def tokens(signed_in_site: TestClient, headers: dict[str, str]) -> dict[str, Any]:
+    """A model with two dynamic inputs (input_ids, mask) and a static one (position)."""
+    return upload_model(signed_in_site, headers, token_model(), name="tokens")
+
+
+def _form(site: TestClient, model_id: str, from_job: str | None = None) -> Element:
+    query = f"?from_job={from_job}" if from_job else ""
+    response = site.get(f"/ui/models/{model_id}/new-job{query}")
+    assert response.status_code == 200, response.text[:500]
+    return parse_page(response.text)
+
+
+def _control(form: Element, path: str) -> Element:
+    return form.by_id("new-job").find(data_field=path)
+
+
+def _selected(select: Element) -> str:
+    [option] = select.find_all("option", selected=True)
+    return option["value"]
+
+
+def _controls(form: Element) -> list[Element]:
+    return [el for el in form.by_id("new-job").walk()
+            if el.tag in ("input", "select", "textarea") and el.attrs.get("type") != "hidden"]
+
+
+def test_every_control_is_labelled_and_names_a_field_of_the_job_body(
+        signed_in_site: TestClient, tokens: dict[str, Any]) -> None:
+    page = _form(signed_in_site, tokens["id"])
+
+    controls = _controls(page)
+    assert len(controls) > 30
+    labelled = {label["for"] for label in page.find_all("label") if label.has("for")}
+    assert [c.attrs.get("id") for c in controls if c.attrs.get("id") not in labelled] == []
+    body_fields = set(JobCreate.model_fields)
+    for control in controls:
+        path = control.attrs.get("data-field") or control["name"]
+        assert path.split(".")[0] in body_fields, path
+    assert page.by_id("new-job").find("button", type="submit").text == "Start job"
+    errors = page.by_id("new-job-errors")
+    assert errors["role"] == "alert" and errors.has("hidden")
+    assert page.find("script", src="/ui/static/new_job.js")
+    assert "JavaScript is required" in page.find("noscript").text
+
+
+def test_backend_and_precision_offer_what_the_job_config_accepts(
+        signed_in_site: TestClient, tokens: dict[str, Any]) -> None:
+    form = _form(signed_in_site, tokens["id"]).by_id("new-job")
+
+    backend = form.find("select", name="backend")
+    assert [o["value"] for o in backend.find_all("option")] == ["onnxruntime", "tensorrt"]
+    assert _selected(backend) == "onnxruntime"
+    precision = form.find("select", name="precision")
+    assert [o["value"] for o in precision.find_all("option")] == ["fp32", "fp16", "bf16"]
+    assert _selected(precision) == "fp32"
+
+
+def test_passes_are_those_the_api_lists_checked_as_its_default(
+        signed_in_site: TestClient, tokens: dict[str, Any]) -> None:
+    listed = signed_in_site.get("/v1/passes").json()
+    assert any("onnxruntime" in p["off_by_default"] for p in listed)  # else this proves little
+
+    boxes = _form(signed_in_site, tokens["id"]).by_id("new-job").find_all("input", name="passes")
+
+    assert [box["value"] for box in boxes] == [p["name"] for p in listed]
+    for box, described in zip(boxes, listed, strict=True):
+        assert box["type"] == "checkbox"
+        assert box.has("checked") == ("onnxruntime" not in described["off_by_default"]), box["value"]
+        assert box["data-off-on"].split() == list(described["off_by_default"])
+
+
+def test_defaults_are_the_job_configs(signed_in_site: TestClient, tokens: dict[str, Any]) -> None:
+    form = _form(signed_in_site, tokens["id"])
+
+    assert _control(form, "validation.samples")["value"] == "8"
+    assert _control(form, "validation.seed")["value"] == "0"
+    assert _control(form, "validation.atol")["value"] == ""
+    assert _control(form, "validation.atol")["placeholder"] == "0.0001"  # fp32's default
+    assert _control(form, "benchmark.warmup")["value"] == "5"
+    assert _control(form, "benchmark.iterations")["value"] == "30"
+    assert _control(form, "benchmark.measure_memory").has("checked")
+    assert not _control(form, "ablation").has("checked")
+    assert not _control(form, "precision_search").has("checked")
+    assert _control(form, "accuracy_budget.min_cosine")["value"] == "0.999"
+    assert _selected(_control(form, "on_validation_failure")) == "fail"
+    assert _selected(_control(form, "dataset_id")) == ""
+    assert _control(form, "callback_url")["value"] == ""
+    assert form.by_id("profiles").has("hidden")  # TensorRT only
+    assert not form.by_id("onnxruntime-options").has("hidden")
+
+
+def test_dynamic_inputs_get_shape_and_profile_fields_static_ones_none(
+        signed_in_site: TestClient, tokens: dict[str, Any]) -> None:
+    form = _form(signed_in_site, tokens["id"])
+
+    shapes = form.by_id("input-shapes").find_all("input", data_shape_input=True)
+    assert [s["data-input"] for s in shapes] == ["input_ids", "mask"]
+    assert shapes[1]["placeholder"] == "batch, ?"
+    profiles = form.by_id("profiles").find_all("fieldset", data_profile_input=True)
+    assert [p["data-profile-input"] for p in profiles] == ["input_ids", "mask"]
+    assert [i["data-bound"] for i in profiles[0].find_all("input")] == ["min", "opt", "max"]
+    # every input, static or not, may be given a range for its random values
+    ranges = form.by_id("input-ranges").find_all(data_range_input=True)
+    assert [r["data-range-input"] for r in ranges] == ["input_ids", "mask", "position"]
+
+
+def test_a_model_with_fixed_shapes_says_it_needs_none(
+        signed_in_site: TestClient, headers: dict[str, str]) -> None:
+    fixed = upload_model(signed_in_site, headers, small_cnn(batch=1))
+    form = _form(signed_in_site, fixed["id"])
+    assert not form.find_all("input", data_shape_input=True)
+    assert "fixed shape" in form.by_id("input-shapes").text
+
+
+def test_the_projects_datasets_are_offered(
+        signed_in_site: TestClient, headers: dict[str, str]) -> None:
+    model = upload_model(signed_in_site, headers, small_cnn())
+    images = np.zeros((4, 1, 3, 32, 32), dtype=np.float32)
+    dataset = signed_in_site.post("/v1/datasets", headers=headers,
+                                  files={"file": ("images.npz", npz_bytes(input=images))}).json()
+
+    select = _control(_form(signed_in_site, model["id"]), "dataset_id")
+
+    options = {o["value"]: o.text for o in select.find_all("option")}
+    assert options[dataset["id"]] == "images.npz (4 samples)"
+    assert "" in options  # random inputs instead
+
+
+def test_run_again_fills_every_field_from_a_tensorrt_jobs_config(
+        signed_in_site: TestClient, headers: dict[str, str], tokens: dict[str, Any],
+        settings: Settings) -> None:
+    allowed = settings.model_copy(update={"webhooks": WebhookSettings(allowed_networks=["127.0.0.0/8"])})
+    signed_in_site.app.dependency_overrides[get_api_settings] = lambda: allowed  # type: ignore[attr-defined]
+    job = start_job(
+        signed_in_site, headers, tokens["id"], backend="tensorrt", precision="fp16",
+        target_gpu="9.0", passes=["cleanup", "fuse_gelu"],
+        input_shapes={"input_ids": [2, 16], "mask": [2, 16]},
+        profiles={"input_ids": {"min": [1, 8], "opt": [2, 16], "max": [4, 32]},
+                  "mask": {"min": [1, 1], "opt": [2, 16], "max": [4, 64]}},
+        validation={"samples": 3, "seed": 11, "atol": 0.02, "min_top1_agreement": 0.95},
+        benchmark={"warmup": 2, "iterations": 7, "measure_memory": False},
+        ablation=True, precision_search=True,
+        accuracy_budget={"min_cosine": 0.99, "max_abs_err": 0.5},
+        on_validation_failure="fallback", callback_url="http://127.0.0.1:9/hook")
+
+    form = _form(signed_in_site, tokens["id"], from_job=job["id"])
+
+    assert form.by_id("from-job").find("a")["href"] == f"/ui/jobs/{job['id']}"
+    assert _selected(_control(form, "backend")) == "tensorrt"
+    assert _selected(_control(form, "precision")) == "fp16"
+    assert _control(form, "target_gpu")["value"] == "9.0"
+    checked = [b["value"] for b in form.find_all("input", name="passes") if b.has("checked")]
+    assert checked == ["cleanup", "fuse_gelu"]
+    assert form.by_id("passes")["data-custom"] == "true"
+    assert _control(form, "input_shapes.input_ids")["value"] == "2, 16"
+    assert _control(form, "input_shapes.mask")["value"] == "2, 16"
+    assert not form.by_id("profiles").has("hidden")
+    assert [_control(form, f"profiles.input_ids.{b}")["value"] for b in ("min", "opt", "max")] == [
+        "1, 8", "2, 16", "4, 32"]
+    assert _control(form, "profiles.mask.max")["value"] == "4, 64"
+    assert _control(form, "validation.samples")["value"] == "3"
+    assert _control(form, "validation.seed")["value"] == "11"
+    assert _control(form, "validation.atol")["value"] == "0.02"
+    assert _control(form, "validation.min_top1_agreement")["value"] == "0.95"
+    assert _control(form, "validation.rtol")["value"] == ""
+    assert _control(form, "benchmark.warmup")["value"] == "2"
+    assert _control(form, "benchmark.iterations")["value"] == "7"
+    assert not _control(form, "benchmark.measure_memory").has("checked")
+    assert _control(form, "ablation").has("checked")
+    assert _control(form, "precision_search").has("checked")
+    assert _control(form, "accuracy_budget.min_cosine")["value"] == "0.99"
+    assert _control(form, "accuracy_budget.max_abs_err")["value"] == "0.5"
+    assert _control(form, "accuracy_budget.min_top1_agreement")["value"] == ""
+    assert _selected(_control(form, "on_validation_failure")) == "fallback"
+    assert _control(form, "callback_url")["value"] == "http://127.0.0.1:9/hook"
+    assert form.by_id("onnxruntime-options").has("hidden")
+
+
+def test_run_again_fills_the_onnxruntime_options_ranges_and_dataset(
+        signed_in_site: TestClient, headers: dict[str, str], tokens: dict[str, Any]) -> None:
+    dataset = signed_in_site.post("/v1/datasets", headers=headers, files={"file": ("ids.npz", npz_bytes(
+        input_ids=np.ones((2, 1, 6), np.int64), mask=np.zeros((2, 1, 6), np.float32),
+        position=np.zeros((2, 1, 4), np.int64)))}).json()
+    job = start_job(signed_in_site, headers, tokens["id"], passes="none",
+                    ort_optimization_level="basic", ort_flush_denormals=False,
+                    input_ranges={"input_ids": [0, 30522]}, dataset_id=dataset["id"])
+
+    form = _form(signed_in_site, tokens["id"], from_job=job["id"])
+
+    assert _selected(_control(form, "ort_optimization_level")) == "basic"
+    assert _selected(_control(form, "ort_flush_denormals")) == "false"
+    assert not [b for b in form.find_all("input", name="passes") if b.has("checked")]
+    assert _control(form, "input_ranges.input_ids.0")["value"] == "0.0"
+    assert _control(form, "input_ranges.input_ids.1")["value"] == "30522.0"
+    assert _control(form, "input_ranges.mask.0")["value"] == ""
+    assert form.by_id("input-ranges").has("open")
+    assert _selected(_control(form, "dataset_id")) == dataset["id"]
+    # the dataset set the shapes the job ran at; they come back as they were stored
+    assert _control(form, "input_shapes.input_ids")["value"] == "1, 6"
+
+
+def test_run_again_from_an_unknown_job_starts_from_the_defaults_saying_so(
+        signed_in_site: TestClient, tokens: dict[str, Any]) -> None:
+    missing = uuid.uuid4()
+    form = _form(signed_in_site, tokens["id"], from_job=str(missing))
+    assert str(missing) in form.by_id("from-job-problem").text
+    assert not form.find_all(id="from-job")
+    assert _selected(_control(form, "backend")) == "onnxruntime"
+
+
+def test_run_again_never_shows_another_projects_job(
+        signed_in_site: TestClient, tokens: dict[str, Any], db_session: Session,
+        settings: Settings) -> None:
+    _, other_key = new_key(db_session, settings)
+    model = signed_in_site.post("/v1/models", headers=bearer(other_key),
+                                files={"file": ("x.onnx", model_bytes(small_cnn(seed=3)))}).json()
+    theirs = signed_in_site.post("/v1/jobs", headers=bearer(other_key),
+                                 json={"model_id": model["id"], "backend": "tensorrt",
+                                       "target_gpu": "H200"}).json()
+
+    form = _form(signed_in_site, tokens["id"], from_job=theirs["id"])
+
+    assert "does not exist" in form.by_id("from-job-problem").text
+    assert _control(form, "target_gpu")["value"] == ""
+
+
+def test_new_job_form_of_an_unknown_model_is_404(signed_in_site: TestClient) -> None:
+    response = signed_in_site.get(f"/ui/models/{uuid.uuid4()}/new-job")
+    assert response.status_code == 404
+    assert "ModelNotFound" in response.text
