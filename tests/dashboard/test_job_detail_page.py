@@ -1,0 +1,362 @@
+"""The job page shows what the job document holds, from real worker documents (see
+job_documents.py): stages, fusion report, ablation, validation with its localisation,
+benchmarks, engine layers, events, artifacts, the error; a cancel form only while the job can
+be cancelled; and never another project's job."""
+
+import re
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy.orm import Session
+
+from core.settings import Settings
+from tests.dashboard.html_tree import Element, parse
+from tests.dashboard.job_documents import document, insert_job, insert_model
+from tests.support.api_keys import new_key
+
+SECTIONS = ["stages", "fusion", "ablation", "validation", "benchmarks", "events", "artifacts"]
+
+
+@pytest.fixture
+def project(api_key: tuple[uuid.UUID, str]) -> uuid.UUID:
+    return api_key[0]
+
+
+@pytest.fixture
+def model_id(db_session: Session, project: uuid.UUID) -> uuid.UUID:
+    return insert_model(db_session, project)
+
+
+def page(site: TestClient, job_id: str) -> Element:
+    response = site.get(f"/ui/jobs/{job_id}")
+    assert response.status_code == 200, response.text[:500]
+    return parse(response.text)
+
+
+def section(tree: Element, name: str) -> Element:
+    found = tree.by_id(name)
+    assert found is not None, f"no #{name}"
+    return found
+
+
+def chart_bars(tree: Element, name: str) -> list[Element]:
+    return tree.one("svg", cls="chart", data_chart=name).find_all("rect", cls="bar")
+
+
+def body_rows(table: Element) -> list[Element]:
+    return table.one("tbody").find_all("tr")
+
+
+def test_succeeded_job_shows_every_section_and_its_status(
+        signed_in_site: TestClient, db_session: Session, project: uuid.UUID,
+        model_id: uuid.UUID) -> None:
+    job_id = insert_job(db_session, project, model_id, "onnxruntime_ablation")
+    tree = page(signed_in_site, job_id)
+
+    assert tree.one("h1").one("span", cls="status").text() == "succeeded"
+    for name in SECTIONS:
+        section(tree, name)
+    assert tree.by_id("error") is None and tree.by_id("engine-layers") is None
+    assert tree.by_id("cancel-job") is None
+    assert "cnn.onnx" in tree.one("dl", cls="job-facts").text()
+    run_again = tree.by_id("run-again")
+    assert run_again is not None
+    assert run_again.attrs["href"] == f"/ui/models/{model_id}/new-job?from_job={job_id}"
+
+
+def test_op_histogram_has_a_bar_per_op_type_per_series_and_the_same_numbers_in_a_table(
+        signed_in_site: TestClient, db_session: Session, project: uuid.UUID,
+        model_id: uuid.UUID) -> None:
+    report = document("onnxruntime_ablation")["fusion_report"]
+    ops = set(report["ops_before"]) | set(report["ops_after"])
+    tree = section(page(signed_in_site, insert_job(db_session, project, model_id,
+                                                   "onnxruntime_ablation")), "fusion")
+
+    found = chart_bars(tree, "op-histogram")
+    assert len(found) == 2 * len(ops)
+    drawn = {(b.attrs["data-series"], b.attrs["data-label"]): float(b.attrs["data-value"])
+             for b in found}
+    assert drawn[("before", "BatchNormalization")] == 2 and drawn[("after", "BatchNormalization")] == 0
+    assert drawn[("after", "com.microsoft.FusedConv")] == 2
+    table = {row.one("th").text(): [td.text() for td in row.find_all("td")]
+             for row in body_rows(tree.one("table", cls="op-table"))}
+    assert table["com.microsoft.FusedConv"] == ["0", "2"]
+    applied = [[td.text() for td in row.find_all("td")]
+               for row in body_rows(tree.one("table", id="rules-applied"))]
+    assert ["fold_batch_norm", "FoldBatchNormIntoConv", "2"] in applied
+    assert all(int(count) > 0 for _, _, count in applied)  # rules that never fired stay out
+
+
+def test_near_misses_name_the_node_and_the_reason_the_check_gave(
+        signed_in_site: TestClient, db_session: Session, project: uuid.UUID,
+        model_id: uuid.UUID) -> None:
+    job_id = insert_job(db_session, project, model_id, "onnxruntime_ablation",
+                        fusion_report=document("near_miss_fusion_report"))
+    fusion = section(page(signed_in_site, job_id), "fusion")
+
+    [row] = body_rows(fusion.one("table", id="near-misses"))
+    assert "FoldBatchNormIntoConv" in row.text() and "bn" in row.text()
+    assert "'w' is also used by node 'other_conv'" in row.text()
+    assert "No rewrite rule applied" in fusion.text()
+
+
+def test_ablation_has_one_bar_per_stage_and_flags_a_slower_stage(
+        signed_in_site: TestClient, db_session: Session, project: uuid.UUID,
+        model_id: uuid.UUID) -> None:
+    stages = [b for b in document("onnxruntime_ablation")["benchmarks"] if b["suite"] == "ablation"]
+    tree = section(page(signed_in_site, insert_job(db_session, project, model_id,
+                                                   "onnxruntime_ablation")), "ablation")
+
+    found = chart_bars(tree, "ablation")
+    assert [(b.attrs["data-label"], float(b.attrs["data-value"])) for b in found] == [
+        (s["variant"], s["latency_ms_p50"]) for s in stages]
+    rows = {row.one("th").text(): row.text() for row in body_rows(tree.one("table", id="ablation-table"))}
+    assert list(rows) == ["none", "conv_bn_act", "add_relu", "matmul_gemm", "all"]
+    assert "slower than the stage before" in rows["add_relu"]
+    assert "slower" not in rows["conv_bn_act"]
+
+
+def test_job_without_ablation_says_it_did_not_ask_for_one(
+        signed_in_site: TestClient, db_session: Session, project: uuid.UUID,
+        model_id: uuid.UUID) -> None:
+    tree = section(page(signed_in_site, insert_job(db_session, project, model_id, "fp16_search")),
+                   "ablation")
+    assert not tree.find_all("svg")
+    assert "did not ask for one" in tree.one("p", cls="empty").text()
+
+
+def test_benchmarks_chart_original_and_engine_percentiles_with_throughput_and_speedup(
+        signed_in_site: TestClient, db_session: Session, project: uuid.UUID,
+        model_id: uuid.UUID) -> None:
+    tree = section(page(signed_in_site, insert_job(db_session, project, model_id,
+                                                   "onnxruntime_ablation")), "benchmarks")
+
+    found = chart_bars(tree, "latency")
+    assert len(found) == 2 * 4  # original and engine × p50, p90, p99, mean
+    assert {b.attrs["data-series"] for b in found} == {"original", "engine"}
+    engine_p50 = next(b for b in found if b.attrs["data-series"] == "engine"
+                      and b.attrs["data-label"] == "p50")
+    assert float(engine_p50.attrs["data-value"]) == pytest.approx(0.134609)
+    rows = {row.attrs["data-variant"]: row.text()
+            for row in body_rows(tree.one("table", id="benchmark-table"))}
+    assert "0.135" in rows["engine"] and "14,309" in rows["engine"] and "1.36×" in rows["engine"]
+    assert "1.36×" in tree.one("p", cls="headline").text()
+
+
+def test_latency_chart_groups_percentiles_per_batch_size_when_several_were_timed(
+        signed_in_site: TestClient, db_session: Session, project: uuid.UUID,
+        model_id: uuid.UUID) -> None:
+    doc = document("fp16_search")
+    doc["benchmarks"] += [{**b, "batch_size": 8} for b in doc["benchmarks"]]
+    tree = page(signed_in_site, insert_job(db_session, project, model_id, doc))
+
+    found = chart_bars(tree, "latency")
+    assert len(found) == 2 * 4 * 2
+    assert {b.attrs["data-label"] for b in found} >= {"p50 (batch 1)", "p99 (batch 8)"}
+
+
+def test_failed_job_shows_its_error_and_where_the_outputs_diverge(
+        signed_in_site: TestClient, db_session: Session, project: uuid.UUID,
+        model_id: uuid.UUID) -> None:
+    doc = document("failed_localised")
+    tree = page(signed_in_site, insert_job(db_session, project, model_id, doc))
+
+    error = section(tree, "error")
+    assert error.one(cls="error-code").text() == "AccuracyMismatchError"
+    assert "differ from the original model's beyond tolerance" in error.text()
+    localisation = section(tree, "localisation")
+    assert "node_FusedConv_3" in localisation.text()
+    assert "conv1, bn1, relu1" in localisation.text()
+    assert "rule(s) FoldBatchNormIntoConv break equivalence" in localisation.text()
+    validation = section(tree, "validation")
+    [output] = body_rows(validation.one("table", id="validation-outputs"))
+    assert output.attrs["data-output"] == "logits" and "failed" in output.text()
+    assert "Not benchmarked: the job failed" in section(tree, "benchmarks").text()
+    assert "only when it succeeds" in section(tree, "artifacts").text()
+    assert tree.by_id("cancel-job") is None
+
+
+def test_fallback_job_says_what_it_kept_and_keeps_the_localisation(
+        signed_in_site: TestClient, db_session: Session, project: uuid.UUID,
+        model_id: uuid.UUID) -> None:
+    doc = document("fallback")
+    rounds = sum(e["message"].startswith("stage optimize started") for e in doc["events"])
+    tree = page(signed_in_site, insert_job(db_session, project, model_id, doc))
+
+    assert tree.by_id("error") is None
+    assert "the unfused model with ONNX Runtime's optimizations off" in section(tree, "fallback").text()
+    assert "node_FusedConv_3" in section(tree, "localisation").text()
+    # The job's own round of optimize, build and validate, then one per fallback attempt: each
+    # on the timeline, counted once in the totals.
+    stages = section(tree, "stages")
+    assert rounds == 4
+    assert [b.attrs["data-label"] for b in chart_bars(stages, "stages")].count("optimize") == 4
+    totals = [row.one("th").text() for row in body_rows(stages.one("table", cls="stage-totals"))]
+    assert totals.count("optimize") == 1
+
+
+def test_precision_search_lists_the_nodes_kept_in_float32(
+        signed_in_site: TestClient, db_session: Session, project: uuid.UUID,
+        model_id: uuid.UUID) -> None:
+    search = section(page(signed_in_site, insert_job(db_session, project, model_id,
+                                                     "fp16_search")), "precision-search")
+    assert "fp16 meets the budget" in search.text()
+    kept = [row.find_all("td")[0].text() for row in body_rows(search.one("table", cls="kept-nodes"))]
+    assert kept == ["node_FusedConv_3", "node_FusedConv_2"]
+
+
+def test_tensorrt_job_lists_the_engine_layers_and_the_onnx_nodes_each_fused(
+        signed_in_site: TestClient, db_session: Session, project: uuid.UUID,
+        model_id: uuid.UUID) -> None:
+    tree = page(signed_in_site, insert_job(db_session, project, model_id, "tensorrt_ablation"))
+
+    engine = section(tree, "engine-layers")
+    assert "10.16.1.11+fake" in engine.text() and "7 layers" in engine.text()
+    [fused] = body_rows(engine.one("table", id="engine-fusions"))
+    assert "Conv + Relu" in fused.text()
+    assert [c.text() for c in fused.find_all("td")[3].find_all("code")] == ["node_Conv_0", "relu1"]
+    assert len(chart_bars(tree, "ablation")) == 5
+    assert "Build log" in section(tree, "events").one("details", id="build-log").text()
+
+
+def test_artifacts_link_to_the_api_download_with_name_and_size(
+        signed_in_site: TestClient, db_session: Session, project: uuid.UUID,
+        model_id: uuid.UUID) -> None:
+    job_id = insert_job(db_session, project, model_id, "onnxruntime_ablation")
+    listed = signed_in_site.get(f"/v1/jobs/{job_id}").json()["artifacts"]
+    tree = section(page(signed_in_site, job_id), "artifacts")
+
+    links = tree.find_all("a", cls="artifact-download")
+    assert [(a.text(), a.attrs["href"]) for a in links] == [(a["name"], a["url"]) for a in listed]
+    assert all(a.attrs["href"].startswith(f"/v1/jobs/{job_id}/artifacts/") for a in links)
+    engine_row = next(r for r in body_rows(tree.one("table")) if r.attrs["data-artifact"] == "engine.onnx")
+    assert "4.5 KB" in engine_row.text()
+
+
+def test_an_expired_artifact_is_listed_without_a_link(
+        signed_in_site: TestClient, db_session: Session, project: uuid.UUID,
+        model_id: uuid.UUID) -> None:
+    doc = document("onnxruntime_ablation")
+    doc["artifacts"][0]["expired_at"] = "2026-12-01T00:00:00+00:00"
+    tree = section(page(signed_in_site, insert_job(db_session, project, model_id, doc)), "artifacts")
+
+    assert doc["artifacts"][0]["name"] not in [a.text() for a in tree.find_all("a", cls="artifact-download")]
+    assert "retention policy" in tree.text()
+
+
+def _running(doc_name: str = "onnxruntime_ablation", status: str = "running") -> dict:  # type: ignore[type-arg]
+    """A copy of a finished document as the job was mid-validation (or still queued)."""
+    doc = document(doc_name)
+    now = datetime.now(UTC)
+    doc.update(status=status, finished_at=None, error=None, artifacts=[], benchmarks=[],
+               validation=None, engine_report=None, created_at=(now - timedelta(seconds=30)).isoformat())
+    if status == "queued":
+        doc.update(stage=None, progress=0.0, started_at=None, fusion_report=None,
+                   accuracy_report=None, events=doc["events"][:1],
+                   status_detail="waiting for a worker: no online worker consumes queue 'cpu'")
+    else:
+        doc.update(stage="validate", progress=0.6, started_at=(now - timedelta(seconds=20)).isoformat())
+        doc["events"] = [{**e, "created_at": (now - timedelta(seconds=20 - i)).isoformat()}
+                         for i, e in enumerate(doc["events"][:6])]
+    doc["events"][0]["created_at"] = doc["created_at"]
+    return doc
+
+
+@pytest.mark.parametrize("status", ["queued", "running"])
+def test_a_job_that_can_be_cancelled_has_the_cancel_form_with_the_page_token(
+        signed_in_site: TestClient, db_session: Session, project: uuid.UUID,
+        model_id: uuid.UUID, status: str) -> None:
+    job_id = insert_job(db_session, project, model_id, _running(status=status))
+    response = signed_in_site.get(f"/ui/jobs/{job_id}")
+    tree = parse(response.text)
+
+    form = tree.one("form", id="cancel-job")
+    assert form.attrs["method"] == "post" and form.attrs["action"] == f"/ui/jobs/{job_id}/cancel"
+    token = form.one("input", name="csrf_token").attrs["value"]
+    assert re.search(r'<meta name="csrf-token" content="([0-9a-f]+)"', response.text).group(1) == token  # type: ignore[union-attr]
+    assert form.one("button").text() == "Cancel job"
+    assert tree.one("div", id="job").attrs["data-live"] == "true"
+    assert tree.one("progress", id="job-progress").attrs["value"] == str(float(
+        0.6 if status == "running" else 0.0))
+
+
+@pytest.mark.parametrize("doc", ["onnxruntime_ablation", "failed_localised"])
+def test_a_finished_job_has_no_cancel_form_and_does_not_follow_events(
+        signed_in_site: TestClient, db_session: Session, project: uuid.UUID,
+        model_id: uuid.UUID, doc: str) -> None:
+    tree = page(signed_in_site, insert_job(db_session, project, model_id, doc))
+    assert tree.by_id("cancel-job") is None
+    assert tree.one("div", id="job").attrs["data-live"] == "false"
+    assert tree.by_id("job-progress") is None
+
+
+def test_a_cancelled_job_says_so(signed_in_site: TestClient, db_session: Session,
+                                 project: uuid.UUID, model_id: uuid.UUID) -> None:
+    doc = _running()
+    doc.update(status="cancelled", finished_at=datetime.now(UTC).isoformat())
+    tree = page(signed_in_site, insert_job(db_session, project, model_id, doc))
+
+    assert tree.one("h1").one("span", cls="status").text() == "cancelled"
+    assert tree.by_id("cancel-job") is None and "was cancelled" in tree.by_id("cancelled-note").text()  # type: ignore[union-attr]
+
+
+def test_a_running_job_shows_its_current_stage_in_progress_and_empty_sections_say_so(
+        signed_in_site: TestClient, db_session: Session, project: uuid.UUID,
+        model_id: uuid.UUID) -> None:
+    tree = page(signed_in_site, insert_job(db_session, project, model_id, _running()))
+
+    assert tree.one("span", id="job-stage").text() == "validate"
+    [*_, last] = chart_bars(section(tree, "stages"), "stages")
+    assert last.attrs["data-label"] == "validate" and "in progress" in last.text()
+    assert "Not benchmarked yet" in section(tree, "benchmarks").text()
+    assert "Not validated yet" in section(tree, "validation").text()
+    assert "Not measured yet" in section(tree, "ablation").text()
+    assert section(tree, "artifacts").one("p", cls="empty")
+
+
+def test_a_queued_job_says_why_it_waits_and_that_no_stage_started(
+        signed_in_site: TestClient, db_session: Session, project: uuid.UUID,
+        model_id: uuid.UUID) -> None:
+    tree = page(signed_in_site, insert_job(db_session, project, model_id, _running(status="queued")))
+
+    assert "no online worker consumes queue 'cpu'" in tree.by_id("status-detail").text()  # type: ignore[union-attr]
+    assert "No stage has started yet" in section(tree, "stages").text()
+    assert "No fusion report yet" in section(tree, "fusion").text()
+
+
+def test_names_from_uploaded_files_are_escaped_everywhere(
+        signed_in_site: TestClient, db_session: Session, project: uuid.UUID) -> None:
+    hostile = '<script>alert("x")</script>'
+    model_id = insert_model(db_session, project, name=f"{hostile}.onnx")
+    doc = document("onnxruntime_ablation")
+    doc["fusion_report"]["ops_before"][hostile] = 3
+    doc["events"].append({"stage": "store", "message": hostile, "created_at": doc["finished_at"]})
+    doc["validation"]["outputs"][0]["name"] = hostile
+    response = signed_in_site.get(f"/ui/jobs/{insert_job(db_session, project, model_id, doc)}")
+
+    tree = parse(response.text)
+    assert [s.attrs.get("src") for s in tree.find_all("script")] == [
+        "/ui/static/dashboard.js", "/ui/static/job_detail.js"]
+    assert hostile in tree.one("dl", cls="job-facts").text()
+    assert any(b.attrs["data-label"] == hostile for b in chart_bars(tree, "op-histogram"))
+    assert hostile in section(tree, "events").text()
+
+
+def test_another_projects_job_is_not_found(
+        signed_in_site: TestClient, db_session: Session, settings: Settings) -> None:
+    other_project, _ = new_key(db_session, settings)
+    other_job = insert_job(db_session, other_project, insert_model(db_session, other_project),
+                           "failed_localised")
+    response = signed_in_site.get(f"/ui/jobs/{other_job}")
+
+    assert response.status_code == 404
+    assert "JobNotFound" in response.text
+    assert "node_FusedConv_3" not in response.text
+
+
+def test_the_page_script_is_served(signed_in_site: TestClient) -> None:
+    script = signed_in_site.get("/ui/static/job_detail.js")
+    assert script.status_code == 200
+    assert "/events" in script.text and "FuseForge.stream" in script.text
