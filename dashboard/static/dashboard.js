@@ -35,13 +35,21 @@ window.FuseForge = (() => {
     }
   }
 
-  // An EventSource that shows the banner while it is cut off; EventSource reconnects by
-  // itself, and after a closed stream (e.g. a timeout event) we open it again.
-  function stream(url, handlers) {
+  // An EventSource that shows the banner while it is cut off. EventSource reconnects by itself
+  // (sending Last-Event-ID); a stream we reopen ourselves (closed, or after its timeout event)
+  // resumes through `resumeParam` (the query parameter the route reads the last id from).
+  function stream(url, handlers, resumeParam) {
     let source = null;
     let retryMs = 1000;
+    let lastId = "";
+    const target = () => {
+      if (!resumeParam || !lastId) return url;
+      const next = new URL(url, window.location.href);
+      next.searchParams.set(resumeParam, lastId);
+      return next.pathname + next.search;
+    };
     const open = () => {
-      source = new EventSource(url, { withCredentials: true });
+      source = new EventSource(target(), { withCredentials: true });
       source.onopen = () => { retryMs = 1000; banner(null); };
       source.onerror = () => {
         banner("Live updates lost: reconnecting…");
@@ -51,9 +59,16 @@ window.FuseForge = (() => {
         }
       };
       for (const [name, handler] of Object.entries(handlers)) {
-        source.addEventListener(name, (event) => handler(event.data ? JSON.parse(event.data) : null, event));
+        source.addEventListener(name, (event) => {
+          if (event.lastEventId) lastId = event.lastEventId;
+          handler(event.data ? JSON.parse(event.data) : null, event);
+        });
       }
-      source.addEventListener("timeout", () => { source.close(); open(); });
+      source.addEventListener("timeout", (event) => {
+        if (event.lastEventId) lastId = event.lastEventId;
+        source.close();
+        open();
+      });
     };
     open();
     return { close: () => source && source.close() };

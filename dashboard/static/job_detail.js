@@ -109,5 +109,5 @@
       if (stream) stream.close();
       window.location.reload();
     },
-  });
+  }, "after");
 })();

@@ -123,5 +123,5 @@
 
   // From when the page's list was read: the stream first replays what changed since.
   const since = data.since ? `?since=${encodeURIComponent(data.since)}` : "";
-  FuseForge.stream(`/v1/jobs/stream${since}`, { job: onJob });
+  FuseForge.stream(`/v1/jobs/stream${since}`, { job: onJob }, "since");
 })();
