@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: install run check lint typecheck test test-services clean
+.PHONY: install run check lint typecheck test test-services test-browser clean
 
 $(INSTALLED): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,8 +33,12 @@ typecheck: install
 test-services:
 	bash scripts/test-services.sh
 
-test: install check test-services
+# Chromium for the dashboard's browser tests (apt-get where missing; see the script).
+test-browser:
+	bash scripts/browser.sh
+
+test: install check test-services test-browser
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) .fuseforge .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .fuseforge .pytest_cache .mypy_cache .ruff_cache test-output

@@ -1,5 +1,6 @@
 """The dashboard on the test database: the site (API + pages) as a browser without a session
-(`site`), and one signed in with a key of its own project (`signed_in_site`)."""
+(`site`), and one signed in with a key of its own project (`signed_in_site`); for the browser
+tests, a running stack and Chromium (tests/dashboard/browser_stack.py)."""
 
 import uuid
 from collections.abc import Iterator
@@ -14,6 +15,14 @@ from api.deps import get_api_settings, get_read_sessions, get_session
 from core.browser_sessions import SESSION_COOKIE
 from core.settings import Settings
 from dashboard.site import create_site
+from tests.dashboard.browser_stack import (  # noqa: F401 (the browser tests' fixtures, test_browser_*.py)
+    dashboard_browser,
+    dashboard_stack,
+    fresh_project,
+    open_page,
+    pytest_terminal_summary,
+    seeded,
+)
 
 
 @pytest.fixture
@@ -30,3 +39,4 @@ def site(db_session: Session, settings: Settings, broker: redis.Redis) -> Iterat
 def signed_in_site(site: TestClient, api_key: tuple[uuid.UUID, str]) -> TestClient:
     site.cookies.set(SESSION_COOKIE, api_key[1])
     return site
+

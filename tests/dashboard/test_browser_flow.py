@@ -1,0 +1,111 @@
+"""A person's first job in the browser: upload a model (file input, or a file dropped on the
+drop zone), start a job with the form, watch its row on the jobs page reach "succeeded" without
+reloading the page, then download the engine from the job's page."""
+
+import base64
+import hashlib
+import re
+from pathlib import Path
+
+import onnx
+import pytest
+from playwright.sync_api import Page, expect
+
+from tests.dashboard.browser import assert_accessible, screenshot
+from tests.dashboard.browser_stack import OpenPage, Project, save_model
+
+pytestmark = pytest.mark.e2e
+
+UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+JOB_TIMEOUT_MS = 240_000
+
+# Counts every change the page makes to the upload's progress bar (its value is an attribute),
+# in sessionStorage, which outlives the navigation to the new-job form that follows the upload.
+_WATCH_PROGRESS = """() => {
+    const bar = document.querySelector("progress#upload-progress");
+    if (!bar) return false;
+    sessionStorage.setItem("progress-changes", "0");
+    new MutationObserver((changes) => sessionStorage.setItem("progress-changes",
+        String(Number(sessionStorage.getItem("progress-changes")) + changes.length)))
+        .observe(bar, {attributes: true});
+    return true;
+}"""
+
+
+def _new_job_form_url(page: Page) -> str:
+    """Wait for the browser to land on a model's new-job form; its model id."""
+    page.wait_for_url(re.compile(rf"/ui/models/{UUID}/new-job"), timeout=30_000)
+    match = re.search(rf"/ui/models/({UUID})/new-job", page.url)
+    assert match, page.url
+    return match.group(1)
+
+
+def test_model_uploaded_and_started_from_the_form_succeeds_live_on_the_jobs_page(
+        open_page: OpenPage, fresh_project: Project, tmp_path: Path) -> None:
+    model_file = save_model(tmp_path, "cnn_browser.onnx", seed=31)
+    jobs_page = open_page(fresh_project, "/ui/jobs")
+    expect(jobs_page.locator("p.empty")).to_contain_text("No jobs yet")
+    jobs_page.evaluate("window.__noReload = true")
+
+    # A second tab does the work while the first one only listens.
+    work = jobs_page.context.new_page()
+    work.goto("/ui/models")
+    assert work.evaluate(_WATCH_PROGRESS), "the models page has no progress#upload-progress"
+    work.set_input_files("#upload-file", str(model_file))
+    model_id = _new_job_form_url(work)
+    assert int(work.evaluate("sessionStorage.getItem('progress-changes')") or 0) > 0, (
+        "the upload never moved progress#upload-progress")
+    [model] = fresh_project.api.get("/v1/models").json()["items"]
+    assert model["id"] == model_id and model_file.stem in model["name"]
+
+    form = work.locator("form#new-job")
+    expect(form).to_be_visible()
+    assert_accessible(work, "new-job form")
+    screenshot(work, "flow-new-job")
+    form.locator("select[name=backend]").select_option("onnxruntime")
+    form.get_by_role("button", name="Start job").click()
+    work.wait_for_url(re.compile(rf"/ui/jobs/{UUID}$"), timeout=30_000)
+    job_id = work.url.rsplit("/", 1)[1]
+    assert fresh_project.job(job_id)["config"]["backend"] == "onnxruntime"
+
+    row = jobs_page.locator(f'table#jobs tr[data-job-id="{job_id}"]')
+    expect(row, "the new job never appeared on the open jobs page").to_be_attached(timeout=30_000)
+    expect(row, "the job's row never reached succeeded without a reload").to_have_attribute(
+        "data-status", "succeeded", timeout=JOB_TIMEOUT_MS)
+    expect(row.locator("span.status")).to_have_text("succeeded")
+    assert jobs_page.evaluate("window.__noReload") is True, "the jobs page reloaded itself"
+    screenshot(jobs_page, "flow-jobs-live")
+
+    job = fresh_project.wait_for_job(job_id, timeout=30)
+    assert job["status"] == "succeeded", job["error"]
+    work.goto(f"/ui/jobs/{job_id}")
+    engine = next(a for a in job["artifacts"] if a["name"] == "engine.onnx")
+    link = work.locator("a.artifact-download", has_text="engine.onnx")
+    expect(link).to_have_attribute("href", re.compile(r"^/v1/jobs/"))
+    with work.expect_download() as download:
+        link.click()
+    data = Path(download.value.path()).read_bytes()
+    assert hashlib.sha256(data).hexdigest() == engine["sha256"]
+    assert onnx.load_from_string(data).graph.node, "the downloaded engine has no nodes"
+    screenshot(work, "flow-job-detail")
+
+
+def test_model_dropped_on_the_drop_zone_is_uploaded(open_page: OpenPage, fresh_project: Project,
+                                                   tmp_path: Path) -> None:
+    model_file = save_model(tmp_path, "dropped_cnn.onnx", seed=32)
+    page = open_page(fresh_project, "/ui/models")
+    expect(page.locator("#upload-dropzone"), "the models page has no #upload-dropzone").to_be_visible()
+    transfer = page.evaluate_handle(
+        """([name, b64]) => {
+            const bytes = Uint8Array.from(atob(b64), c => c.charCodeAt(0));
+            const transfer = new DataTransfer();
+            transfer.items.add(new File([bytes], name, {type: "application/octet-stream"}));
+            return transfer;
+        }""",
+        [model_file.name, base64.b64encode(model_file.read_bytes()).decode()])
+    for event in ("dragenter", "dragover", "drop"):
+        page.dispatch_event("#upload-dropzone", event, {"dataTransfer": transfer})
+
+    model_id = _new_job_form_url(page)
+    [model] = fresh_project.api.get("/v1/models").json()["items"]
+    assert model["id"] == model_id and model["name"].startswith("dropped_cnn")
