@@ -67,7 +67,7 @@ def _here(request: Request) -> str:
     path = request.url.path
     if request.url.query:
         path += "?" + request.url.query
-    return quote(path, safe="/?=&")
+    return quote(path, safe="/")  # one query parameter: its own ? and & encoded
 
 
 def safe_next(path: str | None) -> str:

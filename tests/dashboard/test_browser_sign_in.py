@@ -19,7 +19,7 @@ def test_wrong_key_is_refused_on_an_accessible_sign_in_page(
     try:
         page = context.new_page()
         page.goto("/ui/jobs?status=failed")
-        expect(page).to_have_url(re.compile(r"/ui/sign-in\?next=/ui/jobs\?status=failed$"))
+        expect(page).to_have_url(re.compile(r"/ui/sign-in\?next=/ui/jobs%3Fstatus%3Dfailed$"))
         assert_accessible(page, "sign-in page")
         screenshot(page, "sign-in")
 

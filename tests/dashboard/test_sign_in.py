@@ -20,7 +20,17 @@ def _form_token(html: str) -> str:
 def test_page_without_session_redirects_to_sign_in(site: TestClient) -> None:
     response = site.get("/ui/jobs?status=failed")
     assert response.status_code == 303
-    assert response.headers["location"] == "/ui/sign-in?next=/ui/jobs?status=failed"
+    assert response.headers["location"] == "/ui/sign-in?next=/ui/jobs%3Fstatus%3Dfailed"
+
+
+def test_sign_in_returns_to_a_page_with_several_parameters(site: TestClient,
+                                                           api_key: tuple[uuid.UUID, str]) -> None:
+    redirect = site.get("/ui/compare?job=a&job=b").headers["location"]
+    form = site.get(redirect)
+    assert 'value="/ui/compare?job=a&amp;job=b"' in form.text
+    response = site.post("/ui/sign-in", data={"api_key": api_key[1], "next": "/ui/compare?job=a&job=b",
+                                                "csrf_token": _form_token(form.text)})
+    assert response.headers["location"] == "/ui/compare?job=a&job=b"
 
 
 def test_sign_in_with_valid_key_sets_httponly_strict_cookie(
