@@ -21,6 +21,7 @@ from api.schemas.models import ModelList, ModelRead
 from api.schemas.uploads import UPLOAD_BODY
 from api.services import deletions, models
 from api.services.idempotency import Answer
+from core.db.models import Model
 
 router = APIRouter(prefix="/v1/models", tags=["models"],
                    dependencies=[Depends(get_current_project)])
@@ -67,8 +68,9 @@ def list_models(session: SessionDep, project: CurrentProject,
                 page: Annotated[PageParams, Query()]) -> ModelList:
     rows, total = models.list_models(session=session, project_id=project, limit=page.limit,
                                      offset=page.offset)
+    counts = models.job_counts(session=session, model_ids=[m.id for m in rows])
     return ModelList(
-        items=[ModelRead.model_validate(m) for m in rows],
+        items=[_counted(m, counts.get(m.id, 0)) for m in rows],
         total=total,
         limit=page.limit,
         offset=page.offset,
@@ -77,8 +79,12 @@ def list_models(session: SessionDep, project: CurrentProject,
 
 @router.get("/{model_id}", response_model=ModelRead)
 def read_model(model_id: ModelIdPath, session: SessionDep, project: CurrentProject) -> ModelRead:
-    return ModelRead.model_validate(
-        models.get_model(session=session, project_id=project, model_id=model_id))
+    model = models.get_model(session=session, project_id=project, model_id=model_id)
+    return _counted(model, models.job_counts(session=session, model_ids=[model.id]).get(model.id, 0))
+
+
+def _counted(model: Model, job_count: int) -> ModelRead:
+    return ModelRead.model_validate(model).model_copy(update={"job_count": job_count})
 
 
 @router.delete(

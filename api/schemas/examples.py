@@ -47,6 +47,7 @@ MODEL: dict[str, Any] = {
     "inputs": [{"name": "input", "dtype": "float32", "shape": ["N", 3, 32, 32]}],
     "outputs": [{"name": "logits", "dtype": "float32", "shape": ["N", 10]}],
     "created_at": "2026-12-01T22:28:41.703108Z",
+    "job_count": 3,
 }
 
 DATASET: dict[str, Any] = {

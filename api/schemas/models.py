@@ -31,6 +31,9 @@ class ModelRead(BaseModel):
     inputs: list[TensorInfo]
     outputs: list[TensorInfo]
     created_at: datetime
+    # GET /v1/models and /v1/models/{id}: how many jobs the model has (any status); null in an
+    # upload's answer, which does not count them
+    job_count: int | None = None
 
 
 class ModelList(Page[ModelRead]):

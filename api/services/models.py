@@ -11,7 +11,7 @@ from api.services.errors import InvalidModelFile, ModelNotFound
 from api.services.model_checks import ModelCheckAborted, ModelChecker
 from api.services.stored_uploads import display_name, store_upload
 from api.services.uploads import ReceivedFile
-from core.db.models import Model
+from core.db.models import Job, Model
 from core.storage import ArtifactStore
 from optimizer.errors import InvalidModelError, ModelLimitError, UnsupportedModelError
 from optimizer.model_limits import ModelLimits
@@ -84,6 +84,15 @@ def get_model(*, session: Session, project_id: uuid.UUID, model_id: uuid.UUID,
     if model is None:
         raise ModelNotFound(f"model {model_id} does not exist; GET /v1/models lists the uploaded ones")
     return model
+
+
+def job_counts(*, session: Session, model_ids: list[uuid.UUID]) -> dict[uuid.UUID, int]:
+    """How many jobs each of `model_ids` has (absent: none), in one grouped query."""
+    if not model_ids:
+        return {}
+    rows = session.execute(select(Job.model_id, func.count()).where(Job.model_id.in_(model_ids))
+                           .group_by(Job.model_id)).all()
+    return {model_id: count for model_id, count in rows}
 
 
 def list_models(*, session: Session, project_id: uuid.UUID, limit: int,

@@ -47,7 +47,8 @@ def test_upload_returns_201_with_model_description(client: TestClient) -> None:
     assert body["opset"] == 17
     assert body["inputs"] == [{"name": "input", "dtype": "float32", "shape": ["N", 3, 32, 32]}]
     assert body["outputs"] == [{"name": "logits", "dtype": "float32", "shape": ["N", 10]}]
-    assert client.get(f"/v1/models/{body['id']}").json() == body
+    assert body["job_count"] is None  # an upload's answer does not count jobs
+    assert client.get(f"/v1/models/{body['id']}").json() == {**body, "job_count": 0}
 
 
 def test_same_bytes_again_returns_200_with_existing_model(client: TestClient, settings: Settings) -> None:
@@ -244,3 +245,13 @@ def test_chunked_upload_over_limit_is_cut_off_while_streaming(
     )
     assert response.status_code == 413, response.text
     _assert_nothing_stored(db_session, settings)
+
+
+def test_model_list_and_read_count_each_models_jobs(client: TestClient) -> None:
+    busy, idle = (client.post("/v1/models", files={"file": ("m.onnx", model_bytes(small_cnn(seed=s)))})
+                  .json()["id"] for s in (11, 12))
+    for _ in range(2):
+        assert client.post("/v1/jobs", json={"model_id": busy}).status_code == 202
+    counts = {m["id"]: m["job_count"] for m in client.get("/v1/models").json()["items"]}
+    assert counts == {busy: 2, idle: 0}
+    assert client.get(f"/v1/models/{busy}").json()["job_count"] == 2
