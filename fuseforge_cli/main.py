@@ -153,7 +153,8 @@ def main(argv: list[str] | None = None, *,
     OptimizeOptions.catalog). Commands import what they need when they run, so `--help` is
     instant."""
     logging.basicConfig(level=os.environ.get("FUSEFORGE_LOG_LEVEL", "INFO"))
-    for deferred in ("sympy", "onnx_ir._symbolic_shapes"):  # see fuseforge_cli/deferred_imports.py
+    # See fuseforge_cli/deferred_imports.py.
+    for deferred in ("sympy", "onnx_ir._symbolic_shapes", "onnx.reference.ops"):
         defer_import(deferred)
     for chatty in ("onnxscript", "onnx_ir"):  # a line per rewrite would bury our own output
         logging.getLogger(chatty).setLevel(logging.WARNING)

@@ -7,6 +7,7 @@ import argparse
 import json
 
 from fuseforge_cli.failures import EXIT_OK, EXIT_USAGE, CliFailure, readable_file
+from fuseforge_cli.memory_reuse import reuse_freed_memory
 from fuseforge_cli.runtime_logging import quiet_onnxruntime
 from optimizer.errors import PassError
 from optimizer.model_check import load_checked_model
@@ -25,6 +26,7 @@ def run_optimize(args: argparse.Namespace) -> int:
         CliFailure, OptimizerError, OSError: main() says them as one line and an exit code.
     """
     quiet_onnxruntime(debug=args.debug)
+    reuse_freed_memory()  # one model, then the process ends: see fuseforge_cli/memory_reuse.py
     options = OptimizeOptions(backend=args.backend, passes=args.passes,
                               catalog=args.catalog or DEFAULT_PASSES)
     try:

@@ -30,6 +30,7 @@ from optimizer.backends.onnxruntime.runner import OptimizationLevel, session_opt
 from optimizer.errors import InferenceError, UnsupportedModelError
 from optimizer.input_ranges import infer_input_ranges
 from optimizer.inputs import random_feeds
+from optimizer.model_file import write_model_file
 from optimizer.plugins.decompose import runnable_in_onnxruntime
 from optimizer.tensor_specs import TensorSpec, summarize_model
 
@@ -51,10 +52,11 @@ def save_model(model: onnx.ModelProto, path: Path, *, what: str,
     """
     # Serialized once and written beside `path` first: ONNX Runtime loads the file there (twice
     # as fast as from bytes, and no second 100 MB serialization for a ResNet-50), and it takes
-    # `path`'s place only once it loads and runs. The bytes as they are: onnx.save would first
-    # walk every tensor looking for external data.
+    # `path`'s place only once it loads and runs. Written a tensor at a time
+    # (optimizer/model_file.py), never held whole in memory; the bytes as they are: onnx.save
+    # would first walk every tensor looking for external data.
     checking = path.with_name(f".{path.name}.{os.getpid()}.checking")
-    checking.write_bytes(model.SerializeToString())
+    write_model_file(model, checking)
     try:
         check_model_runs(model, what=what, reference=reference,
                          optimization_level=optimization_level, feeds=feeds, written=checking)

@@ -8,13 +8,11 @@ from collections.abc import Collection, Sequence
 
 import onnx_ir as ir
 import onnx_ir.passes.common
-from onnxscript.rewriter._matcher import SimplePatternMatcher
-from onnxscript.rewriter._pattern_ir import NodeOutputPattern
 from onnxscript.rewriter.pattern import MatchingTracer, MatchStatus, RewriteRule, RewriteRuleSet
 
 from optimizer.fusion_report import FusionReport, Refusal, RuleStats
 from optimizer.passes.base import FusionPass
-from optimizer.passes.matching import MS_DOMAIN, ONNX_DOMAINS, FormsMatcher
+from optimizer.passes.matching import MS_DOMAIN, ONNX_DOMAINS, OpsPresent
 from optimizer.passes.notes import pass_notes
 from optimizer.plugins.base import DOMAIN as PLUGIN_DOMAIN
 
@@ -138,7 +136,7 @@ def _apply_once(
     excluded: frozenset[str],
 ) -> int:
     changed = _apply_graph_function(model, fusion_pass, applied, excluded)
-    present = _OpsPresent(model)
+    present = OpsPresent(model)
     for rule in fusion_pass.rules_for(backend):
         if _rule_name(fusion_pass, rule) in excluded:
             continue
@@ -149,7 +147,7 @@ def _apply_once(
         applied[(fusion_pass.name, _rule_name(fusion_pass, rule))] += count
         changed += count
         if count:
-            present = _OpsPresent(model)
+            present = OpsPresent(model)
     return changed
 
 
@@ -164,70 +162,6 @@ def _apply_graph_function(
     count = fusion_pass.graph_function(model)
     applied[(fusion_pass.name, fusion_pass.name)] += count
     return count
-
-
-class _OpsPresent:
-    """The (domain, op) of the model's nodes, read on the first question: make a new one after
-    a rewrite changed the graph (reading them for every rule cost a ResNet-50 70 ms)."""
-
-    def __init__(self, model: ir.Model) -> None:
-        self._model = model
-        self._ops: set[tuple[str, str]] | None = None
-
-    def may_match(self, rule: RewriteRule) -> bool:
-        """False when, for each written form of the rule's pattern, the model lacks a node of
-        an op that produces one of the form's outputs, so the rule cannot match: trying it on
-        every node anyway was a third of the time a ResNet-50's passes took (the rules for
-        transformers' ops, on a graph of convolutions)."""
-        forms = _root_ops(rule)
-        if forms is None:
-            return True
-        if self._ops is None:
-            self._ops = {(_domain(node.domain), node.op_type)
-                         for node in ir.traversal.RecursiveGraphIterator(self._model.graph)}
-            for function in self._model.functions.values():
-                self._ops.update((_domain(node.domain), node.op_type) for node in function)
-        return any(roots <= self._ops for roots in forms)
-
-
-_ROOT_OPS: dict[int, tuple[frozenset[tuple[str, str]], ...] | None] = {}
-
-
-def _root_ops(rule: RewriteRule) -> tuple[frozenset[tuple[str, str]], ...] | None:
-    """For each written form of the rule's pattern, the (domain, op) of the nodes producing its
-    outputs; None where the rule does not say (a matcher of its own, an output that is not a
-    node's): then it is tried everywhere."""
-    key = id(rule)
-    if key not in _ROOT_OPS:
-        _ROOT_OPS[key] = _read_root_ops(rule)
-    return _ROOT_OPS[key]
-
-
-def _read_root_ops(rule: RewriteRule) -> tuple[frozenset[tuple[str, str]], ...] | None:
-    # onnxscript's internals: the pattern a rule was built from, and its matcher. A FormsRule
-    # matches any of its forms; any other matcher might match anything.
-    matcher = getattr(rule, "_matcher", None)
-    if isinstance(matcher, FormsMatcher):
-        patterns = [getattr(form, "_target_pattern", None) for form in matcher.forms]
-    elif type(matcher) is SimplePatternMatcher:
-        patterns = [getattr(rule, "_target_pattern", None)]
-    else:
-        return None
-    forms: set[frozenset[tuple[str, str]]] = set()
-    for pattern in patterns:
-        roots = set()
-        for output in getattr(pattern, "outputs", None) or [None]:
-            producer = output.producer() if isinstance(output, NodeOutputPattern) else None
-            identifier = producer.op_identifier() if producer is not None else None
-            if identifier is None or not all(isinstance(part, str) for part in identifier[:2]):
-                return None
-            roots.add((_domain(identifier[0]), identifier[1]))
-        forms.add(frozenset(roots))
-    return tuple(forms)
-
-
-def _domain(domain: str) -> str:
-    return "" if domain in ONNX_DOMAINS else domain
 
 
 class _DryRunTracer(MatchingTracer):
@@ -260,11 +194,11 @@ def _dry_run(
     pattern rules and cannot be traced, so they run for real (and count as pending)."""
     pending = 0
     refusals: dict[str, list[Refusal]] = {}
-    present = _OpsPresent(model)
+    present = OpsPresent(model)
     for fusion_pass in passes:
         cleaned = _apply_graph_function(model, fusion_pass, applied, excluded)
         if cleaned:
-            present = _OpsPresent(model)
+            present = OpsPresent(model)
         pending += cleaned
         for rule in fusion_pass.rules_for(backend):
             name = _rule_name(fusion_pass, rule)

@@ -38,6 +38,8 @@ from optimizer.passes.checks import (
     attr_float,
     attr_int,
     const_array,
+    const_dtype,
+    const_shape,
     first_refusal,
     refuse_if_escapes,
     refuse_if_not_constant,
@@ -73,8 +75,8 @@ class _FoldBatchNorm(RewriteRuleClassBase):
         layer = getattr(op, self.layer_op)(x, w, _allow_other_inputs=True, _outputs=["layer_out"])
         return op.BatchNormalization(layer, gamma, beta, mean, var, _outputs=["bn_out"])
 
-    def output_channels(self, layer: ir.Node, weights: np.ndarray) -> int:
-        """How many output channels the layer has, read from its weights."""
+    def output_channels(self, layer: ir.Node, weights: tuple[int, ...]) -> int:
+        """How many output channels the layer has, read from its weights' shape."""
         raise NotImplementedError
 
     def check_layer(self, layer: ir.Node, x: ir.Value, w: ir.Value) -> MatchResult | None:
@@ -116,11 +118,12 @@ class _FoldBatchNorm(RewriteRuleClassBase):
         return refusal if refusal is not None else MatchResult()
 
     def _refuse_unless_float_weights(self, w: ir.Value) -> MatchResult | None:
-        weights = const_array(w)
-        if weights.dtype.kind != "f":
-            return MatchResult().fail(f"weights '{w.name}' are {weights.dtype}, not floating point")
-        if self.weights_rank is not None and weights.ndim != self.weights_rank:
-            return MatchResult().fail(f"weights '{w.name}' have shape {weights.shape}, expected "
+        # Type and shape, not the weights: only the rewrite reads those.
+        dtype, shape = const_dtype(w), const_shape(w)
+        if dtype.kind != "f":
+            return MatchResult().fail(f"weights '{w.name}' are {dtype}, not floating point")
+        if self.weights_rank is not None and len(shape) != self.weights_rank:
+            return MatchResult().fail(f"weights '{w.name}' have shape {shape}, expected "
                                       f"{self.weights_rank}-D")
         return None
 
@@ -128,12 +131,11 @@ class _FoldBatchNorm(RewriteRuleClassBase):
                                    bn_params: tuple[ir.Value, ...],
                                    bias: ir.Value | None) -> MatchResult | None:
         """The BN parameters (and b, if bias_per_channel) must hold one value per channel."""
-        channels = self.output_channels(layer, const_array(w))
+        channels = self.output_channels(layer, const_shape(w))
         for param in (*bn_params, bias) if self.bias_per_channel else bn_params:
-            if param is not None and const_array(param).shape != (channels,):
+            if param is not None and const_shape(param) != (channels,):
                 return MatchResult().fail(
-                    f"'{param.name}' has shape {const_array(param).shape}, expected ({channels},)"
-                )
+                    f"'{param.name}' has shape {const_shape(param)}, expected ({channels},)")
         return None
 
     def rewrite(self, op: Any, x: ir.Value, w: ir.Value, gamma: ir.Value, beta: ir.Value,
@@ -168,8 +170,8 @@ class FoldBatchNormIntoConv(_FoldBatchNorm):
 
     layer_op = "Conv"
 
-    def output_channels(self, layer: ir.Node, weights: np.ndarray) -> int:
-        return int(weights.shape[0])  # (C_out, C_in / group, k...) whatever the group
+    def output_channels(self, layer: ir.Node, weights: tuple[int, ...]) -> int:
+        return weights[0]  # (C_out, C_in / group, k...) whatever the group
 
     def scale_weights(self, layer: ir.Node, weights: np.ndarray, scale: np.ndarray) -> np.ndarray:
         return weights * scale.reshape((-1,) + (1,) * (weights.ndim - 1))
@@ -180,8 +182,8 @@ class FoldBatchNormIntoConvTranspose(_FoldBatchNorm):
 
     layer_op = "ConvTranspose"
 
-    def output_channels(self, layer: ir.Node, weights: np.ndarray) -> int:
-        return int(weights.shape[1]) * attr_int(layer, "group", 1)
+    def output_channels(self, layer: ir.Node, weights: tuple[int, ...]) -> int:
+        return weights[1] * attr_int(layer, "group", 1)
 
     def scale_weights(self, layer: ir.Node, weights: np.ndarray, scale: np.ndarray) -> np.ndarray:
         group = attr_int(layer, "group", 1)
@@ -207,14 +209,14 @@ class FoldBatchNormIntoGemm(_FoldBatchNormIntoLinear):
 
     layer_op = "Gemm"
 
-    def output_channels(self, layer: ir.Node, weights: np.ndarray) -> int:
-        return int(weights.shape[0 if attr_int(layer, "transB", 0) else 1])
+    def output_channels(self, layer: ir.Node, weights: tuple[int, ...]) -> int:
+        return weights[0 if attr_int(layer, "transB", 0) else 1]
 
     def check_layer(self, layer: ir.Node, x: ir.Value, w: ir.Value) -> MatchResult | None:
         c = _layer_bias(layer)
         if c is None:
             return None
-        shape, n = const_array(c).shape, self.output_channels(layer, const_array(w))
+        shape, n = const_shape(c), self.output_channels(layer, const_shape(w))
         if len(shape) > 2 or (shape and shape[-1] not in (1, n)):
             return MatchResult().fail(
                 f"Gemm's C '{c.name}' has shape {shape}, which does not broadcast to [M, {n}]")
@@ -234,8 +236,8 @@ class FoldBatchNormIntoMatMul(_FoldBatchNormIntoLinear):
 
     layer_op = "MatMul"
 
-    def output_channels(self, layer: ir.Node, weights: np.ndarray) -> int:
-        return int(weights.shape[1])
+    def output_channels(self, layer: ir.Node, weights: tuple[int, ...]) -> int:
+        return weights[1]
 
     def check_layer(self, layer: ir.Node, x: ir.Value, w: ir.Value) -> MatchResult | None:
         ranks = {len(v.shape) for v in (x, layer.outputs[0]) if v.shape is not None}

@@ -35,6 +35,7 @@ from onnxscript.rewriter.pattern import MatchResult, RewriteRule, RewriteRuleCla
 from optimizer.passes.base import FusionPass, LazyRules
 from optimizer.passes.checks import (
     const_array,
+    const_shape,
     first_refusal,
     refuse_if_escapes,
     refuse_if_not_constant,
@@ -69,7 +70,7 @@ def _rank(value: ir.Value) -> int | None:
 
 
 def _refuse_unless_2d_weight(w: ir.Value) -> MatchResult | None:
-    shape = const_array(w).shape
+    shape = const_shape(w)
     if len(shape) != 2:
         return MatchResult().fail(f"weight '{w.name}' has shape {shape}, expected 2-D [K, N]")
     return None
@@ -119,8 +120,8 @@ class MatMulAddToGemm(_MatMulAddBase):
         if refusal is not None:
             return refusal
         assert a.shape is not None
-        m, n = a.shape[0], const_array(b).shape[1]
-        shape = const_array(bias).shape
+        m, n = a.shape[0], const_shape(b)[1]
+        shape = const_shape(bias)
         if len(shape) == 2 and shape[0] != 1 and shape[0] == m:
             shape = (1, shape[1])  # a bias row per row of A is fine: Gemm's C may be [M, N]
         refusal = _refuse_unless_per_column(shape, n, max_rank=2)
@@ -152,7 +153,7 @@ class MatMulAddToReshapedGemm(_MatMulAddBase):
         if refusal is not None:
             return refusal
         assert a.shape is not None
-        k, n = const_array(b).shape
+        k, n = const_shape(b)
         if k > self.max_k:
             return MatchResult().fail(
                 f"K = {k} > {self.max_k}: Reshape → Gemm → Reshape measured no faster there")
@@ -161,14 +162,14 @@ class MatMulAddToReshapedGemm(_MatMulAddBase):
             return MatchResult().fail(
                 f"'{a.name}' has shape {a.shape}: needs all leading dims static and non-zero "
                 "but at most one")
-        refusal = _refuse_unless_per_column(const_array(bias).shape, n, max_rank=rank)
+        refusal = _refuse_unless_per_column(const_shape(bias), n, max_rank=rank)
         return refusal if refusal is not None else MatchResult()
 
     def rewrite(self, op: Any, a: ir.Value, b: ir.Value, bias: ir.Value, mm_out: ir.Value,
                 **_: Any) -> ir.Value:
         assert a.shape is not None
         graph = _graph_of(mm_out)
-        k, n = const_array(b).shape
+        k, n = const_shape(b)
         out_shape = [d if isinstance(d, int) else -1 for d in list(a.shape)[:-1]] + [n]
         flat = op.initializer(ir.tensor(np.array([-1, k], np.int64),
                                         name=unique_initializer_name(graph, f"{b.name}_rows")))
@@ -239,7 +240,7 @@ class FoldOutputScaleIntoMatMul(_FoldScaleBase):
 
     def check_scale(self, x: ir.Value, c: ir.Value, w: ir.Value) -> MatchResult | None:
         rank = _rank(x)
-        return _refuse_unless_per_column(const_array(c).shape, const_array(w).shape[1],
+        return _refuse_unless_per_column(const_shape(c), const_shape(w)[1],
                                          max_rank=None if rank is None else max(rank, 1))
 
 
@@ -258,7 +259,7 @@ class FoldInputScaleIntoMatMul(_FoldScaleBase):
         return op.MatMul(self.mul(op, x, c), w, _outputs=["mm_out"])
 
     def check_scale(self, x: ir.Value, c: ir.Value, w: ir.Value) -> MatchResult | None:
-        shape, rank = const_array(c).shape, _rank(x)
+        shape, rank = const_shape(c), _rank(x)
         if const_array(c).size != 1:
             return MatchResult().fail(f"'{c.name}' has shape {shape}, only a scalar moves into W")
         if len(shape) > 1 and (rank is None or len(shape) > rank):

@@ -35,12 +35,13 @@ same model at opset 17 (14 s with the weights round-tripped through protobuf).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import onnx
 import onnx.version_converter
 import onnx_ir as ir
-from onnxscript.rewriter.pattern import MatchingTracer, MatchStatus, RewriteRuleSet
+from onnxscript.rewriter.pattern import MatchingTracer, MatchStatus, RewriteRule, RewriteRuleSet
 
 from optimizer.passes.base import FusionPass
 from optimizer.passes.fuse_layer_norm import (
@@ -48,7 +49,7 @@ from optimizer.passes.fuse_layer_norm import (
     UPGRADE_REFUSAL_KEY,
     layer_norm_rules,
 )
-from optimizer.passes.matching import default_opset
+from optimizer.passes.matching import OpsPresent, default_opset
 from optimizer.passes.notes import add_note
 
 __all__ = ["MIN_SOURCE_OPSET", "UPGRADE_OPSET_FOR_LAYER_NORM", "upgrade_opset_for_layer_norm"]
@@ -75,10 +76,21 @@ class _MatchCounter(MatchingTracer):
             self.matches -= 1
 
 
+@functools.cache
+def _counting_rules() -> tuple[RewriteRule, ...]:
+    return tuple(layer_norm_rules(require_opset=False))
+
+
 def _layer_norms_waiting_for_opset(model: ir.Model) -> int:
     """How many LayerNorms fuse_layer_norm would fuse if the model imported opset 17."""
+    # Only the rules whose ops the model holds: a ResNet-50 has no ReduceMean, and matching
+    # every LayerNorm form at each of its nodes took 0.05-0.1 s a round.
+    present = OpsPresent(model)
+    rules = [rule for rule in _counting_rules() if present.may_match(rule)]
+    if not rules:
+        return 0
     counter = _MatchCounter()
-    RewriteRuleSet(layer_norm_rules(require_opset=False)).apply_to_model(model, tracer=counter)
+    RewriteRuleSet(rules).apply_to_model(model, tracer=counter)
     return counter.matches
 
 

@@ -28,6 +28,7 @@ __all__ = ["BERT_FORMS", "BertForm", "bert_encoder", "resnet50"]
 BertForm = Literal["dynamo", "torchscript", "dynamo_opset20"]
 BERT_FORMS: tuple[BertForm, ...] = ("dynamo", "torchscript", "dynamo_opset20")
 _RESNET_OPSET = 17
+_BN_TRAINING_MODE_SINCE = 14
 _BERT_OPSET = {"dynamo": 18, "torchscript": 17, "dynamo_opset20": 20}
 # torch 2.13's dynamo exporter runs onnxscript's optimizer, whose `x + 0` rule matches constants
 # within abs_tol 1e-8 of zero: BERT's LayerNorm eps of 1e-12 is dropped from the graph.
@@ -91,7 +92,7 @@ def _finish(g: _Graph, name: str, inputs: list[onnx.ValueInfoProto],
 # --- ResNet-50 -----------------------------------------------------------------------------
 
 def _conv_bn(g: _Graph, x: str, prefix: str, bn: str, in_ch: int, out_ch: int, kernel: int,
-             stride: int, *, small_gamma: bool = False) -> str:
+             stride: int, *, small_gamma: bool = False, opset: int = _RESNET_OPSET) -> str:
     """Conv (no bias, He init) → BatchNormalization, as torchvision's modules export."""
     fan_in = in_ch * kernel * kernel
     w = g.init(f"{prefix}.weight",
@@ -106,43 +107,49 @@ def _conv_bn(g: _Graph, x: str, prefix: str, bn: str, in_ch: int, out_ch: int, k
         g.init(f"{bn}.running_mean", g.rng.normal(0.0, 0.2, out_ch)),
         g.init(f"{bn}.running_var", g.rng.uniform(0.5, 2.0, out_ch)),
     ]
+    # training_mode came with BatchNormalization-14; the exporters write it from opset 14 on.
+    training = {"training_mode": 0} if opset >= _BN_TRAINING_MODE_SINCE else {}
     return g.op("BatchNormalization", [y, *params], f"/{bn}/BatchNormalization",
-                epsilon=1e-5, momentum=0.9, training_mode=0)
+                epsilon=1e-5, momentum=0.9, **training)
 
 
-def _bottleneck(g: _Graph, x: str, prefix: str, in_ch: int, planes: int, stride: int) -> str:
+def _bottleneck(g: _Graph, x: str, prefix: str, in_ch: int, planes: int, stride: int,
+                opset: int) -> str:
     out_ch = planes * 4
-    y = g.op("Relu", [_conv_bn(g, x, f"{prefix}.conv1", f"{prefix}.bn1", in_ch, planes, 1, 1)],
-             f"/{prefix}/relu/Relu")
+    y = g.op("Relu", [_conv_bn(g, x, f"{prefix}.conv1", f"{prefix}.bn1", in_ch, planes, 1, 1,
+                               opset=opset)], f"/{prefix}/relu/Relu")
     y = g.op("Relu", [_conv_bn(g, y, f"{prefix}.conv2", f"{prefix}.bn2", planes, planes, 3,
-                               stride)], f"/{prefix}/relu_1/Relu")
-    y = _conv_bn(g, y, f"{prefix}.conv3", f"{prefix}.bn3", planes, out_ch, 1, 1, small_gamma=True)
+                               stride, opset=opset)], f"/{prefix}/relu_1/Relu")
+    y = _conv_bn(g, y, f"{prefix}.conv3", f"{prefix}.bn3", planes, out_ch, 1, 1, small_gamma=True,
+                 opset=opset)
     shortcut = x
     if stride != 1 or in_ch != out_ch:
         shortcut = _conv_bn(g, x, f"{prefix}.downsample.0", f"{prefix}.downsample.1", in_ch,
-                            out_ch, 1, stride)
+                            out_ch, 1, stride, opset=opset)
     y = g.op("Add", [y, shortcut], f"/{prefix}/Add")
     return g.op("Relu", [y], f"/{prefix}/relu_2/Relu")
 
 
-def resnet50(batch: int | str = "N", seed: int = 0) -> onnx.ModelProto:
+def resnet50(batch: int | str = "N", seed: int = 0, opset: int = _RESNET_OPSET
+             ) -> onnx.ModelProto:
     """ResNet-50: input "input" [batch, 3, 224, 224] float32 → output "logits" [batch, 1000].
 
     Stem: Conv 7x7/2 → BatchNormalization → Relu → MaxPool 3x3/2; then bottlenecks [3, 4, 6, 3]
     (1x1 → 3x3 (stride here) → 1x1 convs, each followed by BatchNormalization, a Conv +
     BatchNormalization shortcut on each stage's first block, Add, Relu); GlobalAveragePool →
-    Flatten → Gemm. 53 Conv and 53 BatchNormalization, opset 17, about 25.6M float32 weights
-    (the build takes about a second).
+    Flatten → Gemm. 53 Conv and 53 BatchNormalization, opset 17 (or `opset`, 13 and up: the
+    same ops), about 25.6M float32 weights (the build takes about a second).
     """
     g = _Graph(np.random.default_rng(seed))
-    x = g.op("Relu", [_conv_bn(g, "input", "conv1", "bn1", 3, 64, 7, 2)], "/relu/Relu")
+    x = g.op("Relu", [_conv_bn(g, "input", "conv1", "bn1", 3, 64, 7, 2, opset=opset)],
+             "/relu/Relu")
     x = g.op("MaxPool", [x], "/maxpool/MaxPool", kernel_shape=[3, 3], strides=[2, 2],
              pads=[1, 1, 1, 1], ceil_mode=0, dilations=[1, 1])
     in_ch = 64
     for stage, (planes, blocks) in enumerate(zip((64, 128, 256, 512), (3, 4, 6, 3), strict=True)):
         for block in range(blocks):
             stride = 2 if stage > 0 and block == 0 else 1
-            x = _bottleneck(g, x, f"layer{stage + 1}.{block}", in_ch, planes, stride)
+            x = _bottleneck(g, x, f"layer{stage + 1}.{block}", in_ch, planes, stride, opset)
             in_ch = planes * 4
     x = g.op("GlobalAveragePool", [x], "/avgpool/GlobalAveragePool")
     x = g.op("Flatten", [x], "/Flatten", axis=1)
@@ -154,7 +161,7 @@ def resnet50(batch: int | str = "N", seed: int = 0) -> onnx.ModelProto:
         g, "resnet50",
         [helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, 3, 224, 224])],
         [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, 1000])],
-        _RESNET_OPSET)
+        opset)
 
 
 # --- BERT-style encoder ----------------------------------------------------------------------

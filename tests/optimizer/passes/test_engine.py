@@ -9,10 +9,13 @@ from onnx import TensorProto, helper, numpy_helper
 
 from optimizer.optimize import OptimizeOptions, optimize_model, select_passes
 from optimizer.passes.base import FusionPass
-from optimizer.passes.engine import _OpsPresent, run_passes
+from optimizer.passes.engine import run_passes
 from optimizer.passes.fold_batch_norm import FOLD_BATCH_NORM, FoldBatchNormIntoConv
+from optimizer.passes.fuse_layer_norm import FuseLayerNorm, FuseLayerNormScaleOnly
+from optimizer.passes.matching import OpsPresent
 from optimizer.testing.models import small_cnn
 from tests.optimizer.passes.test_fold_batch_norm import conv_bn
+from tests.optimizer.passes.test_fuse_layer_norm import layer_norm
 
 
 def test_run_passes_counts_each_rule_and_reaches_a_fixed_point() -> None:
@@ -101,5 +104,29 @@ def test_a_rule_is_tried_only_on_a_graph_holding_the_op_at_its_patterns_root() -
     without_bn = ir.from_proto(optimize_model(small_cnn(), OptimizeOptions(
         passes=["fold_batch_norm"]))[0])
 
-    assert _OpsPresent(with_bn).may_match(rule)
-    assert not _OpsPresent(without_bn).may_match(rule)
+    assert OpsPresent(with_bn).may_match(rule)
+    assert not OpsPresent(without_bn).may_match(rule)
+
+
+def test_a_rule_is_tried_only_on_a_graph_holding_every_op_its_pattern_names() -> None:
+    # The root (the Add of beta) and all but one op present: the ReduceMeans are ReduceMax.
+    rule = FuseLayerNorm.rule()
+    model = layer_norm()
+    no_mean = onnx.ModelProto.FromString(model.SerializeToString())
+    for node in no_mean.graph.node:
+        if node.op_type == "ReduceMean":
+            node.op_type = "ReduceMax"
+
+    assert OpsPresent(ir.from_proto(model)).may_match(rule)
+    assert not OpsPresent(ir.from_proto(no_mean)).may_match(rule)
+
+
+def test_ops_of_an_or_values_alternatives_are_not_required() -> None:
+    # d * d for the square (Pow is the other alternative), no epsilon Add, no beta Add: the
+    # graph holds no Pow and no Add, and the rule still matches and fuses.
+    model = layer_norm(square="mul", epsilon=None, bias=False, opset=18)
+    assert not {"Pow", "Add"} & {node.op_type for node in model.graph.node}
+
+    assert OpsPresent(ir.from_proto(model)).may_match(FuseLayerNormScaleOnly.rule())
+    fused, report = optimize_model(model, OptimizeOptions(passes=["fuse_layer_norm"]))
+    assert report.applied("FuseLayerNormScaleOnly") == 1

@@ -1,0 +1,124 @@
+"""Write a ModelProto to a file one initializer at a time, as the bytes SerializeToString makes.
+
+`model.SerializeToString()` encodes the whole model into one buffer that grows by doubling and
+then copies it into a bytes object: for a 98 MB ResNet-50 about 300 MB of fresh memory, whose
+page faults alone take 0.2 s on a small VM, for a file written once. Here the model's fields
+other than the graph, and the graph's fields other than its initializers, are serialized as
+one small message each, and every initializer on its own, so the largest buffer is the largest
+tensor and each one's memory is reused for the next. The protobuf wire format is a sequence of
+(tag, value) records, a message field's value being its length and bytes, and upb writes them
+in field-number order: writing the records in that order gives SerializeToString's bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import onnx
+from google.protobuf.message import Message
+from google.protobuf.unknown_fields import UnknownFieldSet
+
+__all__ = ["write_model_file"]
+
+_LENGTH_DELIMITED = 2
+_GRAPH = onnx.ModelProto.DESCRIPTOR.fields_by_name["graph"].number
+_INITIALIZER = onnx.GraphProto.DESCRIPTOR.fields_by_name["initializer"].number
+_M = TypeVar("_M", bound=Message)
+
+
+def write_model_file(model: onnx.ModelProto, path: Path) -> None:
+    """Write `model` to `path`: the bytes of `model.SerializeToString()`, without building them
+    in memory at once."""
+    with Path(path).open("wb") as file:
+        for piece in _pieces(model):
+            file.write(piece)
+
+
+def _pieces(model: onnx.ModelProto) -> Iterator[bytes]:
+    graph = model.graph
+    if (not model.HasField("graph") or not graph.initializer
+            or len(UnknownFieldSet(model)) or len(UnknownFieldSet(graph))):
+        # Unknown fields (from a newer onnx) are kept only by serializing the message whole.
+        yield model.SerializeToString()
+        return
+    before_graph, after_graph = _split(_without(model, "graph").SerializeToString(), _GRAPH)
+    before_tensors, after_tensors = _split(_without(graph, "initializer").SerializeToString(),
+                                           _INITIALIZER)
+    # ByteSize encodes each tensor once more, into memory the next one reuses: the graph's
+    # length comes before its initializers in the file.
+    sizes = [tensor.ByteSize() for tensor in graph.initializer]
+    tensor_tag = _tag(_INITIALIZER)
+    graph_size = (len(before_tensors) + len(after_tensors)
+                  + sum(len(tensor_tag) + len(_varint(size)) + size for size in sizes))
+    yield before_graph + _tag(_GRAPH) + _varint(graph_size) + before_tensors
+    for tensor, size in zip(graph.initializer, sizes, strict=True):
+        yield tensor_tag + _varint(size)
+        yield tensor.SerializeToString()
+    yield after_tensors + after_graph
+
+
+def _without(message: _M, left_out: str) -> _M:
+    """A copy of `message` without its field `left_out` (the other fields copied, not it)."""
+    copy: _M = type(message)()
+    for field, value in message.ListFields():
+        if field.name == left_out:
+            continue
+        if field.is_repeated:
+            getattr(copy, field.name).extend(value)
+        elif field.message_type is not None:
+            getattr(copy, field.name).CopyFrom(value)
+        else:
+            setattr(copy, field.name, value)
+    return copy
+
+
+def _split(encoded: bytes, number: int) -> tuple[bytes, bytes]:
+    """`encoded` (a message's records, in field-number order) cut before the first record of
+    a field numbered above `number`."""
+    position = 0
+    while position < len(encoded):
+        key, after_key = _read_varint(encoded, position)
+        if key >> 3 > number:
+            break
+        position = _skip_value(encoded, after_key, key & 7)
+    return encoded[:position], encoded[position:]
+
+
+def _skip_value(encoded: bytes, position: int, wire_type: int) -> int:
+    if wire_type == 0:  # varint
+        return _read_varint(encoded, position)[1]
+    if wire_type == 1:  # 64-bit
+        return position + 8
+    if wire_type == _LENGTH_DELIMITED:
+        length, start = _read_varint(encoded, position)
+        return start + length
+    if wire_type == 5:  # 32-bit
+        return position + 4
+    # Groups (3, 4) are proto2's deprecated encoding; onnx's messages declare none.
+    raise ValueError(f"unexpected protobuf wire type {wire_type} in a serialized onnx message")
+
+
+def _read_varint(encoded: bytes, position: int) -> tuple[int, int]:
+    value, shift = 0, 0
+    while True:
+        byte = encoded[position]
+        position += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, position
+        shift += 7
+
+
+def _tag(number: int) -> bytes:
+    return _varint(number << 3 | _LENGTH_DELIMITED)
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
