@@ -28,7 +28,7 @@ def svg(markup: Markup) -> Element:
 
 
 def bars(markup: Markup) -> list[Element]:
-    return svg(markup).find_all("rect", cls="bar")
+    return svg(markup).find_all("rect", class_="bar")
 
 
 def test_grouped_chart_has_one_bar_per_category_and_series_and_a_legend() -> None:
@@ -39,15 +39,15 @@ def test_grouped_chart_has_one_bar_per_category_and_series_and_a_legend() -> Non
     assert tree.attrs["data-chart"] == "op-histogram" and tree.attrs["role"] == "img"
     assert tree.classes == {"chart"}
     assert "Ops" in tree.attrs["aria-label"]
-    assert tree.children[0].tag == "title" and tree.children[0].text() == "Ops"
-    found = tree.find_all("rect", cls="bar")
+    assert tree.children[0].tag == "title" and tree.children[0].text == "Ops"
+    found = tree.find_all("rect", class_="bar")
     assert [(b.attrs["data-series"], b.attrs["data-label"], float(b.attrs["data-value"]))
             for b in found] == [("before", "Conv", 2), ("after", "Conv", 0),
                                 ("before", "Relu", 2), ("after", "Relu", 0),
                                 ("before", "Add", 1), ("after", "Add", 1)]
-    legend = tree.one("g", cls="legend").text()
+    legend = tree.one("g", class_="legend").text
     assert "before" in legend and "after" in legend
-    assert "after: 0" in tree.text()  # the value is written, not only drawn
+    assert "after: 0" in tree.text  # the value is written, not only drawn
 
 
 def test_series_differ_in_fill_pattern_not_only_colour() -> None:
@@ -59,20 +59,20 @@ def test_series_differ_in_fill_pattern_not_only_colour() -> None:
 def test_a_missing_value_draws_no_bar_but_says_so() -> None:
     chart = grouped_bar_chart("c", "t", ["a", "b"], [Series("x", [1.0, None])])
     assert len(bars(chart)) == 1
-    assert "x: –" in svg(chart).text()
+    assert "x: –" in svg(chart).text
 
 
 def test_bars_scale_with_their_values_on_a_round_axis() -> None:
     tree = svg(bar_chart("c", "t", [("small", 1.5), ("large", 7.3), ("none", 0.0)]))
-    widths = [float(b.attrs["width"]) for b in tree.find_all("rect", cls="bar")]
-    axis = tree.one("line", cls="axis")
+    widths = [float(b.attrs["width"]) for b in tree.find_all("rect", class_="bar")]
+    axis = tree.one("line", class_="axis")
     axis_length = float(axis.attrs["x2"]) - float(axis.attrs["x1"])
 
     assert widths[2] == 0
     assert widths[0] / widths[1] == pytest.approx(1.5 / 7.3, rel=1e-2)
     # The axis ends at 10, so the largest bar fills 73 % of it, and its end is labelled 10.
     assert widths[1] == pytest.approx(0.73 * axis_length, abs=0.2)
-    assert [t.text() for t in tree.find_all("text")][-1] == "10"
+    assert [t.text for t in tree.find_all("text")][-1] == "10"
 
 
 def test_vertical_bars_grow_upwards_in_proportion() -> None:
@@ -97,7 +97,7 @@ def test_hostile_labels_are_text_never_markup(label: str) -> None:
         assert not tree.find_all("script") and not tree.find_all("img")
         assert len(tree.find_all("svg")) == 1
         assert all(not name.startswith("on") for e in tree.iter() for name in e.attrs)
-        assert label in tree.text() or any(label in e.attrs.values() for e in tree.iter())
+        assert label in tree.text or any(label in e.attrs.values() for e in tree.iter())
 
 
 @pytest.mark.parametrize("chart", [
@@ -112,8 +112,8 @@ def test_hostile_labels_are_text_never_markup(label: str) -> None:
 def test_nothing_to_draw_says_no_data(chart) -> None:  # type: ignore[no-untyped-def]
     tree = svg(chart())
     assert tree.attrs["data-chart"] == "c" and tree.attrs["role"] == "img"
-    assert not tree.find_all("rect", cls="bar")
-    assert tree.one("text", cls="no-data").text() == NO_DATA
+    assert not tree.find_all("rect", class_="bar")
+    assert tree.one("text", class_="no-data").text == NO_DATA
     assert NO_DATA in tree.attrs["aria-label"]
 
 
@@ -146,7 +146,7 @@ def test_timeline_places_each_stage_at_its_start_with_its_duration() -> None:
     assert [b.attrs["data-label"] for b in found] == ["queued", "load", "benchmark"]
     assert xs[1] - xs[0] == pytest.approx(widths[0], abs=0.2)
     assert widths[2] == pytest.approx(5 * widths[1], abs=0.2)
-    assert "5.0 s (in progress)" in svg(chart).text()
+    assert "5.0 s (in progress)" in svg(chart).text
     assert found[0].attrs["fill"] != found[1].attrs["fill"]  # waiting is not work
 
 

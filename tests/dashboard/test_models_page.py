@@ -13,7 +13,7 @@ from core.db.models import Model
 from core.settings import Settings
 from dashboard.pages.models import PAGE_SIZE
 from optimizer.testing.models import model_bytes, small_cnn
-from tests.dashboard.page_html import Element, parse_page
+from tests.dashboard.html_tree import Element, parse
 from tests.dashboard.uploads import browser_headers, start_job, token_model, upload_model
 from tests.support.api_keys import bearer, new_key
 
@@ -24,7 +24,7 @@ def headers(settings: Settings, api_key: tuple[uuid.UUID, str]) -> dict[str, str
 
 
 def _row(page: Element, model_id: str) -> Element:
-    return page.by_id("models").find("tr", data_model_id=model_id)
+    return page.by_id("models").one("tr", data_model_id=model_id)
 
 
 def test_table_shows_each_models_name_opset_size_and_signature(
@@ -33,23 +33,23 @@ def test_table_shows_each_models_name_opset_size_and_signature(
     tokens = upload_model(signed_in_site, headers, data, filename="t.onnx", name="token scorer")
     cnn = upload_model(signed_in_site, headers, small_cnn(), filename="cnn.onnx")
 
-    page = parse_page(signed_in_site.get("/ui/models").text)
+    page = parse(signed_in_site.get("/ui/models").text)
 
     row = _row(page, tokens["id"])
-    assert row.find("th", class_="model-name").find("a")["href"] == f"/ui/models/{tokens['id']}"
-    assert "token scorer" in row.find("th", class_="model-name").text
-    assert row.find("td", class_="opset").text == "13"
-    assert row.find("td", class_="size")["title"] == f"{len(data)} bytes"
-    assert row.find("td", class_="size").text == f"{len(data)} B"
-    inputs = [li.text for li in row.find("td", class_="inputs").find_all("li")]
+    assert row.one("th", class_="model-name").one("a").attrs["href"] == f"/ui/models/{tokens['id']}"
+    assert "token scorer" in row.one("th", class_="model-name").text
+    assert row.one("td", class_="opset").text == "13"
+    assert row.one("td", class_="size").attrs["title"] == f"{len(data)} bytes"
+    assert row.one("td", class_="size").text == f"{len(data)} B"
+    inputs = [li.text for li in row.one("td", class_="inputs").find_all("li")]
     assert inputs == ["input_ids int64 [batch, seq]", "mask float32 [batch, ?]",
                       "position int64 [1, 4]"]
-    outputs = [li.text for li in row.find("td", class_="outputs").find_all("li")]
+    outputs = [li.text for li in row.one("td", class_="outputs").find_all("li")]
     assert outputs == ["scores float32 [batch, seq]", "position_out int64 [1, 4]"]
-    assert row.find("td", class_="created").text.endswith("UTC")
-    assert [li.text for li in _row(page, cnn["id"]).find("td", class_="inputs").find_all("li")] == [
+    assert row.one("td", class_="created").text.endswith("UTC")
+    assert [li.text for li in _row(page, cnn["id"]).one("td", class_="inputs").find_all("li")] == [
         "input float32 [N, 3, 32, 32]"]
-    assert _row(page, cnn["id"]).find("td", class_="opset").text == str(cnn["opset"])
+    assert _row(page, cnn["id"]).one("td", class_="opset").text == str(cnn["opset"])
 
 
 def test_jobs_column_counts_each_models_jobs_and_links_to_them(
@@ -59,32 +59,32 @@ def test_jobs_column_counts_each_models_jobs_and_links_to_them(
     for _ in range(2):
         start_job(signed_in_site, headers, cnn["id"])
 
-    page = parse_page(signed_in_site.get("/ui/models").text)
+    page = parse(signed_in_site.get("/ui/models").text)
 
-    busy_link = _row(page, cnn["id"]).find("td", class_="jobs").find_all("a")[0]
+    busy_link = _row(page, cnn["id"]).one("td", class_="jobs").find_all("a")[0]
     assert busy_link.text == "2 jobs"
-    assert busy_link["href"] == f"/ui/jobs?model_id={cnn['id']}"
-    assert _row(page, idle["id"]).find("td", class_="jobs").find_all("a")[0].text == "0 jobs"
-    assert _row(page, idle["id"]).find("a", href=f"/ui/models/{idle['id']}/new-job").text == "New job"
+    assert busy_link.attrs["href"] == f"/ui/jobs?model_id={cnn['id']}"
+    assert _row(page, idle["id"]).one("td", class_="jobs").find_all("a")[0].text == "0 jobs"
+    assert _row(page, idle["id"]).one("a", href=f"/ui/models/{idle['id']}/new-job").text == "New job"
 
 
 def test_no_models_shows_the_empty_state_and_the_upload_zone(signed_in_site: TestClient) -> None:
-    page = parse_page(signed_in_site.get("/ui/models").text)
+    page = parse(signed_in_site.get("/ui/models").text)
 
-    assert "No models yet" in page.find("p", class_="empty").text
+    assert "No models yet" in page.one("p", class_="empty").text
     assert not page.find_all("table", id="models")
     zone = page.by_id("upload-dropzone")
-    file_input = zone.find("input", id="upload-file")
-    assert file_input["type"] == "file" and ".onnx" in file_input["accept"]
-    assert zone.find("label", **{"for": "upload-file"}).text == "Model file"
-    assert zone.find("progress", id="upload-progress").has("max")
-    assert zone.find(id="upload-status")["aria-live"] == "polite"
-    assert page.find("script", src="/ui/static/upload.js")
+    file_input = zone.one("input", id="upload-file")
+    assert file_input.attrs["type"] == "file" and ".onnx" in file_input.attrs["accept"]
+    assert zone.one("label", **{"for": "upload-file"}).text == "Model file"
+    assert "max" in zone.one("progress", id="upload-progress").attrs
+    assert zone.one(id="upload-status").attrs["aria-live"] == "polite"
+    assert page.one("script", src="/ui/static/upload.js")
     assert signed_in_site.get("/ui/static/upload.js").status_code == 200
 
 
 def _names(page: Element) -> list[str]:
-    return [row.find("th").find("a").text
+    return [row.one("th").one("a").text
             for row in page.by_id("models").find_all("tr", data_model_id=True)]
 
 
@@ -99,15 +99,15 @@ def test_models_are_paged_newest_first(
     db_session.commit()
     newest_first = [f"m{i:03d}" for i in reversed(range(PAGE_SIZE + 3))]
 
-    first = parse_page(signed_in_site.get("/ui/models").text)
+    first = parse(signed_in_site.get("/ui/models").text)
     assert _names(first) == newest_first[:PAGE_SIZE]
-    assert first.find("a", rel="next")["href"] == f"/ui/models?offset={PAGE_SIZE}"
+    assert first.one("a", rel="next").attrs["href"] == f"/ui/models?offset={PAGE_SIZE}"
     assert not first.find_all("a", rel="prev")
 
-    second = parse_page(signed_in_site.get(f"/ui/models?offset={PAGE_SIZE}").text)
+    second = parse(signed_in_site.get(f"/ui/models?offset={PAGE_SIZE}").text)
     assert _names(second) == newest_first[PAGE_SIZE:]
     assert not second.find_all("a", rel="next")
-    assert second.find("a", rel="prev")["href"] == "/ui/models?offset=0"
+    assert second.one("a", rel="prev").attrs["href"] == "/ui/models?offset=0"
 
 
 def test_another_projects_model_is_not_listed_and_its_pages_are_404(
@@ -118,9 +118,9 @@ def test_another_projects_model_is_not_listed_and_its_pages_are_404(
     theirs = signed_in_site.post("/v1/models", headers=bearer(other_key),
                                  files={"file": ("theirs.onnx", model_bytes(small_cnn(seed=7)))}).json()
 
-    page = parse_page(signed_in_site.get("/ui/models").text)
+    page = parse(signed_in_site.get("/ui/models").text)
 
-    assert [row["data-model-id"] for row in page.find_all("tr", data_model_id=True)] == [mine["id"]]
+    assert [row.attrs["data-model-id"] for row in page.find_all("tr", data_model_id=True)] == [mine["id"]]
     for path in (f"/ui/models/{theirs['id']}", f"/ui/models/{theirs['id']}/new-job"):
         response = signed_in_site.get(path)
         assert response.status_code == 404, path
@@ -134,29 +134,29 @@ def test_model_page_shows_signature_tables_its_jobs_and_the_new_job_link(
     job = start_job(signed_in_site, headers, model["id"])
     start_job(signed_in_site, headers, other["id"])
 
-    page = parse_page(signed_in_site.get(f"/ui/models/{model['id']}").text)
+    page = parse(signed_in_site.get(f"/ui/models/{model['id']}").text)
 
-    assert page.find("h1").text == "tokens"
-    assert page.by_id("new-job-link")["href"] == f"/ui/models/{model['id']}/new-job"
+    assert page.one("h1").text == "tokens"
+    assert page.by_id("new-job-link").attrs["href"] == f"/ui/models/{model['id']}/new-job"
     inputs = page.by_id("model-inputs")
     assert [[cell.text for cell in row.find_all() if cell.tag in ("th", "td")]
-            for row in inputs.find("tbody").find_all("tr")] == [
+            for row in inputs.one("tbody").find_all("tr")] == [
         ["input_ids", "int64", "[batch, seq]", "batch, seq"],
         ["mask", "float32", "[batch, ?]", "batch, unnamed"],
         ["position", "int64", "[1, 4]", "none"]]
-    assert [row["data-tensor"] for row in page.by_id("model-outputs").find_all("tr", data_tensor=True)] == [
-        "scores", "position_out"]
-    assert page.find("dd", class_="opset").text == "13"
+    outputs = page.by_id("model-outputs").find_all("tr", data_tensor=True)
+    assert [row.attrs["data-tensor"] for row in outputs] == ["scores", "position_out"]
+    assert page.one("dd", class_="opset").text == "13"
     [row] = page.by_id("model-job-list").find_all("tr", data_job_id=True)
-    assert row["data-job-id"] == job["id"] and row["data-status"] == "queued"
-    assert row.find("a")["href"] == f"/ui/jobs/{job['id']}"
-    assert row.find("span", class_="status").text == "queued"
+    assert row.attrs["data-job-id"] == job["id"] and row.attrs["data-status"] == "queued"
+    assert row.one("a").attrs["href"] == f"/ui/jobs/{job['id']}"
+    assert row.one("span", class_="status").text == "queued"
 
 
 def test_model_without_jobs_says_so(signed_in_site: TestClient, headers: dict[str, str]) -> None:
     model = upload_model(signed_in_site, headers, small_cnn())
-    page = parse_page(signed_in_site.get(f"/ui/models/{model['id']}").text)
-    assert "No jobs for this model yet" in page.find("p", class_="empty").text
+    page = parse(signed_in_site.get(f"/ui/models/{model['id']}").text)
+    assert "No jobs for this model yet" in page.one("p", class_="empty").text
 
 
 def test_unknown_model_page_is_404_naming_the_model(signed_in_site: TestClient) -> None:

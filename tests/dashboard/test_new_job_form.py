@@ -16,7 +16,7 @@ from api.schemas.jobs import JobCreate
 from core.settings import Settings, WebhookSettings
 from optimizer.testing.models import model_bytes, small_cnn
 from tests.api.routes.test_datasets import npz_bytes
-from tests.dashboard.page_html import Element, parse_page
+from tests.dashboard.html_tree import Element, parse
 from tests.dashboard.uploads import browser_headers, start_job, token_model, upload_model
 from tests.support.api_keys import bearer, new_key
 
@@ -36,20 +36,20 @@ def _form(site: TestClient, model_id: str, from_job: str | None = None) -> Eleme
     query = f"?from_job={from_job}" if from_job else ""
     response = site.get(f"/ui/models/{model_id}/new-job{query}")
     assert response.status_code == 200, response.text[:500]
-    return parse_page(response.text)
+    return parse(response.text)
 
 
 def _control(form: Element, path: str) -> Element:
-    return form.by_id("new-job").find(data_field=path)
+    return form.by_id("new-job").one(data_field=path)
 
 
 def _selected(select: Element) -> str:
     [option] = select.find_all("option", selected=True)
-    return option["value"]
+    return option.attrs["value"]
 
 
 def _controls(form: Element) -> list[Element]:
-    return [el for el in form.by_id("new-job").walk()
+    return [el for el in form.by_id("new-job").iter()
             if el.tag in ("input", "select", "textarea") and el.attrs.get("type") != "hidden"]
 
 
@@ -59,28 +59,28 @@ def test_every_control_is_labelled_and_names_a_field_of_the_job_body(
 
     controls = _controls(page)
     assert len(controls) > 30
-    labelled = {label["for"] for label in page.find_all("label") if label.has("for")}
+    labelled = {label.attrs["for"] for label in page.find_all("label") if "for" in label.attrs}
     assert [c.attrs.get("id") for c in controls if c.attrs.get("id") not in labelled] == []
     body_fields = set(JobCreate.model_fields)
     for control in controls:
-        path = control.attrs.get("data-field") or control["name"]
+        path = control.attrs.get("data-field") or control.attrs["name"]
         assert path.split(".")[0] in body_fields, path
-    assert page.by_id("new-job").find("button", type="submit").text == "Start job"
+    assert page.by_id("new-job").one("button", type="submit").text == "Start job"
     errors = page.by_id("new-job-errors")
-    assert errors["role"] == "alert" and errors.has("hidden")
-    assert page.find("script", src="/ui/static/new_job.js")
-    assert "JavaScript is required" in page.find("noscript").text
+    assert errors.attrs["role"] == "alert" and "hidden" in errors.attrs
+    assert page.one("script", src="/ui/static/new_job.js")
+    assert "JavaScript is required" in page.one("noscript").text
 
 
 def test_backend_and_precision_offer_what_the_job_config_accepts(
         signed_in_site: TestClient, tokens: dict[str, Any]) -> None:
     form = _form(signed_in_site, tokens["id"]).by_id("new-job")
 
-    backend = form.find("select", name="backend")
-    assert [o["value"] for o in backend.find_all("option")] == ["onnxruntime", "tensorrt"]
+    backend = form.one("select", name="backend")
+    assert [o.attrs["value"] for o in backend.find_all("option")] == ["onnxruntime", "tensorrt"]
     assert _selected(backend) == "onnxruntime"
-    precision = form.find("select", name="precision")
-    assert [o["value"] for o in precision.find_all("option")] == ["fp32", "fp16", "bf16"]
+    precision = form.one("select", name="precision")
+    assert [o.attrs["value"] for o in precision.find_all("option")] == ["fp32", "fp16", "bf16"]
     assert _selected(precision) == "fp32"
 
 
@@ -91,31 +91,32 @@ def test_passes_are_those_the_api_lists_checked_as_its_default(
 
     boxes = _form(signed_in_site, tokens["id"]).by_id("new-job").find_all("input", name="passes")
 
-    assert [box["value"] for box in boxes] == [p["name"] for p in listed]
+    assert [box.attrs["value"] for box in boxes] == [p["name"] for p in listed]
     for box, described in zip(boxes, listed, strict=True):
-        assert box["type"] == "checkbox"
-        assert box.has("checked") == ("onnxruntime" not in described["off_by_default"]), box["value"]
-        assert box["data-off-on"].split() == list(described["off_by_default"])
+        assert box.attrs["type"] == "checkbox"
+        checked = "checked" in box.attrs
+        assert checked == ("onnxruntime" not in described["off_by_default"]), box.attrs["value"]
+        assert box.attrs["data-off-on"].split() == list(described["off_by_default"])
 
 
 def test_defaults_are_the_job_configs(signed_in_site: TestClient, tokens: dict[str, Any]) -> None:
     form = _form(signed_in_site, tokens["id"])
 
-    assert _control(form, "validation.samples")["value"] == "8"
-    assert _control(form, "validation.seed")["value"] == "0"
-    assert _control(form, "validation.atol")["value"] == ""
-    assert _control(form, "validation.atol")["placeholder"] == "0.0001"  # fp32's default
-    assert _control(form, "benchmark.warmup")["value"] == "5"
-    assert _control(form, "benchmark.iterations")["value"] == "30"
-    assert _control(form, "benchmark.measure_memory").has("checked")
-    assert not _control(form, "ablation").has("checked")
-    assert not _control(form, "precision_search").has("checked")
-    assert _control(form, "accuracy_budget.min_cosine")["value"] == "0.999"
+    assert _control(form, "validation.samples").attrs["value"] == "8"
+    assert _control(form, "validation.seed").attrs["value"] == "0"
+    assert _control(form, "validation.atol").attrs["value"] == ""
+    assert _control(form, "validation.atol").attrs["placeholder"] == "0.0001"  # fp32's default
+    assert _control(form, "benchmark.warmup").attrs["value"] == "5"
+    assert _control(form, "benchmark.iterations").attrs["value"] == "30"
+    assert "checked" in _control(form, "benchmark.measure_memory").attrs
+    assert "checked" not in _control(form, "ablation").attrs
+    assert "checked" not in _control(form, "precision_search").attrs
+    assert _control(form, "accuracy_budget.min_cosine").attrs["value"] == "0.999"
     assert _selected(_control(form, "on_validation_failure")) == "fail"
     assert _selected(_control(form, "dataset_id")) == ""
-    assert _control(form, "callback_url")["value"] == ""
-    assert form.by_id("profiles").has("hidden")  # TensorRT only
-    assert not form.by_id("onnxruntime-options").has("hidden")
+    assert _control(form, "callback_url").attrs["value"] == ""
+    assert "hidden" in form.by_id("profiles").attrs  # TensorRT only
+    assert "hidden" not in form.by_id("onnxruntime-options").attrs
 
 
 def test_dynamic_inputs_get_shape_and_profile_fields_static_ones_none(
@@ -123,14 +124,14 @@ def test_dynamic_inputs_get_shape_and_profile_fields_static_ones_none(
     form = _form(signed_in_site, tokens["id"])
 
     shapes = form.by_id("input-shapes").find_all("input", data_shape_input=True)
-    assert [s["data-input"] for s in shapes] == ["input_ids", "mask"]
-    assert shapes[1]["placeholder"] == "batch, ?"
+    assert [s.attrs["data-input"] for s in shapes] == ["input_ids", "mask"]
+    assert shapes[1].attrs["placeholder"] == "batch, ?"
     profiles = form.by_id("profiles").find_all("fieldset", data_profile_input=True)
-    assert [p["data-profile-input"] for p in profiles] == ["input_ids", "mask"]
-    assert [i["data-bound"] for i in profiles[0].find_all("input")] == ["min", "opt", "max"]
+    assert [p.attrs["data-profile-input"] for p in profiles] == ["input_ids", "mask"]
+    assert [i.attrs["data-bound"] for i in profiles[0].find_all("input")] == ["min", "opt", "max"]
     # every input, static or not, may be given a range for its random values
     ranges = form.by_id("input-ranges").find_all(data_range_input=True)
-    assert [r["data-range-input"] for r in ranges] == ["input_ids", "mask", "position"]
+    assert [r.attrs["data-range-input"] for r in ranges] == ["input_ids", "mask", "position"]
 
 
 def test_a_model_with_fixed_shapes_says_it_needs_none(
@@ -150,7 +151,7 @@ def test_the_projects_datasets_are_offered(
 
     select = _control(_form(signed_in_site, model["id"]), "dataset_id")
 
-    options = {o["value"]: o.text for o in select.find_all("option")}
+    options = {o.attrs["value"]: o.text for o in select.find_all("option")}
     assert options[dataset["id"]] == "images.npz (4 samples)"
     assert "" in options  # random inputs instead
 
@@ -174,35 +175,35 @@ def test_run_again_fills_every_field_from_a_tensorrt_jobs_config(
 
     form = _form(signed_in_site, tokens["id"], from_job=job["id"])
 
-    assert form.by_id("from-job").find("a")["href"] == f"/ui/jobs/{job['id']}"
+    assert form.by_id("from-job").one("a").attrs["href"] == f"/ui/jobs/{job['id']}"
     assert _selected(_control(form, "backend")) == "tensorrt"
     assert _selected(_control(form, "precision")) == "fp16"
-    assert _control(form, "target_gpu")["value"] == "9.0"
-    checked = [b["value"] for b in form.find_all("input", name="passes") if b.has("checked")]
+    assert _control(form, "target_gpu").attrs["value"] == "9.0"
+    checked = [b.attrs["value"] for b in form.find_all("input", name="passes") if "checked" in b.attrs]
     assert checked == ["cleanup", "fuse_gelu"]
-    assert form.by_id("passes")["data-custom"] == "true"
-    assert _control(form, "input_shapes.input_ids")["value"] == "2, 16"
-    assert _control(form, "input_shapes.mask")["value"] == "2, 16"
-    assert not form.by_id("profiles").has("hidden")
-    assert [_control(form, f"profiles.input_ids.{b}")["value"] for b in ("min", "opt", "max")] == [
+    assert form.by_id("passes").attrs["data-custom"] == "true"
+    assert _control(form, "input_shapes.input_ids").attrs["value"] == "2, 16"
+    assert _control(form, "input_shapes.mask").attrs["value"] == "2, 16"
+    assert "hidden" not in form.by_id("profiles").attrs
+    assert [_control(form, f"profiles.input_ids.{b}").attrs["value"] for b in ("min", "opt", "max")] == [
         "1, 8", "2, 16", "4, 32"]
-    assert _control(form, "profiles.mask.max")["value"] == "4, 64"
-    assert _control(form, "validation.samples")["value"] == "3"
-    assert _control(form, "validation.seed")["value"] == "11"
-    assert _control(form, "validation.atol")["value"] == "0.02"
-    assert _control(form, "validation.min_top1_agreement")["value"] == "0.95"
-    assert _control(form, "validation.rtol")["value"] == ""
-    assert _control(form, "benchmark.warmup")["value"] == "2"
-    assert _control(form, "benchmark.iterations")["value"] == "7"
-    assert not _control(form, "benchmark.measure_memory").has("checked")
-    assert _control(form, "ablation").has("checked")
-    assert _control(form, "precision_search").has("checked")
-    assert _control(form, "accuracy_budget.min_cosine")["value"] == "0.99"
-    assert _control(form, "accuracy_budget.max_abs_err")["value"] == "0.5"
-    assert _control(form, "accuracy_budget.min_top1_agreement")["value"] == ""
+    assert _control(form, "profiles.mask.max").attrs["value"] == "4, 64"
+    assert _control(form, "validation.samples").attrs["value"] == "3"
+    assert _control(form, "validation.seed").attrs["value"] == "11"
+    assert _control(form, "validation.atol").attrs["value"] == "0.02"
+    assert _control(form, "validation.min_top1_agreement").attrs["value"] == "0.95"
+    assert _control(form, "validation.rtol").attrs["value"] == ""
+    assert _control(form, "benchmark.warmup").attrs["value"] == "2"
+    assert _control(form, "benchmark.iterations").attrs["value"] == "7"
+    assert "checked" not in _control(form, "benchmark.measure_memory").attrs
+    assert "checked" in _control(form, "ablation").attrs
+    assert "checked" in _control(form, "precision_search").attrs
+    assert _control(form, "accuracy_budget.min_cosine").attrs["value"] == "0.99"
+    assert _control(form, "accuracy_budget.max_abs_err").attrs["value"] == "0.5"
+    assert _control(form, "accuracy_budget.min_top1_agreement").attrs["value"] == ""
     assert _selected(_control(form, "on_validation_failure")) == "fallback"
-    assert _control(form, "callback_url")["value"] == "http://127.0.0.1:9/hook"
-    assert form.by_id("onnxruntime-options").has("hidden")
+    assert _control(form, "callback_url").attrs["value"] == "http://127.0.0.1:9/hook"
+    assert "hidden" in form.by_id("onnxruntime-options").attrs
 
 
 def test_run_again_fills_the_onnxruntime_options_ranges_and_dataset(
@@ -218,14 +219,14 @@ def test_run_again_fills_the_onnxruntime_options_ranges_and_dataset(
 
     assert _selected(_control(form, "ort_optimization_level")) == "basic"
     assert _selected(_control(form, "ort_flush_denormals")) == "false"
-    assert not [b for b in form.find_all("input", name="passes") if b.has("checked")]
-    assert _control(form, "input_ranges.input_ids.0")["value"] == "0.0"
-    assert _control(form, "input_ranges.input_ids.1")["value"] == "30522.0"
-    assert _control(form, "input_ranges.mask.0")["value"] == ""
-    assert form.by_id("input-ranges").has("open")
+    assert not [b for b in form.find_all("input", name="passes") if "checked" in b.attrs]
+    assert _control(form, "input_ranges.input_ids.0").attrs["value"] == "0.0"
+    assert _control(form, "input_ranges.input_ids.1").attrs["value"] == "30522.0"
+    assert _control(form, "input_ranges.mask.0").attrs["value"] == ""
+    assert "open" in form.by_id("input-ranges").attrs
     assert _selected(_control(form, "dataset_id")) == dataset["id"]
     # the dataset set the shapes the job ran at; they come back as they were stored
-    assert _control(form, "input_shapes.input_ids")["value"] == "1, 6"
+    assert _control(form, "input_shapes.input_ids").attrs["value"] == "1, 6"
 
 
 def test_run_again_from_an_unknown_job_starts_from_the_defaults_saying_so(
@@ -250,7 +251,7 @@ def test_run_again_never_shows_another_projects_job(
     form = _form(signed_in_site, tokens["id"], from_job=theirs["id"])
 
     assert "does not exist" in form.by_id("from-job-problem").text
-    assert _control(form, "target_gpu")["value"] == ""
+    assert _control(form, "target_gpu").attrs["value"] == ""
 
 
 def test_new_job_form_of_an_unknown_model_is_404(signed_in_site: TestClient) -> None:
