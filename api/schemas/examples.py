@@ -104,6 +104,7 @@ _SUCCEEDED: dict[str, Any] = {
     "error": None,
     "status_detail": None,
     "speedup": 1.419,  # the engine benchmark's speedup_vs_reference, below
+    "regression": None,  # the engine benchmark's, below
     "validation_passed": True,
     "created_at": "2026-12-01T22:30:00.799382Z",
     "started_at": _STARTED,

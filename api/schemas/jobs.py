@@ -168,6 +168,10 @@ class JobSummary(BaseModel):
     # the engine's speed-up over the original: the comparison benchmark's engine record's
     # speedup_vs_reference (median over interleaved rounds); null until benchmarked
     speedup: float | None = None
+    # that engine record's regression: slower than the best earlier engine of the model with the
+    # same configuration and environment beyond both latency intervals (against_job,
+    # both medians and intervals, slowdown, detail); null when not flagged
+    regression: dict[str, Any] | None = None
     # every output within tolerance (validation.passed); null until validated
     validation_passed: bool | None = None
     created_at: datetime

@@ -1,6 +1,7 @@
 """Regression detection where a job's records are stored: `JobRecorder.succeed`, the code path
-every job run ends in, on the real databases. An earlier engine record of the same model,
-configuration and environment is planted directly; the later job goes through the recorder."""
+every job run ends in (tests/support/finished_jobs.py), on the real databases. An earlier
+engine record of the same model, configuration and environment is planted directly; the later
+job goes through the recorder."""
 
 from __future__ import annotations
 
@@ -15,22 +16,11 @@ from sqlalchemy.orm import Session, sessionmaker
 from core.db.models import DEFAULT_PROJECT_ID, BenchmarkRecord, Job, JobEvent, JobStatus, Model
 from core.db.types import utc_now
 from core.job_config import JobConfig
-from optimizer.benchmark import BenchmarkResult
+from tests.support.finished_jobs import finish_with_engine_timing, timed
 from worker.pipeline.benchmark_keys import config_key
-from worker.pipeline.recorder import JobRecorder
 from worker.pipeline.regression import regression_of
-from worker.pipeline.results import JobOutcome
 
 CONFIG = JobConfig(input_shapes={"x": [4, 8]})
-
-
-def _result(variant: str, p50: float, ci: tuple[float, float] | None) -> BenchmarkResult:
-    return BenchmarkResult(
-        variant=variant, backend="onnxruntime", batch_size=4, iterations=30, warmup=5,
-        latency_ms_p50=p50, latency_ms_p90=p50 * 1.1, latency_ms_p99=p50 * 1.2,
-        latency_ms_mean=p50, throughput_per_s=4000 / p50, peak_memory_mb=None,
-        speedup_vs_reference=None if variant == "original" else 5.0 / p50,
-        latency_ms_p50_ci_low=ci[0] if ci else None, latency_ms_p50_ci_high=ci[1] if ci else None)
 
 
 @pytest.fixture
@@ -66,11 +56,7 @@ def _run(sessions: sessionmaker[Session], db_session: Session, model_id: uuid.UU
     """A job stored as a run stores it: claimed, then its outcome committed by the recorder;
     its engine record as stored."""
     job_id = _job(db_session, model_id, JobStatus.QUEUED, 1, config)
-    recorder = JobRecorder(job_id, sessions)
-    assert recorder.claim("test-worker") is not None
-    outcome = JobOutcome(benchmarks=[_result("original", 5.0, (4.9, 5.1)),
-                                     _result("engine", engine_p50, engine_ci)])
-    assert recorder.succeed(outcome, stored=[])
+    finish_with_engine_timing(sessions, job_id, engine_p50, engine_ci, batch_size=4)
     db_session.expire_all()
     return db_session.scalars(select(BenchmarkRecord).where(
         BenchmarkRecord.job_id == job_id, BenchmarkRecord.variant == "engine")).one()
@@ -82,7 +68,7 @@ def _plant(db_session: Session, model_id: uuid.UUID, like: BenchmarkRecord, p50:
     """An earlier job's engine record with `like`'s configuration and environment keys."""
     job_id = _job(db_session, model_id, status, 60)
     db_session.add(BenchmarkRecord(
-        job_id=job_id, suite="comparison", **{**_result("engine", p50, ci).to_dict()},
+        job_id=job_id, suite="comparison", **timed("engine", p50, ci, batch_size=4).to_dict(),
         config_key=like.config_key,
         environment_key=environment_key if environment_key is not None else like.environment_key))
     db_session.flush()
