@@ -10,6 +10,8 @@ Exit codes (shared with `fuseforge submit`, issue 12):
     3  bad usage: a malformed option, a missing or unreadable file, a shape, range, tolerance or
        dataset that does not fit the model
     4  (fuseforge submit) the server is unreachable, unavailable, or refused the API key
+    5  (fuseforge submit --fail-on-regression) the job succeeded, but its engine was flagged
+       slower than the model's best earlier engine of the same configuration and environment
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ __all__ = [
     "EXIT_CODES_HELP",
     "EXIT_FAILED",
     "EXIT_OK",
+    "EXIT_REGRESSION",
     "EXIT_UNREACHABLE",
     "EXIT_USAGE",
     "EXIT_VALIDATION_FAILED",
@@ -42,6 +45,7 @@ __all__ = [
 ]
 
 EXIT_OK, EXIT_FAILED, EXIT_VALIDATION_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3, 4
+EXIT_REGRESSION = 5
 
 EXIT_CODES_HELP = """exit codes:
   0  done: the model was written (optimize), the candidate passed (validate), the job
@@ -52,6 +56,9 @@ EXIT_CODES_HELP = """exit codes:
   3  bad usage: a malformed option, a missing or unreadable file, a shape, range, tolerance
      or dataset that does not fit the model; submit: a bad job config (or the server's 422)
   4  submit: the server is unreachable or unavailable, or refused the API key
+  5  submit --fail-on-regression: the job succeeded, but its engine is slower than the
+     model's best earlier engine of the same configuration and environment (beyond both
+     latency intervals)
 Errors are one line on stderr; with --json, stdout also holds {"error", "detail", "exit_code"}.
 Set FUSEFORGE_LOG_LEVEL=DEBUG or pass --debug to see the traceback."""
 

@@ -13,6 +13,7 @@ from typing import Any
 from fuseforge_cli.failures import (
     EXIT_FAILED,
     EXIT_OK,
+    EXIT_REGRESSION,
     EXIT_UNREACHABLE,
     EXIT_USAGE,
     EXIT_VALIDATION_FAILED,
@@ -48,6 +49,9 @@ def run_submit(args: argparse.Namespace) -> int:
     if args.output is not None and not args.wait:
         raise CliFailure("UsageError", "--output needs --wait: artifacts exist once the job has "
                          "succeeded.", EXIT_USAGE)
+    if args.fail_on_regression and not args.wait:
+        raise CliFailure("UsageError", "--fail-on-regression needs --wait: a job's regression "
+                         "is known once it has succeeded.", EXIT_USAGE)
     if args.timeout <= 0:
         raise CliFailure("UsageError", f"--timeout {args.timeout:g}: give a positive number of "
                          "seconds.", EXIT_USAGE)
@@ -89,6 +93,12 @@ def _submit(args: argparse.Namespace, client: FuseForgeClient, model: Path,
         _say(f"downloaded {len(paths)} artifact(s) to {args.output}: "
              f"{', '.join(p.name for p in paths)}")
     print(_job_json(job) if args.json else _verdict(job))
+    if job.regression is not None:
+        detail = job.regression.get("detail") or "its engine is slower than an earlier job's"
+        if args.fail_on_regression:
+            return report_failure(COMMAND, CliFailure(
+                "Regression", f"job {job.id}: {detail}", EXIT_REGRESSION), json_output=False)
+        _say(f"job {job.id}: regression: {detail}")
     return EXIT_OK
 
 

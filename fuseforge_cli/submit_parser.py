@@ -42,6 +42,10 @@ def add_submit_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[
                         help="with --wait: give up (exit 1) after this long (default 3600)")
     parser.add_argument("--output", type=Path, metavar="DIR",
                         help="with --wait: download every artifact of a successful job here")
+    parser.add_argument("--fail-on-regression", action="store_true",
+                        help="with --wait: exit 5, printing the figures, when the server flagged "
+                        "the job's engine slower than the model's best earlier one (same "
+                        "configuration and environment)")
     parser.add_argument("--url", help="the server (default: FUSEFORGE_URL)")
     parser.add_argument("--api-key", help="the API key (default: FUSEFORGE_API_KEY)")
     parser.add_argument("--json", action="store_true",

@@ -113,3 +113,12 @@ class Job:
                 value = record.get("speedup_vs_reference")
                 return None if value is None else float(value)
         return None
+
+    @property
+    def regression(self) -> Mapping[str, Any] | None:
+        """The engine's regression when the server flagged one: slower than the model's best
+        earlier engine of the same configuration and environment beyond both latency
+        intervals ({"against_job", "against_latency_ms_p50", "against_ci", "latency_ms_p50",
+        "ci", "slowdown", "detail"}); None when not flagged (or not benchmarked yet)."""
+        regression = self.data.get("regression")
+        return regression if isinstance(regression, Mapping) else None

@@ -44,6 +44,16 @@ class BenchmarkResult:
     speedup_vs_reference: float | None  # median over rounds of reference / this; None for it
     timing: str = HOST_CLOCK  # the clock behind the latencies (see benchmark_interleaved)
     device_memory_mb: float | None = None  # accelerator memory held, for device runners
+    # bootstrap confidence interval of the speed-up (median of per-round reference/this ratios)
+    # and its verdict: "faster", "slower" or "no measurable difference" (interval holds 1.0)
+    speedup_ci_low: float | None = None
+    speedup_ci_high: float | None = None
+    speedup_verdict: str | None = None
+    latency_ms_p50_ci_low: float | None = None  # bootstrap interval of the median latency
+    latency_ms_p50_ci_high: float | None = None
+    latencies_ms: list[float] | None = None  # every timed round, in order
+    warmup_cv: float | None = None  # coefficient of variation of the warm-up's last window
+    warmup_stable: bool | None = None  # False: the warm-up reached its cap before settling
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -16,10 +16,11 @@ from api.deps import (
 )
 from api.idempotent_posts import IdempotentRequestDep, answer_upload, idempotent_responses
 from api.path_ids import ModelIdPath
+from api.schemas.benchmarks import BenchmarkHistory
 from api.schemas.common import ErrorBody, PageParams
 from api.schemas.models import ModelList, ModelRead
 from api.schemas.uploads import UPLOAD_BODY
-from api.services import deletions, models
+from api.services import benchmark_history, deletions, models
 from api.services.idempotency import Answer
 from core.db.models import Model
 
@@ -81,6 +82,26 @@ def list_models(session: SessionDep, project: CurrentProject,
 def read_model(model_id: ModelIdPath, session: SessionDep, project: CurrentProject) -> ModelRead:
     model = models.get_model(session=session, project_id=project, model_id=model_id)
     return _counted(model, models.job_counts(session=session, model_ids=[model.id]).get(model.id, 0))
+
+
+@router.get("/{model_id}/benchmarks", response_model=BenchmarkHistory,
+            responses={404: {"model": ErrorBody, "description": "No such model"}})
+def read_benchmark_history(
+    model_id: ModelIdPath, session: SessionDep, project: CurrentProject,
+    page: Annotated[PageParams, Query()],
+    variant: Annotated[str, Query(max_length=64, description="whose records: \"engine\", "
+                                  "\"original\", or an ablation stage")] = "engine",
+    suite: Annotated[str, Query(max_length=16, description="\"comparison\" (original vs "
+                                "engine) or \"ablation\"")] = "comparison",
+) -> BenchmarkHistory:
+    """The model's benchmark records over time, grouped by configuration (`config_key`: the job
+    settings that make two records the same measurement), the most recently measured first.
+    Each entry is one job's record with its confidence intervals, the speed-up's verdict, where
+    it was measured (and how that differs from the configuration's latest entry) and whether it
+    was flagged as a regression. Paging counts configurations."""
+    return benchmark_history.benchmark_history(
+        session=session, project_id=project, model_id=model_id, variant=variant, suite=suite,
+        limit=page.limit, offset=page.offset)
 
 
 def _counted(model: Model, job_count: int) -> ModelRead:

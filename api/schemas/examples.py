@@ -104,6 +104,7 @@ _SUCCEEDED: dict[str, Any] = {
     "error": None,
     "status_detail": None,
     "speedup": 1.419,  # the engine benchmark's speedup_vs_reference, below
+    "regression": None,  # the engine benchmark's, below
     "validation_passed": True,
     "created_at": "2026-12-01T22:30:00.799382Z",
     "started_at": _STARTED,
@@ -119,6 +120,15 @@ def _artifact(name: str, kind: str, size: int, sha256: str) -> dict[str, Any]:
             "url": f"/v1/jobs/{JOB_ID}/artifacts/{name}", "expired_at": None}
 
 
+# Where a benchmark record was measured (optimizer/environment.py captures it on the worker).
+ENVIRONMENT: dict[str, Any] = {
+    "cpu": "AMD EPYC 9654 96-Core Processor", "cpu_cores": 2, "threads": 1, "memory_gib": 23.4,
+    "os": "Linux-6.1.0-x86_64-with-glibc2.36", "python": "3.11.2", "onnxruntime": "1.23.2",
+    "onnx": "1.19.1", "tensorrt": None, "cuda": None, "gpu": None, "worker": "vm:15420",
+    "memory_bandwidth_gb_s": 11.8,
+}
+
+
 def _benchmark(variant: str, p50: float, p90: float, p99: float, mean: float,
                speedup: float | None) -> dict[str, Any]:
     return {"suite": "comparison", "variant": variant, "backend": "onnxruntime", "batch_size": 1,
@@ -126,7 +136,16 @@ def _benchmark(variant: str, p50: float, p90: float, p99: float, mean: float,
             "latency_ms_p99": p99, "latency_ms_mean": mean, "throughput_per_s": 1000 / mean,
             "peak_memory_mb": 41.3 if variant == "original" else 38.9,
             "speedup_vs_reference": speedup, "slower_than_previous": None,
-            "timing": "host_clock", "device_memory_mb": None}
+            "timing": "host_clock", "device_memory_mb": None,
+            "speedup_ci_low": None if speedup is None else round(speedup * 0.97, 3),
+            "speedup_ci_high": None if speedup is None else round(speedup * 1.03, 3),
+            "speedup_verdict": None if speedup is None else "faster",
+            "latency_ms_p50_ci_low": round(p50 * 0.98, 3), "latency_ms_p50_ci_high": round(p50 * 1.02, 3),
+            "latencies_ms": [p50, p90, p50, p99], "warmup_cv": 0.021, "warmup_stable": True,
+            "environment": ENVIRONMENT, "environment_key": "5f0c2a9e41d7b3a8",
+            "config_key": "c93e1b07a4d2f611", "bytes_per_inference": 4_825_088,
+            "achieved_gb_s": round(4.825088 / p50, 2), "bandwidth_fraction": round(4.825088 / p50 / 11.8, 3),
+            "regression": None}
 
 
 JOB: dict[str, Any] = {
@@ -264,3 +283,39 @@ HEALTH: dict[str, Any] = {
 def page(items: list[dict[str, Any]]) -> dict[str, Any]:
     """A first page of a listing holding `items`."""
     return {"items": items, "total": len(items), "limit": 50, "offset": 0}
+
+
+def _history_entry(job_id: str, at: str, p50: float, onnxruntime: str,
+                   differences: list[str], regression: dict[str, Any] | None) -> dict[str, Any]:
+    speedup = round(0.093 / p50, 3)
+    return {"job_id": job_id, "created_at": at, "suite": "comparison", "variant": "engine",
+            "batch_size": 1, "latency_ms_p50": p50, "latency_ms_p50_ci_low": round(p50 * 0.98, 3),
+            "latency_ms_p50_ci_high": round(p50 * 1.02, 3), "throughput_per_s": round(1000 / p50, 1),
+            "speedup_vs_reference": speedup, "speedup_ci_low": round(speedup * 0.97, 3),
+            "speedup_ci_high": round(speedup * 1.03, 3), "speedup_verdict": "faster",
+            "environment_key": "5f0c2a9e41d7b3a8" if onnxruntime == "1.23.2" else "81d4be0c5a9f2e37",
+            "environment": {**ENVIRONMENT, "onnxruntime": onnxruntime},
+            "environment_differences": differences, "regression": regression}
+
+
+_EARLIER_JOB_ID = "6a4f0d2c-1e8b-4c7a-9f3d-5b2e8a1c0d94"
+
+# GET /v1/models/{id}/benchmarks: one configuration, measured in three jobs; the latest is
+# slower than the best earlier one in its environment, the oldest ran an older ONNX Runtime.
+BENCHMARK_HISTORY: dict[str, Any] = page([{
+    "config_key": "c93e1b07a4d2f611",
+    "config": {"backend": "onnxruntime", "precision": "fp32", "target_gpu": None,
+               "passes": "all", "input_shapes": {"input": [1, 3, 32, 32]}, "profiles": None,
+               "batch_size": 1},
+    "entries": [
+        _history_entry(JOB_ID, "2026-12-01T22:30:03.690002Z", 0.081, "1.23.2", [], {
+            "against_job": _EARLIER_JOB_ID, "against_latency_ms_p50": 0.069,
+            "against_ci": [0.068, 0.07], "latency_ms_p50": 0.081, "ci": [0.079, 0.083],
+            "slowdown": 1.174,
+            "detail": f"engine p50 0.08 ms (0.08–0.08) vs 0.07 ms (0.07–0.07) in job "
+                      f"{_EARLIER_JOB_ID}: 1.17× slower"}),
+        _history_entry(_EARLIER_JOB_ID, "2026-11-30T09:12:44.120511Z", 0.069, "1.23.2", [], None),
+        _history_entry("0c7e5a3b-9d2f-4b1e-8a6c-3f5d7e9b1a20", "2026-11-20T16:05:10.553087Z",
+                       0.074, "1.22.0", ["onnxruntime 1.22.0 vs 1.23.2"], None),
+    ],
+}])

@@ -92,6 +92,23 @@ class BenchmarkRead(BaseModel):
     # engine alone); every variant of a job is timed on one clock
     timing: str | None = None
     device_memory_mb: float | None = None  # accelerator memory the engine held (GPU runners)
+    # the speed-up's bootstrap confidence interval over the per-round ratios, and its verdict:
+    # "faster", "slower", or "no measurable difference" when the interval holds 1.0
+    speedup_ci_low: float | None = None
+    speedup_ci_high: float | None = None
+    speedup_verdict: str | None = None
+    latency_ms_p50_ci_low: float | None = None  # the median latency's bootstrap interval
+    latency_ms_p50_ci_high: float | None = None
+    latencies_ms: list[float] | None = None  # every timed round
+    warmup_cv: float | None = None  # coefficient of variation of the warm-up's last window
+    warmup_stable: bool | None = None  # false: the warm-up hit its cap before settling
+    environment: dict[str, Any] | None = None  # where it was measured
+    environment_key: str | None = None
+    config_key: str | None = None
+    bytes_per_inference: float | None = None  # weights + inputs + outputs: the least it moves
+    achieved_gb_s: float | None = None
+    bandwidth_fraction: float | None = None  # of the worker's measured memory bandwidth
+    regression: dict[str, Any] | None = None  # slower than the best earlier engine: the figures
 
 
 class RuleStatsRead(BaseModel):
@@ -151,6 +168,10 @@ class JobSummary(BaseModel):
     # the engine's speed-up over the original: the comparison benchmark's engine record's
     # speedup_vs_reference (median over interleaved rounds); null until benchmarked
     speedup: float | None = None
+    # that engine record's regression: slower than the best earlier engine of the model with the
+    # same configuration and environment beyond both latency intervals (against_job,
+    # both medians and intervals, slowdown, detail); null when not flagged
+    regression: dict[str, Any] | None = None
     # every output within tolerance (validation.passed); null until validated
     validation_passed: bool | None = None
     created_at: datetime

@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session
 from api.schemas.jobs import JobList, JobRead
 from api.services.job_summaries import (
     BACKEND,
+    headline_regression,
     headline_speedup,
     read_summaries,
     summary_fields,
@@ -176,7 +177,8 @@ def job_document(session: Session, project_id: uuid.UUID, job_id: uuid.UUID,
     benchmarks = _benchmarks(connection.execute(_BENCHMARKS, params).mappings())
     document = JobRead.model_validate({
         **summary_fields(row, speedup=headline_speedup(benchmarks),
-                         validation_passed=validation_verdict(outputs)),
+                         validation_passed=validation_verdict(outputs),
+                         regression=headline_regression(benchmarks)),
         "config": row["config"],
         "worker": row["worker"],
         "attempts": row["attempts"],

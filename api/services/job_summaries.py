@@ -1,5 +1,6 @@
 """Job summaries as the job list and the project's job stream show them: the job's row with its
-model's name, backend and precision, and its headline speed-up and validation verdict.
+model's name, backend and precision, its headline speed-up (and the engine's regression, if it
+was flagged one) and validation verdict.
 
 A page of summaries costs three queries however long it is: the jobs joined to their models
 (backend and precision read out of the stored config by the database), then the page's
@@ -21,6 +22,7 @@ from core.job_config import JobConfig
 __all__ = [
     "BACKEND",
     "SUMMARY_COLUMNS",
+    "headline_regression",
     "headline_speedup",
     "read_summaries",
     "summary_fields",
@@ -42,7 +44,8 @@ SUMMARY_COLUMNS = (Job.id, Job.model_id, Model.name.label("model_name"),
 # interleaved rounds of original latency / engine latency (optimizer.benchmark), as
 # fuseforge_client's Job.speedup reads it.
 _HEADLINE_SUITE, _HEADLINE_VARIANT = "comparison", "engine"
-_SPEEDUPS = (select(BenchmarkRecord.job_id, BenchmarkRecord.speedup_vs_reference)
+_SPEEDUPS = (select(BenchmarkRecord.job_id, BenchmarkRecord.speedup_vs_reference,
+                    BenchmarkRecord.regression)
              .where(BenchmarkRecord.job_id.in_(bindparam("job_ids", expanding=True)),
                     BenchmarkRecord.suite == _HEADLINE_SUITE,
                     BenchmarkRecord.variant == _HEADLINE_VARIANT)
@@ -68,16 +71,19 @@ def read_summaries(connection: Connection, query: Select[Any]) -> list[JobSummar
         return []
     params = {"job_ids": [row["id"] for row in rows]}
     speedups: dict[uuid.UUID, float | None] = {}
-    for job_id, speedup in connection.execute(_SPEEDUPS, params):
+    regressions: dict[uuid.UUID, dict[str, Any] | None] = {}
+    for job_id, speedup, regression in connection.execute(_SPEEDUPS, params):
         speedups[job_id] = speedup  # the latest record wins (ordered by id)
+        regressions[job_id] = regression
     verdicts = {job_id: bool(passed) for job_id, passed in connection.execute(_VERDICTS, params)}
     return [JobSummary.model_validate(summary_fields(
-        row, speedup=speedups.get(row["id"]), validation_passed=verdicts.get(row["id"])))
+        row, speedup=speedups.get(row["id"]), validation_passed=verdicts.get(row["id"]),
+        regression=regressions.get(row["id"])))
         for row in rows]
 
 
-def summary_fields(row: RowMapping, *, speedup: float | None,
-                   validation_passed: bool | None) -> dict[str, Any]:
+def summary_fields(row: RowMapping, *, speedup: float | None, validation_passed: bool | None,
+                   regression: dict[str, Any] | None = None) -> dict[str, Any]:
     """The `JobSummary` fields of a row of `SUMMARY_COLUMNS`."""
     error = ({"code": row["error_code"], "message": row["error_message"] or ""}
              if row["error_code"] is not None else None)
@@ -85,7 +91,7 @@ def summary_fields(row: RowMapping, *, speedup: float | None,
     return {"id": row["id"], "model_id": row["model_id"], "model_name": row["model_name"],
             "backend": row["backend"], "precision": row["precision"], "status": row["status"],
             "stage": row["stage"], "progress": row["progress"], "error": error,
-            "status_detail": row["status_detail"], "speedup": speedup,
+            "status_detail": row["status_detail"], "speedup": speedup, "regression": regression,
             "validation_passed": validation_passed, "created_at": row["created_at"],
             "started_at": started, "finished_at": finished,
             "duration_s": ((finished - started).total_seconds()
@@ -100,6 +106,16 @@ def headline_speedup(records: Iterable[Mapping[str, Any]]) -> float | None:
         if record["suite"] == _HEADLINE_SUITE and record["variant"] == _HEADLINE_VARIANT:
             speedup = record["speedup_vs_reference"]
     return speedup
+
+
+def headline_regression(records: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The regression flagged on the headline record among a job's records (in id order), as
+    `read_summaries` picks it; None when none was."""
+    regression = None
+    for record in records:
+        if record["suite"] == _HEADLINE_SUITE and record["variant"] == _HEADLINE_VARIANT:
+            regression = record["regression"]
+    return regression
 
 
 def validation_verdict(outputs: Sequence[Mapping[str, Any]]) -> bool | None:

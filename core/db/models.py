@@ -322,6 +322,35 @@ class BenchmarkRecord(Base):
     # device's own (e.g. "cuda_events", the engine alone); null on records from before it
     timing: Mapped[str | None] = mapped_column(String(32))
     device_memory_mb: Mapped[float | None] = mapped_column(Float)  # accelerator memory held
+    # The speed-up's bootstrap confidence interval (from the per-round ratios) and what it says:
+    # "faster", "slower" or "no measurable difference" (the interval holds 1.0); null for the
+    # reference variant and records from before these columns.
+    speedup_ci_low: Mapped[float | None] = mapped_column(Float)
+    speedup_ci_high: Mapped[float | None] = mapped_column(Float)
+    speedup_verdict: Mapped[str | None] = mapped_column(String(32))
+    # The median latency's bootstrap interval: what regressions are judged on.
+    latency_ms_p50_ci_low: Mapped[float | None] = mapped_column(Float)
+    latency_ms_p50_ci_high: Mapped[float | None] = mapped_column(Float)
+    latencies_ms: Mapped[list[float] | None] = mapped_column(JSON)  # each timed round, in order
+    # The warm-up ran until the timings' coefficient of variation fell under the threshold
+    # (warmup_stable) or hit its cap; warmup_cv is the last window's.
+    warmup_cv: Mapped[float | None] = mapped_column(Float)
+    warmup_stable: Mapped[bool | None] = mapped_column(Boolean)
+    # Where it was measured (CPU, threads, memory, OS, library versions, GPU, worker) and the
+    # digest of the fields two records must share to be compared.
+    environment: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    environment_key: Mapped[str | None] = mapped_column(String(64))
+    # Digest of the job settings that make two records the same measurement (backend,
+    # precision, passes, shapes, batch, suite, variant): the history groups by it.
+    config_key: Mapped[str | None] = mapped_column(String(64), index=True)
+    # Physical context: bytes an inference moves at least (weights, inputs, outputs), the rate
+    # achieved at this latency, and its fraction of the worker's measured memory bandwidth.
+    bytes_per_inference: Mapped[float | None] = mapped_column(Float)
+    achieved_gb_s: Mapped[float | None] = mapped_column(Float)
+    bandwidth_fraction: Mapped[float | None] = mapped_column(Float)
+    # On an engine record slower than the best earlier engine of the same configuration and
+    # environment beyond both intervals: the figures (the earlier job, both medians and intervals).
+    regression: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
 
 

@@ -1,5 +1,6 @@
 """The body of a job's webhook: the job as JSON, the fields of GET /v1/jobs/{id} that say how
-it ended (status, error, config, artifacts and their download paths).
+it ended (status, error, config, artifacts and their download paths), with the engine's
+headline verdicts: its speed-up's (`speedup_verdict`) and a flagged `regression`.
 
 Validation rows, benchmarks, reports and events are left to GET /v1/jobs/{id}: they can run to
 megabytes, and a receiver that wants them fetches them once it knows the job ended.
@@ -12,7 +13,7 @@ from pydantic_core import to_json
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from core.db.models import Artifact, Job, JobStatus
+from core.db.models import Artifact, BenchmarkRecord, Job, JobStatus
 
 __all__ = ["EVENTS", "event_of", "job_payload"]
 
@@ -35,12 +36,20 @@ def job_payload(session: Session, job: Job) -> bytes:
         .where(Artifact.job_id == job.id).order_by(Artifact.name)).mappings()
     error = ({"code": job.error_code, "message": job.error_message or ""}
              if job.error_code is not None else None)
+    # the comparison suite's engine record, as the job's headline speed-up is read
+    engine = session.execute(
+        select(BenchmarkRecord.speedup_verdict, BenchmarkRecord.regression)
+        .where(BenchmarkRecord.job_id == job.id, BenchmarkRecord.suite == "comparison",
+               BenchmarkRecord.variant == "engine")
+        .order_by(BenchmarkRecord.id.desc()).limit(1)).one_or_none()
     document: dict[str, Any] = {
         "id": job.id, "model_id": job.model_id, "status": job.status, "stage": job.stage,
         "progress": job.progress, "error": error, "status_detail": job.status_detail,
         "created_at": job.created_at, "started_at": job.started_at,
         "finished_at": job.finished_at, "config": job.config, "worker": job.worker,
         "attempts": job.attempts,
+        "speedup_verdict": engine.speedup_verdict if engine is not None else None,
+        "regression": engine.regression if engine is not None else None,
         "artifacts": [{**row, "url": _artifact_path(job.id, row["name"])} for row in artifacts],
     }
     return to_json(document)

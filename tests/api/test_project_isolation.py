@@ -54,6 +54,7 @@ def other(client: TestClient, db_session: Session, settings: Settings) -> dict[s
 # Every /v1 route that takes an id; test_every_id_route_is_covered keeps this list whole.
 ID_ROUTES = [
     ("GET", "/v1/models/{model_id}", "model"),
+    ("GET", "/v1/models/{model_id}/benchmarks", "model"),
     ("GET", "/v1/datasets/{dataset_id}", "dataset"),
     ("GET", "/v1/jobs/{job_id}", "job"),
     ("POST", "/v1/jobs/{job_id}/cancel", "job"),

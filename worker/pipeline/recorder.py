@@ -22,8 +22,10 @@ from core.db.models import Artifact, Job, JobStatus
 from core.job_config import JobConfig
 from core.storage import StoredObject
 from worker.gpu.build_events import Reporter
+from worker.pipeline.benchmark_keys import set_config_keys
 from worker.pipeline.lost_jobs import fail_if_its_process_died
 from worker.pipeline.outcome import benchmark_rows, report_columns, validation_rows
+from worker.pipeline.regression import flag_regression
 from worker.pipeline.results import JobOutcome
 
 __all__ = ["ClaimedJob", "JobRecorder"]
@@ -123,7 +125,8 @@ class JobRecorder:
         return report
 
     def succeed(self, outcome: JobOutcome, stored: Sequence[tuple[str, str, StoredObject]]) -> bool:
-        """Commit the stored artifacts' rows, the records, the reports and `succeeded` in one
+        """Commit the stored artifacts' rows, the records (keyed, the engine's judged for a
+        regression: worker/pipeline/regression.py), the reports and `succeeded` in one
         transaction; False (nothing written) if the job was cancelled meanwhile."""
 
         def succeed(session: Session) -> bool:
@@ -133,7 +136,11 @@ class JobRecorder:
                 for name, kind, obj in stored
             )
             session.add_all(validation_rows(self.job_id, outcome))
-            session.add_all(benchmark_rows(self.job_id, outcome))
+            records = benchmark_rows(self.job_id, outcome)
+            # keyed and judged against the model's earlier engines before they are added
+            set_config_keys(session, self.job_id, records)
+            flag_regression(session, self.job_id, records)
+            session.add_all(records)
             self._attach_reports(session, outcome)
             if job_state.succeed(session, self.job_id) is None:
                 session.rollback()

@@ -131,6 +131,10 @@ def test_a_succeeded_job_posts_its_signed_json_to_the_callback(
     assert _attempts(job) == [(1, 200)]
     assert job["webhook_deliveries"][0]["error"] is None
     assert job["webhook_deliveries"][0]["event"] == "job.succeeded"
+    [engine] = [b for b in job["benchmarks"]
+                if b["suite"] == "comparison" and b["variant"] == "engine"]
+    assert sent["speedup_verdict"] == engine["speedup_verdict"]
+    assert sent["regression"] is None  # the model's first job: nothing earlier to be slower than
 
 
 def test_a_failed_job_posts_its_signed_json_with_the_error(

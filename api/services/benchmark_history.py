@@ -1,0 +1,101 @@
+"""A model's benchmark records over time, grouped by the configuration they measured
+(`config_key`, worker/pipeline/benchmark_keys.py), so a latency is read next to the others of the
+same settings and a change of machine or library shows as such.
+
+Three queries a page, however many jobs: the configurations' count, the page of them (most
+recently measured first), and every record of those configurations with its job's config.
+Records from before configuration keys have none and are left out: nothing says which of them
+measured the same thing.
+"""
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import ColumnElement, distinct, func, select
+from sqlalchemy.orm import Session
+
+from api.schemas.benchmarks import (
+    BenchmarkConfigSummary,
+    BenchmarkHistory,
+    BenchmarkHistoryEntry,
+    ConfigurationHistory,
+)
+from api.services.models import get_model
+from core.db.models import BenchmarkRecord, Job
+from core.job_config import JobConfig
+
+__all__ = ["benchmark_history", "environment_differences"]
+
+# Not part of what makes two environments comparable: the worker names one process, and the
+# bandwidth is measured each run (the environment key leaves both out too).
+_NOT_COMPARED = frozenset({"worker", "memory_bandwidth_gb_s"})
+_ENTRY_FIELDS = [name for name in BenchmarkHistoryEntry.model_fields
+                 if name not in ("job_id", "environment_differences")]
+
+
+def benchmark_history(*, session: Session, project_id: uuid.UUID, model_id: uuid.UUID,
+                      variant: str, suite: str, limit: int, offset: int) -> BenchmarkHistory:
+    """The page of the project's model's configurations measured by `suite`'s `variant` records;
+    ModelNotFound for another project's model as for an unknown one."""
+    get_model(session=session, project_id=project_id, model_id=model_id)
+    conditions: list[ColumnElement[bool]] = [
+        Job.model_id == model_id, Job.project_id == project_id,
+        BenchmarkRecord.suite == suite, BenchmarkRecord.variant == variant,
+        BenchmarkRecord.config_key.is_not(None)]
+    records = select(BenchmarkRecord).join(Job, Job.id == BenchmarkRecord.job_id)
+    total = session.execute(
+        records.with_only_columns(func.count(distinct(BenchmarkRecord.config_key)))
+        .where(*conditions)).scalar_one()
+    latest = func.max(BenchmarkRecord.created_at)
+    keys: list[str] = [key for key in session.execute(
+        records.with_only_columns(BenchmarkRecord.config_key).where(*conditions)
+        .group_by(BenchmarkRecord.config_key)
+        .order_by(latest.desc(), BenchmarkRecord.config_key)
+        .limit(limit).offset(offset)).scalars() if key is not None]
+    grouped: dict[str, list[tuple[BenchmarkRecord, dict[str, Any]]]] = {key: [] for key in keys}
+    if keys:
+        rows = session.execute(
+            select(BenchmarkRecord, Job.config).join(Job, Job.id == BenchmarkRecord.job_id)
+            .where(*conditions, BenchmarkRecord.config_key.in_(keys))
+            .order_by(BenchmarkRecord.created_at.desc(), BenchmarkRecord.id.desc()))
+        for record, config in rows:
+            grouped[record.config_key or ""].append((record, config))
+    return BenchmarkHistory(items=[_configuration(key, grouped[key]) for key in keys],
+                            total=total, limit=limit, offset=offset)
+
+
+def environment_differences(entry: Mapping[str, Any] | None,
+                            latest: Mapping[str, Any] | None) -> list[str]:
+    """Where `entry`'s environment differs from `latest`'s, as "field entry's vs latest's".
+
+    >>> environment_differences({"onnxruntime": "1.22.0", "worker": "a:1"},
+    ...                         {"onnxruntime": "1.23.2", "worker": "b:2"})
+    ['onnxruntime 1.22.0 vs 1.23.2']
+    """
+    first, second = entry or {}, latest or {}
+    names = sorted((set(first) | set(second)) - _NOT_COMPARED)
+    return [f"{name} {_shown(first.get(name))} vs {_shown(second.get(name))}"
+            for name in names if first.get(name) != second.get(name)]
+
+
+def _shown(value: Any) -> str:
+    return "none" if value is None else str(value)
+
+
+def _configuration(key: str,
+                   records: list[tuple[BenchmarkRecord, dict[str, Any]]]) -> ConfigurationHistory:
+    newest, newest_config = records[0]
+    config = JobConfig.model_validate(newest_config)
+    summary = BenchmarkConfigSummary(
+        backend=config.backend, precision=config.precision, target_gpu=config.target_gpu,
+        passes=config.passes, input_shapes=config.input_shapes, profiles=config.profile_shapes(),
+        batch_size=newest.batch_size)
+    entries = [BenchmarkHistoryEntry(
+        job_id=record.job_id,
+        environment_differences=(
+            environment_differences(record.environment, newest.environment)
+            if record.environment_key != newest.environment_key else []),
+        **{name: getattr(record, name) for name in _ENTRY_FIELDS})
+        for record, _ in records]
+    return ConfigurationHistory(config_key=key, config=summary, entries=entries)

@@ -1,0 +1,40 @@
+"""Finishing a queued job as a worker's last step does (`JobRecorder.succeed`, where benchmark
+records are keyed and regressions judged) with engine timings a test chooses: for tests of
+what clients make of a flagged regression, which no real timing produces on demand."""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from optimizer.benchmark import BenchmarkResult
+from worker.pipeline.recorder import JobRecorder
+from worker.pipeline.results import JobOutcome
+
+__all__ = ["finish_with_engine_timing", "timed"]
+
+_ORIGINAL_P50 = 5.0
+
+
+def timed(variant: str, p50: float, ci: tuple[float, float] | None, *,
+          batch_size: int = 1) -> BenchmarkResult:
+    """A benchmark result of `variant` with median `p50` ms and its interval `ci`."""
+    return BenchmarkResult(
+        variant=variant, backend="onnxruntime", batch_size=batch_size, iterations=30, warmup=5,
+        latency_ms_p50=p50, latency_ms_p90=p50 * 1.1, latency_ms_p99=p50 * 1.2,
+        latency_ms_mean=p50, throughput_per_s=batch_size * 1000 / p50, peak_memory_mb=None,
+        speedup_vs_reference=None if variant == "original" else _ORIGINAL_P50 / p50,
+        latency_ms_p50_ci_low=ci[0] if ci else None, latency_ms_p50_ci_high=ci[1] if ci else None)
+
+
+def finish_with_engine_timing(sessions: sessionmaker[Session], job_id: uuid.UUID,
+                              engine_p50: float, engine_ci: tuple[float, float] | None, *,
+                              batch_size: int = 1) -> None:
+    """Claim the queued job and store its outcome: the original at 5 ms, the engine as given."""
+    recorder = JobRecorder(job_id, sessions)
+    assert recorder.claim("test-worker") is not None, f"job {job_id} is not queued"
+    outcome = JobOutcome(benchmarks=[
+        timed("original", _ORIGINAL_P50, (4.9, 5.1), batch_size=batch_size),
+        timed("engine", engine_p50, engine_ci, batch_size=batch_size)])
+    assert recorder.succeed(outcome, stored=[]), f"job {job_id} was not running"
