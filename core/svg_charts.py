@@ -1,8 +1,10 @@
-"""Small inline SVG charts, rendered on the server so a page needs no chart library or script.
+"""Small SVG charts, rendered on the server so a page needs no chart library or script: inline
+in the dashboard's pages, and stored as a job's plot artifacts by the worker.
 
 Every chart is `<svg class="chart" data-chart=NAME role="img" aria-label=...>` opening with a
 `<title>`; each bar is a `rect.bar` carrying `data-value` (and `data-label`, `data-series`) so
-tests and scripts read the numbers back. Values are written next to their bars and series are
+tests and scripts read the numbers back (a line chart's points are `circle.point` with
+`data-x` and `data-value`). Values are written next to their bars and series are
 named in a legend and on each bar, and the second series is hatched, so colour is never the
 only cue. Every label is escaped: model, node and op names come from uploaded files.
 
@@ -10,6 +12,7 @@ A chart with nothing to draw (no values, or all zero) says "No data" instead of 
 axes. Pages still show each chart's numbers in a table for screen readers.
 """
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from math import ceil, floor, isfinite, log10
@@ -24,8 +27,10 @@ __all__ = [
     "format_number",
     "grouped_bar_chart",
     "histogram",
+    "line_chart",
     "nice_max",
     "stage_timeline",
+    "standalone_svg",
 ]
 
 NO_DATA = "No data to chart"
@@ -196,6 +201,92 @@ def stage_timeline(name: str, title: str, segments: Sequence[Segment]) -> Markup
                          "seconds since the job was created"))
     parts.append("</svg>")
     return Markup("".join(parts))
+
+
+def line_chart(name: str, title: str, xs: Sequence[float], series: Sequence[Series], *,
+               unit: str = "", x_label: str = "", axis_label: str = "") -> Markup:
+    """One line per series over the points `xs` (e.g. batch sizes), evenly spaced in order and
+    labelled with their values; each value is a `circle.point` (None: no point, the line
+    breaks). The second series is dashed and its points hollow, so colour is not the only cue."""
+    values = [_value(v) for s in series for v in s.values]
+    if not xs or not series or not any(v for v in values if v is not None):
+        return _no_data(name, title)
+    left, top, bottom = 64, 34, 64
+    plot_w, plot_h = WIDTH - left - 24, 200
+    height = top + plot_h + bottom
+    scale_max = nice_max(max(v for v in values if v is not None))
+    step = plot_w / max(len(xs) - 1, 1)
+    base = top + plot_h
+    parts = [_open(name, title, height, f"{len(xs)} points, {len(series)} series: "
+                   + ", ".join(s.name for s in series)), _defs(name), _legend(name, series, y=8)]
+    for tick in (0.0, 0.5, 1.0):
+        y = base - plot_h * tick
+        parts.append(f'<line class="grid" x1="{left}" x2="{left + plot_w}" y1="{y:.1f}" '
+                     f'y2="{y:.1f}" stroke="#d0d7de"/>')
+        parts.append(_text(left - 6, y + 4, format_number(scale_max * tick), anchor="end"))
+    for index, x_value in enumerate(xs):
+        x = left + (index * step if len(xs) > 1 else plot_w / 2)
+        parts.append(_text(x, base + 16, format_number(x_value), anchor="middle"))
+    for number, one in enumerate(series):
+        colour = PALETTE[number % len(PALETTE)]
+        dash = ' stroke-dasharray="6 4"' if number == 1 else ""
+        run: list[str] = []
+        points = []
+        for index, raw in enumerate(one.values[:len(xs)]):
+            value = _value(raw)
+            x = left + (index * step if len(xs) > 1 else plot_w / 2)
+            if value is None:
+                if len(run) > 1:
+                    parts.append(_polyline(run, colour, dash))
+                run = []
+                continue
+            y = base - plot_h * value / scale_max
+            run.append(f"{x:.1f},{y:.1f}")
+            fill = "#ffffff" if number == 1 else colour
+            tooltip = " · ".join(part for part in (one.name, f"{x_label or 'x'} "
+                                                   f"{format_number(xs[index])}",
+                                                   format_number(value, unit)) if part)
+            points.append(f'<circle class="point" cx="{x:.1f}" cy="{y:.1f}" r="4" '
+                          f'fill="{fill}" stroke="{colour}" stroke-width="2" '
+                          f'data-x="{xs[index]!r}" data-value="{value!r}" '
+                          f'data-series="{escape(one.name)}"><title>{escape(tooltip)}</title>'
+                          "</circle>")
+        if len(run) > 1:
+            parts.append(_polyline(run, colour, dash))
+        parts.extend(points)
+    parts.append(f'<line class="axis" x1="{left}" x2="{left + plot_w}" y1="{base}" y2="{base}" '
+                 'stroke="#57606a"/>')
+    if x_label:
+        parts.append(_text(left + plot_w / 2, base + 36, x_label, anchor="middle"))
+    if axis_label or unit:
+        parts.append(_text(14, top + plot_h / 2, axis_label or unit, anchor="middle",
+                           rotate=True))
+    parts.append("</svg>")
+    return Markup("".join(parts))
+
+
+def standalone_svg(title: str, charts: Sequence[Markup]) -> str:
+    """`charts` stacked top to bottom in one SVG document of its own (a file, not a page: it
+    carries its own style for the text, since no stylesheet reaches it)."""
+    parts, y = [], 0
+    for chart in charts:
+        parts.append(f'<g class="panel" transform="translate(0 {y})">{chart}</g>')
+        found = _HEIGHT.search(str(chart))
+        y += (int(found.group(1)) if found else 300) + 16
+    return ('<?xml version="1.0" encoding="UTF-8"?>\n'
+            f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {max(y, 1)}" '
+            f'width="{WIDTH}" height="{max(y, 1)}"><title>{escape(title)}</title>'
+            "<style>text{font:12px system-ui,sans-serif;fill:#1f2328}"
+            ".muted,.no-data{fill:#57606a}</style>"
+            + "".join(parts) + "</svg>\n")
+
+
+_HEIGHT = re.compile(r'^<svg [^>]*? height="(\d+)"')
+
+
+def _polyline(points: Sequence[str], colour: str, dash: str) -> str:
+    return (f'<polyline class="line" points="{" ".join(points)}" fill="none" '
+            f'stroke="{colour}" stroke-width="2"{dash}/>')
 
 
 def _vertical(name: str, title: str, labels: Sequence[str], raw: Sequence[float | None], *,
