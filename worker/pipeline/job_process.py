@@ -54,5 +54,6 @@ def _run(spec: JobProcessSpec) -> None:
         scratch_dir=spec.scratch_dir,
         settings=runtime.settings,
         store=runtime.store,
+        worker=claimed.worker,
     )
     run_claimed_job(run, runtime, recorder, StageProgress(recorder, spec.stage_file))

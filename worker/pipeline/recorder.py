@@ -22,6 +22,7 @@ from core.db.models import Artifact, Job, JobStatus
 from core.job_config import JobConfig
 from core.storage import StoredObject
 from worker.gpu.build_events import Reporter
+from worker.pipeline.benchmark_context import fill_context
 from worker.pipeline.lost_jobs import fail_if_its_process_died
 from worker.pipeline.outcome import benchmark_rows, report_columns, validation_rows
 from worker.pipeline.results import JobOutcome
@@ -42,6 +43,7 @@ class ClaimedJob:
     config: JobConfig
     model_uri: str
     dataset_uri: str | None
+    worker: str | None = None  # who claimed it: the worker's "host:pid"
 
 
 class JobRecorder:
@@ -81,6 +83,7 @@ class JobRecorder:
                 config=JobConfig.model_validate(job.config),
                 model_uri=job.model.storage_uri,
                 dataset_uri=job.dataset.storage_uri if job.dataset else None,
+                worker=worker,
             )
 
         return self._write(claim)
@@ -133,7 +136,8 @@ class JobRecorder:
                 for name, kind, obj in stored
             )
             session.add_all(validation_rows(self.job_id, outcome))
-            session.add_all(benchmark_rows(self.job_id, outcome))
+            session.add_all(fill_context(benchmark_rows(self.job_id, outcome),
+                                         outcome.benchmark_context))
             self._attach_reports(session, outcome)
             if job_state.succeed(session, self.job_id) is None:
                 session.rollback()
