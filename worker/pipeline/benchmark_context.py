@@ -59,11 +59,13 @@ class BenchmarkContext:
 
 
 def benchmark_context(run: JobRun, loaded: LoadedModel, outcome: JobOutcome) -> BenchmarkContext:
-    """The job's context, after its benchmark stages: the environment now (the bandwidth probe
-    runs here on the first call in this process) and the traffic of each model it timed."""
+    """The job's context, after its benchmark stages: the environment now, with the bandwidth
+    its worker measured at start-up (measured here if it was not), and the traffic of each
+    model it timed."""
     # The runners open with ONNX Runtime's default intra-op threads (None: one per core).
     environment = capture_environment(threads=None, worker=run.worker,
-                                      memory_bandwidth_gb_s=memory_bandwidth_gb_s())
+                                      memory_bandwidth_gb_s=run.memory_bandwidth_gb_s
+                                      or memory_bandwidth_gb_s())
     traffic = {"original": model_traffic(loaded.static_path)}
     engine_model = _engine_model(outcome.artifacts.values())
     if engine_model is not None:

@@ -50,6 +50,7 @@ class JobRun:
     settings: Settings
     store: ArtifactStore
     worker: str | None = None  # the worker that claimed it ("host:pid"), for the records
+    memory_bandwidth_gb_s: float | None = None  # the worker's, measured when it started
 
     @property
     def ort_check_level(self) -> OrtLevel:
