@@ -1,5 +1,6 @@
 """What a worker process runs jobs with: settings, database sessions, the artifact store, the
-TensorRT toolkit and this host's capabilities, gathered once and handed to every job run.
+TensorRT toolkit, this host's capabilities and memory bandwidth, gathered once and handed to
+every job run.
 
 `current_runtime()` builds it from the settings on first use (in the worker's main process, so
 pool processes forked later inherit the capabilities it detected). In-process worker tests hand
@@ -19,6 +20,7 @@ from core.storage import ArtifactStore, artifact_store
 from optimizer.backends.tensorrt.toolkit import TensorRTToolkit, load_toolkit
 from optimizer.capabilities import HostCapabilities
 from optimizer.errors import InternalError
+from optimizer.memory_bandwidth import memory_bandwidth_gb_s
 
 __all__ = ["WorkerRuntime", "current_runtime", "use_runtime"]
 
@@ -30,12 +32,16 @@ class WorkerRuntime:
     store: ArtifactStore
     toolkit: TensorRTToolkit  # TensorRT itself unless FUSEFORGE_TENSORRT_TOOLKIT names a stand-in
     capabilities: HostCapabilities  # detected once by the toolkit: GPU, TensorRT version
+    # Host memory's copy bandwidth, measured once at start-up (optimizer/memory_bandwidth.py):
+    # what benchmark records' achieved GB/s are a fraction of. None: not measured (a job then
+    # measures it in its own process).
+    memory_bandwidth_gb_s: float | None = None
 
     @classmethod
-    def from_settings(cls, settings: Settings,
-                      capabilities: HostCapabilities | None = None) -> "WorkerRuntime":
-        """Everything `settings` configure; `capabilities` are detected unless given (a job's
-        process is handed its worker's)."""
+    def from_settings(cls, settings: Settings, capabilities: HostCapabilities | None = None,
+                      bandwidth_gb_s: float | None = None) -> "WorkerRuntime":
+        """Everything `settings` configure; `capabilities` are detected and the memory bandwidth
+        measured unless given (a job's process is handed its worker's)."""
         try:
             toolkit = load_toolkit(settings.tensorrt_toolkit)
         except InternalError as err:
@@ -47,6 +53,8 @@ class WorkerRuntime:
             store=artifact_store(settings),
             toolkit=toolkit,
             capabilities=capabilities or toolkit.detect_capabilities(),
+            memory_bandwidth_gb_s=(bandwidth_gb_s if capabilities is not None
+                                   else memory_bandwidth_gb_s()),
         )
 
 

@@ -124,7 +124,8 @@ def _artifact(name: str, kind: str, size: int, sha256: str) -> dict[str, Any]:
 ENVIRONMENT: dict[str, Any] = {
     "cpu": "AMD EPYC 9654 96-Core Processor", "cpu_cores": 2, "threads": 1, "memory_gib": 23.4,
     "os": "Linux-6.1.0-x86_64-with-glibc2.36", "python": "3.11.2", "onnxruntime": "1.23.2",
-    "onnx": "1.19.1", "tensorrt": None, "cuda": None, "gpu": None, "worker": "vm:15420",
+    "onnx": "1.19.1", "tensorrt": None, "cuda": None, "driver": None, "gpu": None,
+    "gpu_sm_clock_mhz": None, "gpu_memory_clock_mhz": None, "worker": "vm:15420",
     "memory_bandwidth_gb_s": 11.8,
 }
 

@@ -50,7 +50,8 @@ def assert_optimize_flow_succeeds(base_url: str) -> dict:  # type: ignore[type-a
     assert variants["engine"]["speedup_vs_reference"] > 0
 
     artifacts = {a["name"]: a for a in job["artifacts"]}
-    assert set(artifacts) == {"engine.onnx", "manifest.json", "fused.onnx", "fusion_report.json"}
+    assert set(artifacts) == {"engine.onnx", "manifest.json", "fused.onnx", "fusion_report.json",
+                              "latency_distribution.svg"}
     report = job["fusion_report"]
     assert report["ops_before"]["BatchNormalization"] == 2
     assert "BatchNormalization" not in report["ops_after"]

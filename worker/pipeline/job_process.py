@@ -32,6 +32,7 @@ class JobProcessSpec:
     capabilities: HostCapabilities
     scratch_dir: Path
     stage_file: Path  # where it marks the stage it runs (worker/pipeline/progress.py)
+    memory_bandwidth_gb_s: float | None = None  # measured when its worker started
 
 
 def run_job_process(spec: JobProcessSpec) -> None:
@@ -42,7 +43,8 @@ def run_job_process(spec: JobProcessSpec) -> None:
 
 
 def _run(spec: JobProcessSpec) -> None:
-    runtime = WorkerRuntime.from_settings(spec.settings, capabilities=spec.capabilities)
+    runtime = WorkerRuntime.from_settings(spec.settings, capabilities=spec.capabilities,
+                                          bandwidth_gb_s=spec.memory_bandwidth_gb_s)
     recorder = JobRecorder(spec.job_id, runtime.sessions,
                            retry_s=spec.settings.jobs.database_retry_s)
     claimed = spec.claimed
@@ -54,5 +56,7 @@ def _run(spec: JobProcessSpec) -> None:
         scratch_dir=spec.scratch_dir,
         settings=runtime.settings,
         store=runtime.store,
+        worker=claimed.worker,
+        memory_bandwidth_gb_s=runtime.memory_bandwidth_gb_s,
     )
     run_claimed_job(run, runtime, recorder, StageProgress(recorder, spec.stage_file))

@@ -22,6 +22,7 @@ from core.db.models import Artifact, Job, JobStatus
 from core.job_config import JobConfig
 from core.storage import StoredObject
 from worker.gpu.build_events import Reporter
+from worker.pipeline.benchmark_context import fill_context
 from worker.pipeline.benchmark_keys import set_config_keys
 from worker.pipeline.lost_jobs import fail_if_its_process_died
 from worker.pipeline.outcome import benchmark_rows, report_columns, validation_rows
@@ -44,6 +45,7 @@ class ClaimedJob:
     config: JobConfig
     model_uri: str
     dataset_uri: str | None
+    worker: str | None = None  # who claimed it: the worker's "host:pid"
 
 
 class JobRecorder:
@@ -83,6 +85,7 @@ class JobRecorder:
                 config=JobConfig.model_validate(job.config),
                 model_uri=job.model.storage_uri,
                 dataset_uri=job.dataset.storage_uri if job.dataset else None,
+                worker=worker,
             )
 
         return self._write(claim)
@@ -136,8 +139,9 @@ class JobRecorder:
                 for name, kind, obj in stored
             )
             session.add_all(validation_rows(self.job_id, outcome))
-            records = benchmark_rows(self.job_id, outcome)
-            # keyed and judged against the model's earlier engines before they are added
+            # with their environment, keyed, and judged against the model's earlier engines
+            # (same configuration and environment) before they are added
+            records = fill_context(benchmark_rows(self.job_id, outcome), outcome.benchmark_context)
             set_config_keys(session, self.job_id, records)
             flag_regression(session, self.job_id, records)
             session.add_all(records)

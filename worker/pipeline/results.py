@@ -7,7 +7,7 @@ once what it needs exists. `JobOutcome` gathers what gets recorded, success or f
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 
@@ -20,6 +20,9 @@ from optimizer.input_ranges import InputRange
 from optimizer.optimize import OptimizeOptions
 from optimizer.tensor_specs import TensorSpec
 from optimizer.validation import ValidationReport
+
+if TYPE_CHECKING:
+    from worker.pipeline.benchmark_context import BenchmarkContext
 
 __all__ = [
     "Attempt",
@@ -46,6 +49,8 @@ class JobRun:
     scratch_dir: Path  # this run's working folder, removed when it ends
     settings: Settings
     store: ArtifactStore
+    worker: str | None = None  # the worker that claimed it ("host:pid"), for the records
+    memory_bandwidth_gb_s: float | None = None  # the worker's, measured when it started
 
     @property
     def ort_check_level(self) -> OrtLevel:
@@ -162,6 +167,8 @@ class JobOutcome:
     accuracy: dict[str, Any] = field(default_factory=dict)  # verdicts, bisection, fallback...
     benchmarks: list[BenchmarkResult] = field(default_factory=list)
     ablation: list[BenchmarkResult] = field(default_factory=list)
+    # where the benchmarks ran and what they moved, for every record (pipeline/benchmark_context)
+    benchmark_context: "BenchmarkContext | None" = None
 
     def add_artifacts(self, artifacts: tuple[PendingArtifact, ...]) -> None:
         self.artifacts.update((artifact.name, artifact) for artifact in artifacts)

@@ -19,12 +19,14 @@ from worker.pipeline.ablation import benchmark_ablation
 from worker.pipeline.attempts import fallback_record
 from worker.pipeline.backend import JobBackend
 from worker.pipeline.benchmark import benchmark_engine
+from worker.pipeline.benchmark_context import benchmark_context
+from worker.pipeline.benchmark_plots import benchmark_plots
 from worker.pipeline.diagnose import diagnose_failure
 from worker.pipeline.larger_shape_check import check_rewrites_at_larger_shape
 from worker.pipeline.load import load_model
 from worker.pipeline.onnxruntime_backend import OnnxRuntimeBackend
 from worker.pipeline.optimize import optimize_graph
-from worker.pipeline.outcome import StoredArtifacts, store_artifacts_then
+from worker.pipeline.outcome import StoredArtifacts, benchmark_rows, store_artifacts_then
 from worker.pipeline.profile_checks import check_profile_extremes
 from worker.pipeline.progress import JobStopped, StageProgress
 from worker.pipeline.recorder import JobRecorder
@@ -117,6 +119,9 @@ def _run_stages(run: JobRun, backend: JobBackend[Any], outcome: JobOutcome,
     if run.config.ablation:
         span = progress.enter(ABLATION)
         outcome.ablation = benchmark_ablation(run, backend, loaded, span)
+    # Before the scratch folder goes: the context reads the timed models, the plots are files.
+    outcome.benchmark_context = benchmark_context(run, loaded, outcome)
+    outcome.add_artifacts(benchmark_plots(run, benchmark_rows(run.job_id, outcome)))
 
 
 def _validated_engine(run: JobRun, backend: JobBackend[Any], loaded: LoadedModel,

@@ -96,6 +96,7 @@ def _supervise(job_id: uuid.UUID, runtime: WorkerRuntime) -> None:
     scratch.mkdir(parents=True)
     spec = JobProcessSpec(job_id=job_id, claimed=claimed, settings=settings,
                           capabilities=runtime.capabilities, scratch_dir=scratch,
+                          memory_bandwidth_gb_s=runtime.memory_bandwidth_gb_s,
                           stage_file=settings.scratch_dir / f"{job_id}.stage.json")
     temp = scratch / "tmp"  # the job's temporary files go with its scratch, even if it is killed
     temp.mkdir()

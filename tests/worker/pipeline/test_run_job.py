@@ -35,7 +35,8 @@ def test_a_job_runs_every_stage_in_order_and_commits_its_records(embedded: Embed
     assert [e["stage"] for e in job["events"] if e["message"].startswith("stage ")] == STAGES
     assert job["progress"] == 1.0 and job["stage"] == "done"
     assert {a["name"] for a in job["artifacts"]} == {"engine.onnx", "manifest.json", "fused.onnx",
-                                                     "fusion_report.json"}
+                                                     "fusion_report.json",
+                                                     "latency_distribution.svg"}
     assert job["validation"]["passed"] is True
     assert job["accuracy_report"]["passed_first_time"] is True
     # The verdict says what it was reached on: the job's shapes (the engine is static).
@@ -140,7 +141,7 @@ def test_tensorrt_job_builds_its_engine_and_times_it_against_the_unfused_engine(
     assert job["status"] == "succeeded", job["error"]
     assert {a["name"] for a in job["artifacts"]} == {
         "engine.plan", "metadata.json", "engine_report.json", "build.log", "fused.onnx",
-        "fusion_report.json"}
+        "fusion_report.json", "latency_distribution.svg"}
     report = job["engine_report"]
     assert report["metadata"]["precision"] == "fp32"
     assert report["reference_engine"]["engine_bytes"] != report["metadata"]["engine_bytes"]
