@@ -11,7 +11,7 @@ import uuid
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 from sqlalchemy.orm import sessionmaker
 
 from core.db.models import BenchmarkRecord, Job, JobStatus
