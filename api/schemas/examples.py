@@ -104,6 +104,9 @@ _SUCCEEDED: dict[str, Any] = {
     "error": None,
     "status_detail": None,
     "speedup": 1.419,  # the engine benchmark's speedup_vs_reference, below
+    "speedup_ci_low": round(1.419 * 0.97, 3),  # and its interval and verdict
+    "speedup_ci_high": round(1.419 * 1.03, 3),
+    "speedup_verdict": "faster",
     "regression": None,  # the engine benchmark's, below
     "validation_passed": True,
     "created_at": "2026-12-01T22:30:00.799382Z",
@@ -111,8 +114,9 @@ _SUCCEEDED: dict[str, Any] = {
     "finished_at": _FINISHED,
     "duration_s": 2.652911,
 }
-_UNFINISHED: dict[str, Any] = {"speedup": None, "validation_passed": None, "finished_at": None,
-               "duration_s": None}
+_UNFINISHED: dict[str, Any] = {"speedup": None, "speedup_ci_low": None, "speedup_ci_high": None,
+                               "speedup_verdict": None, "validation_passed": None,
+                               "finished_at": None, "duration_s": None}
 
 
 def _artifact(name: str, kind: str, size: int, sha256: str) -> dict[str, Any]:

@@ -168,6 +168,11 @@ class JobSummary(BaseModel):
     # the engine's speed-up over the original: the comparison benchmark's engine record's
     # speedup_vs_reference (median over interleaved rounds); null until benchmarked
     speedup: float | None = None
+    # its bootstrap confidence interval and verdict: "faster", "slower", or "no measurable
+    # difference" (the interval holds 1.0: not a win, whatever the median says)
+    speedup_ci_low: float | None = None
+    speedup_ci_high: float | None = None
+    speedup_verdict: str | None = None
     # that engine record's regression: slower than the best earlier engine of the model with the
     # same configuration and environment beyond both latency intervals (against_job,
     # both medians and intervals, slowdown, detail); null when not flagged

@@ -27,8 +27,7 @@ from sqlalchemy.orm import Session
 from api.schemas.jobs import JobList, JobRead
 from api.services.job_summaries import (
     BACKEND,
-    headline_regression,
-    headline_speedup,
+    headline,
     read_summaries,
     summary_fields,
     summary_select,
@@ -176,9 +175,8 @@ def job_document(session: Session, project_id: uuid.UUID, job_id: uuid.UUID,
     deliveries = [dict(r) for r in connection.execute(_DELIVERIES, params).mappings()]
     benchmarks = _benchmarks(connection.execute(_BENCHMARKS, params).mappings())
     document = JobRead.model_validate({
-        **summary_fields(row, speedup=headline_speedup(benchmarks),
-                         validation_passed=validation_verdict(outputs),
-                         regression=headline_regression(benchmarks)),
+        **summary_fields(row, headline=headline(benchmarks),
+                         validation_passed=validation_verdict(outputs)),
         "config": row["config"],
         "worker": row["worker"],
         "attempts": row["attempts"],

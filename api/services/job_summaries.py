@@ -9,7 +9,6 @@ engine-vs-original speed-ups and validation verdicts, each for all the page's jo
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -22,8 +21,7 @@ from core.job_config import JobConfig
 __all__ = [
     "BACKEND",
     "SUMMARY_COLUMNS",
-    "headline_regression",
-    "headline_speedup",
+    "headline",
     "read_summaries",
     "summary_fields",
     "summary_select",
@@ -44,8 +42,12 @@ SUMMARY_COLUMNS = (Job.id, Job.model_id, Model.name.label("model_name"),
 # interleaved rounds of original latency / engine latency (optimizer.benchmark), as
 # fuseforge_client's Job.speedup reads it.
 _HEADLINE_SUITE, _HEADLINE_VARIANT = "comparison", "engine"
-_SPEEDUPS = (select(BenchmarkRecord.job_id, BenchmarkRecord.speedup_vs_reference,
-                    BenchmarkRecord.regression)
+# The headline record's columns a summary shows, and the names it shows them under.
+_HEADLINE = {"speedup_vs_reference": "speedup", "speedup_ci_low": "speedup_ci_low",
+             "speedup_ci_high": "speedup_ci_high", "speedup_verdict": "speedup_verdict",
+             "regression": "regression"}
+_SPEEDUPS = (select(BenchmarkRecord.job_id,
+                    *(getattr(BenchmarkRecord, column) for column in _HEADLINE))
              .where(BenchmarkRecord.job_id.in_(bindparam("job_ids", expanding=True)),
                     BenchmarkRecord.suite == _HEADLINE_SUITE,
                     BenchmarkRecord.variant == _HEADLINE_VARIANT)
@@ -70,20 +72,16 @@ def read_summaries(connection: Connection, query: Select[Any]) -> list[JobSummar
     if not rows:
         return []
     params = {"job_ids": [row["id"] for row in rows]}
-    speedups: dict[uuid.UUID, float | None] = {}
-    regressions: dict[uuid.UUID, dict[str, Any] | None] = {}
-    for job_id, speedup, regression in connection.execute(_SPEEDUPS, params):
-        speedups[job_id] = speedup  # the latest record wins (ordered by id)
-        regressions[job_id] = regression
+    headlines = {record["job_id"]: headline([record])  # the latest record wins (ordered by id)
+                 for record in connection.execute(_SPEEDUPS, params).mappings()}
     verdicts = {job_id: bool(passed) for job_id, passed in connection.execute(_VERDICTS, params)}
     return [JobSummary.model_validate(summary_fields(
-        row, speedup=speedups.get(row["id"]), validation_passed=verdicts.get(row["id"]),
-        regression=regressions.get(row["id"])))
+        row, headline=headlines.get(row["id"], {}), validation_passed=verdicts.get(row["id"])))
         for row in rows]
 
 
-def summary_fields(row: RowMapping, *, speedup: float | None, validation_passed: bool | None,
-                   regression: dict[str, Any] | None = None) -> dict[str, Any]:
+def summary_fields(row: RowMapping, *, headline: Mapping[str, Any],
+                   validation_passed: bool | None) -> dict[str, Any]:
     """The `JobSummary` fields of a row of `SUMMARY_COLUMNS`."""
     error = ({"code": row["error_code"], "message": row["error_message"] or ""}
              if row["error_code"] is not None else None)
@@ -91,31 +89,23 @@ def summary_fields(row: RowMapping, *, speedup: float | None, validation_passed:
     return {"id": row["id"], "model_id": row["model_id"], "model_name": row["model_name"],
             "backend": row["backend"], "precision": row["precision"], "status": row["status"],
             "stage": row["stage"], "progress": row["progress"], "error": error,
-            "status_detail": row["status_detail"], "speedup": speedup, "regression": regression,
+            "status_detail": row["status_detail"], **headline,
             "validation_passed": validation_passed, "created_at": row["created_at"],
             "started_at": started, "finished_at": finished,
             "duration_s": ((finished - started).total_seconds()
                            if started is not None and finished is not None else None)}
 
 
-def headline_speedup(records: Iterable[Mapping[str, Any]]) -> float | None:
-    """The headline speed-up among a job's benchmark records (in id order), as
-    `read_summaries` picks it; None before the job was benchmarked."""
-    speedup = None
+def headline(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """The headline fields (speed-up, its interval and verdict, regression) of the last
+    headline record among a job's records (in id order), as `read_summaries` picks it; empty
+    before the job was benchmarked."""
+    found: dict[str, Any] = {}
     for record in records:
-        if record["suite"] == _HEADLINE_SUITE and record["variant"] == _HEADLINE_VARIANT:
-            speedup = record["speedup_vs_reference"]
-    return speedup
-
-
-def headline_regression(records: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
-    """The regression flagged on the headline record among a job's records (in id order), as
-    `read_summaries` picks it; None when none was."""
-    regression = None
-    for record in records:
-        if record["suite"] == _HEADLINE_SUITE and record["variant"] == _HEADLINE_VARIANT:
-            regression = record["regression"]
-    return regression
+        if record.get("suite", _HEADLINE_SUITE) == _HEADLINE_SUITE and \
+                record.get("variant", _HEADLINE_VARIANT) == _HEADLINE_VARIANT:
+            found = {name: record[column] for column, name in _HEADLINE.items()}
+    return found
 
 
 def validation_verdict(outputs: Sequence[Mapping[str, Any]]) -> bool | None:
