@@ -72,7 +72,7 @@ def read_summaries(connection: Connection, query: Select[Any]) -> list[JobSummar
     if not rows:
         return []
     params = {"job_ids": [row["id"] for row in rows]}
-    headlines = {record["job_id"]: headline([record])  # the latest record wins (ordered by id)
+    headlines = {record["job_id"]: headline([dict(record)])  # the latest record wins (ordered by id)
                  for record in connection.execute(_SPEEDUPS, params).mappings()}
     verdicts = {job_id: bool(passed) for job_id, passed in connection.execute(_VERDICTS, params)}
     return [JobSummary.model_validate(summary_fields(
