@@ -136,6 +136,7 @@ class BuiltEngine(Generic[EngineT]):
     engine: EngineT
     artifacts: tuple[PendingArtifact, ...]
     report: dict[str, Any] | None = None  # tensorrt: metadata + TensorRT's layer summary
+    attempt: Attempt | None = None  # what it was built with (an onnxruntime sweep rebuilds it)
 
 
 @dataclass(frozen=True)
@@ -162,6 +163,7 @@ class JobOutcome:
     accuracy: dict[str, Any] = field(default_factory=dict)  # verdicts, bisection, fallback...
     benchmarks: list[BenchmarkResult] = field(default_factory=list)
     ablation: list[BenchmarkResult] = field(default_factory=list)
+    sweep: list[BenchmarkResult] = field(default_factory=list)  # original and engine per batch
 
     def add_artifacts(self, artifacts: tuple[PendingArtifact, ...]) -> None:
         self.artifacts.update((artifact.name, artifact) for artifact in artifacts)
