@@ -4,6 +4,8 @@ with its interval and verdict; and a batch sweep, skipped (and said) where the b
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from optimizer.testing.models import model_bytes, small_cnn
 from tests.worker.pipeline.conftest import EmbeddedWorker
 
@@ -82,3 +84,21 @@ def test_a_model_with_a_fixed_batch_skips_the_sweep_and_says_so(
     notes = [e["message"] for e in job["events"] if e["message"].startswith("benchmark sweep")]
     assert len(notes) == 2 and all("batch dim" in note and "fixed at 1" in note for note in notes)
     assert {e["stage"] for e in job["events"] if e["message"] in notes} == {"benchmark"}
+
+
+def test_a_tensorrt_sweep_stays_within_the_profile_and_says_what_it_skipped(
+        embedded: EmbeddedWorker, fake_tensorrt_control: Path) -> None:
+    model_id = embedded.upload(model_bytes(small_cnn(seed=35)), "cnn.onnx")
+    profile = {"min": [1, 3, 32, 32], "opt": [2, 3, 32, 32], "max": [4, 3, 32, 32]}
+    job = embedded.wait(embedded.submit(
+        model_id, backend="tensorrt", profiles={"input": profile},
+        benchmark={**QUICK, "batch_sizes": [1, 4, 8]}))
+
+    assert job["status"] == "succeeded", job["error"]
+    # TensorRT keeps its reference: its own engine of the unfused model, no unoptimized variant
+    assert [b["variant"] for b in _records(job, "comparison")] == ["original", "engine"]
+    assert sorted((b["batch_size"], b["variant"]) for b in _records(job, "sweep")) == [
+        (1, "engine"), (1, "original"), (4, "engine"), (4, "original")]
+    notes = [e["message"] for e in job["events"] if e["message"].startswith("benchmark sweep")]
+    assert notes == ["benchmark sweep: batch size 8 skipped: outside the batch range of the "
+                     "profile of input (1..4)"]
