@@ -84,12 +84,12 @@ def benchmark_interleaved(
 
     Each variant first warms up until its timings settle (`BenchmarkOptions.warmup_cv_threshold`
     over the last `warmup_window` runs, between `warmup` and `max_warmup` runs). Each round then
-    times every variant once, rotating which goes first, so a slow spell on the machine lands
-    on all of them and speedups are taken within a round; their median gets a bootstrap
-    interval and a verdict (optimizer.benchmark_stats). When every variant is
-    a `DeviceTimedRunner` with the same clock (TensorRT engines: CUDA events), the device times
-    each run, inputs already on it; otherwise the host clock times `infer` (copies included),
-    so variants are always compared on one clock.
+    times every variant once, rotating which goes first and which before which (`_round_order`),
+    so a slow spell on the machine lands on all of them and speedups are taken within a round;
+    their median gets a bootstrap interval and a verdict (optimizer.benchmark_stats). When
+    every variant is a `DeviceTimedRunner` with the same clock (TensorRT engines: CUDA
+    events), the device times each run, inputs already on it; otherwise the host clock times
+    `infer` (copies included), so variants are always compared on one clock.
 
     >>> benchmark_interleaved({"original": a, "optimized": b}, feeds, BenchmarkOptions(),
     ...                       reference="original", batch_size=8)   # doctest: +SKIP
@@ -112,8 +112,7 @@ def benchmark_interleaved(
     rng = np.random.default_rng(options.seed)
     times_ns: dict[str, list[float]] = {name: [] for name in names}
     for round_index in range(options.iterations):
-        shift = round_index % len(names)
-        for name in names[shift:] + names[:shift]:
+        for name in _round_order(names, round_index):
             times_ns[name].append(_time_once(variants[name], feeds, device=clock is not None))
     reference_ns = np.array(times_ns[reference], dtype=np.float64)
     results = []
@@ -155,6 +154,18 @@ def benchmark_interleaved(
             warmup_stable=warmup.stable,
         ))
     return results
+
+
+def _round_order(names: list[str], round_index: int) -> list[str]:
+    """The order of one round: rotated each round so every variant goes first as often; with
+    three or more, every other cycle reversed, so each variant also follows each other one as
+    often (a plain rotation always puts the same one before it, and a variant that evicts the
+    caches would then slow the same neighbour every round)."""
+    shift = round_index % len(names)
+    order = names[shift:] + names[:shift]
+    if len(names) > 2 and (round_index // len(names)) % 2:
+        order.reverse()
+    return order
 
 
 @dataclass(frozen=True)

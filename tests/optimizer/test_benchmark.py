@@ -182,3 +182,19 @@ def test_runners_with_different_device_clocks_share_the_host_clock():
     results = benchmark_interleaved(variants, FEEDS, QUICK, reference="a", batch_size=2)
 
     assert {r.timing for r in results} == {"host_clock"}
+
+
+def test_with_three_variants_each_follows_each_other_equally_often():
+    calls: list[str] = []
+    variants = {name: RecordingRunner(name, calls) for name in ("a", "b", "c")}
+
+    benchmark_interleaved(variants, FEEDS, BenchmarkOptions(warmup=0, max_warmup=0,
+                                                            iterations=12, measure_memory=False),
+                          reference="a", batch_size=2)
+
+    rounds = [calls[i:i + 3] for i in range(0, len(calls), 3)]
+    firsts = [r[0] for r in rounds]
+    assert all(firsts.count(name) == 4 for name in "abc")
+    pairs = [(r[i], r[i + 1]) for r in rounds for i in range(2)]
+    assert {pair: pairs.count(pair) for pair in set(pairs)} == {
+        (x, y): 4 for x in "abc" for y in "abc" if x != y}
