@@ -105,3 +105,17 @@ def test_a_tensorrt_sweep_stays_within_the_profile_and_says_what_it_skipped(
     notes = [e["message"] for e in job["events"] if e["message"].startswith("benchmark sweep")]
     assert notes == ["benchmark sweep: batch size 8 skipped: outside the batch range of the "
                      "profile of input (1..4)"]
+
+
+def test_a_tensorrt_engine_without_profiles_skips_the_sweep_saying_why(
+        embedded: EmbeddedWorker, fake_tensorrt_control: Path) -> None:
+    model_id = embedded.upload(model_bytes(small_cnn(seed=36)), "cnn.onnx")
+    job = embedded.wait(embedded.submit(
+        model_id, backend="tensorrt", input_shapes={"input": [2, 3, 32, 32]},
+        benchmark={**QUICK, "batch_sizes": [4]}))
+
+    assert job["status"] == "succeeded", job["error"]
+    assert _records(job, "sweep") == []
+    assert [e["message"] for e in job["events"] if e["message"].startswith("benchmark sweep")] == [
+        "benchmark sweep: batch size 4 skipped: the engine is built for batch size 2 only (give "
+        "optimization profiles whose axis 0 varies to sweep batch sizes)"]
