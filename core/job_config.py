@@ -59,12 +59,38 @@ class ValidationConfig(BaseModel):
         return self.model_dump(exclude={"samples", "seed"}, exclude_none=True)
 
 
+_MAX_SWEEP_BATCHES, _MAX_SWEEP_BATCH = 16, 4096
+
+
 class BenchmarkConfig(BaseModel):
     model_config = _STRICT
 
-    warmup: int = Field(default=5, ge=0, le=1000)
+    warmup: int = Field(default=5, ge=0, le=1000, description="fewest warm-up runs per variant")
     iterations: int = Field(default=30, ge=1, le=10000)
     measure_memory: bool = True
+    # The warm-up goes on until the last 5 runs vary by less than this coefficient of
+    # variation, or until max_warmup runs (never fewer than warmup).
+    warmup_cv_threshold: float = Field(default=0.05, gt=0, le=1)
+    max_warmup: int = Field(default=50, ge=0, le=1000)
+    batch_sizes: list[Annotated[int, Field(strict=True)]] | None = Field(
+        default=None, description="also time the original and the engine at each of these "
+        "batch sizes (suite 'sweep'); models with a fixed batch dim skip the sweep")
+
+    @field_validator("batch_sizes")
+    @classmethod
+    def _batch_sizes(cls, value: list[int] | None) -> list[int] | None:
+        if value is None:
+            return None
+        if not 1 <= len(value) <= _MAX_SWEEP_BATCHES:
+            raise ValueError(f"batch_sizes: give 1 to {_MAX_SWEEP_BATCHES} batch sizes, got "
+                             f"{len(value)}")
+        outside = [size for size in value if not 1 <= size <= _MAX_SWEEP_BATCH]
+        if outside:
+            raise ValueError(f"batch_sizes: each must be 1 to {_MAX_SWEEP_BATCH}, got {outside}")
+        if len(set(value)) != len(value):
+            repeated = sorted({size for size in value if value.count(size) > 1})
+            raise ValueError(f"batch_sizes: each size once, {repeated} repeated")
+        return value
 
 
 class AccuracyBudget(BaseModel):

@@ -107,7 +107,9 @@ class Job:
     @property
     def speedup(self) -> float | None:
         """The engine's speed-up over the original model, as the job benchmarked them
-        (median of reference/engine latency ratios); None before the benchmark stage."""
+        (median of reference/engine latency ratios; onnxruntime: the original at ONNX
+        Runtime's default level); None before the benchmark stage. The record's
+        speedup_ci_low/high and speedup_verdict say how sure it is."""
         for record in self.data.get("benchmarks") or ():
             if record.get("suite") == "comparison" and record.get("variant") == "engine":
                 value = record.get("speedup_vs_reference")

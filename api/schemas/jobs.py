@@ -73,7 +73,9 @@ class ValidationRead(BaseModel):
 class BenchmarkRead(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
-    suite: str  # "comparison" (original vs engine) or "ablation" (cumulative fusion stages)
+    # "comparison" (original, original_unoptimized on onnxruntime, engine), "ablation"
+    # (cumulative fusion stages) or "sweep" (original and engine at each benchmark.batch_sizes)
+    suite: str
     variant: str
     backend: str
     batch_size: int

@@ -39,8 +39,9 @@ SUMMARY_COLUMNS = (Job.id, Job.model_id, Model.name.label("model_name"),
                    Job.created_at, Job.started_at, Job.finished_at)
 
 # The headline speed-up is the comparison suite's engine record: the median over the
-# interleaved rounds of original latency / engine latency (optimizer.benchmark), as
-# fuseforge_client's Job.speedup reads it.
+# interleaved rounds of original latency / engine latency (optimizer.benchmark; on onnxruntime
+# "original" runs at ONNX Runtime's default level, not original_unoptimized; sweep records are
+# another suite), as fuseforge_client's Job.speedup reads it.
 _HEADLINE_SUITE, _HEADLINE_VARIANT = "comparison", "engine"
 # The headline record's columns a summary shows, and the names it shows them under.
 _HEADLINE = {"speedup_vs_reference": "speedup", "speedup_ci_low": "speedup_ci_low",

@@ -304,7 +304,8 @@ class BenchmarkRecord(Base):
     job_id: Mapped[uuid.UUID] = mapped_column(
         ForeignKey("jobs.id", ondelete="CASCADE"), index=True
     )
-    # "comparison": original vs engine; "ablation": cumulative fusion stages, in order
+    # "comparison": original (onnxruntime: also original_unoptimized) vs engine; "ablation":
+    # cumulative fusion stages, in order; "sweep": original and engine at each batch size
     suite: Mapped[str] = mapped_column(String(16), default="comparison", server_default="comparison")
     variant: Mapped[str] = mapped_column(String(64))
     backend: Mapped[str] = mapped_column(String(32))

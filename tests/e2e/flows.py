@@ -41,7 +41,7 @@ def assert_optimize_flow_succeeds(base_url: str) -> dict:  # type: ignore[type-a
     assert [o["name"] for o in job["validation"]["outputs"]] == ["logits"]
     assert job["validation"]["outputs"][0]["samples"] == 8
     variants = {b["variant"]: b for b in job["benchmarks"]}
-    assert set(variants) == {"original", "engine"}
+    assert set(variants) == {"original", "original_unoptimized", "engine"}
     for record in variants.values():
         assert record["batch_size"] == 2 and record["iterations"] == 10
         assert 0 < record["latency_ms_p50"] <= record["latency_ms_p99"]

@@ -60,13 +60,22 @@ def test_benchmark_interleaved_returns_a_sane_record_per_variant(cnn_path):
     assert [result.variant for result in results] == ["original", "optimized"]
     for result in results:
         assert result.backend == "onnxruntime"
-        assert (result.batch_size, result.iterations, result.warmup) == (2, 10, 2)
+        assert (result.batch_size, result.iterations) == (2, 10)
+        assert 2 <= result.warmup <= 50 and result.warmup_stable is (result.warmup < 50)
+        assert result.latencies_ms is not None and len(result.latencies_ms) == 10
+        assert result.latency_ms_p50_ci_low is not None and result.latency_ms_p50_ci_high is not None
+        assert result.latency_ms_p50_ci_low <= result.latency_ms_p50 <= result.latency_ms_p50_ci_high
         assert 0 < result.latency_ms_p50 <= result.latency_ms_p90 <= result.latency_ms_p99
         assert result.latency_ms_mean > 0
         assert result.throughput_per_s == pytest.approx(2 / (result.latency_ms_mean / 1e3))
         assert result.peak_memory_mb is not None and result.peak_memory_mb > 0
     assert results[0].speedup_vs_reference is None
     assert results[1].speedup_vs_reference is not None and results[1].speedup_vs_reference > 0
+    assert results[0].speedup_ci_low is None and results[0].speedup_verdict is None
+    low, high = results[1].speedup_ci_low, results[1].speedup_ci_high
+    assert low is not None and high is not None
+    assert low <= results[1].speedup_vs_reference <= high
+    assert results[1].speedup_verdict in ("faster", "slower", "no measurable difference")
 
 
 def test_benchmark_interleaved_alternates_which_variant_goes_first():
@@ -75,7 +84,7 @@ def test_benchmark_interleaved_alternates_which_variant_goes_first():
 
     benchmark_interleaved(variants, FEEDS, QUICK, reference="a", batch_size=2)
 
-    timed = calls[2 * QUICK.warmup:]
+    timed = calls[-2 * QUICK.iterations:]
     assert [timed[i] for i in range(0, len(timed), 2)] == ["a", "b"] * (QUICK.iterations // 2)
 
 
@@ -148,7 +157,9 @@ def test_device_runners_are_timed_by_their_own_clock():
     assert engine.speedup_vs_reference == 4.0
     assert original.timing == engine.timing == "cuda_events"
     assert engine.device_memory_mb == 3.0
-    assert calls.count("engine:device") == QUICK.iterations  # warm-up went through infer
+    # the warm-up is timed by the device's clock too: steady 1.0 ms settles it at once
+    assert engine.warmup == QUICK.warmup_window and engine.warmup_stable is True
+    assert calls.count("engine:device") == engine.warmup + QUICK.iterations
 
 
 def test_a_host_runner_among_device_runners_puts_every_variant_on_the_host_clock():
@@ -171,3 +182,19 @@ def test_runners_with_different_device_clocks_share_the_host_clock():
     results = benchmark_interleaved(variants, FEEDS, QUICK, reference="a", batch_size=2)
 
     assert {r.timing for r in results} == {"host_clock"}
+
+
+def test_with_three_variants_each_follows_each_other_equally_often():
+    calls: list[str] = []
+    variants = {name: RecordingRunner(name, calls) for name in ("a", "b", "c")}
+
+    benchmark_interleaved(variants, FEEDS, BenchmarkOptions(warmup=0, max_warmup=0,
+                                                            iterations=12, measure_memory=False),
+                          reference="a", batch_size=2)
+
+    rounds = [calls[i:i + 3] for i in range(0, len(calls), 3)]
+    firsts = [r[0] for r in rounds]
+    assert all(firsts.count(name) == 4 for name in "abc")
+    pairs = [(r[i], r[i + 1]) for r in rounds for i in range(2)]
+    assert {pair: pairs.count(pair) for pair in set(pairs)} == {
+        (x, y): 4 for x in "abc" for y in "abc" if x != y}

@@ -21,7 +21,7 @@ from worker.pipeline.results import (
 )
 from worker.pipeline.stages import ProgressSpan
 
-__all__ = ["BenchmarkReference", "JobBackend"]
+__all__ = ["BenchmarkReference", "JobBackend", "SweepEngine"]
 
 EngineT = TypeVar("EngineT")
 
@@ -32,6 +32,17 @@ class BenchmarkReference:
 
     open: Callable[[], AbstractContextManager[Runner]]
     engine_metadata: dict[str, Any] | None = None  # a reference engine's, for the engine report
+    # Timed alongside as "original_unoptimized", where the backend has such a variant (ONNX
+    # Runtime: the original with every optimization off, the old and flattering reference).
+    unoptimized: Callable[[], AbstractContextManager[Runner]] | None = None
+
+
+@dataclass(frozen=True)
+class SweepEngine:
+    """The engine at one batch size of a benchmark sweep, and the input shapes it runs at."""
+
+    input_shapes: dict[str, tuple[int, ...]]
+    open: Callable[[], AbstractContextManager[Runner]]
 
 
 class JobBackend(Protocol[EngineT]):
@@ -55,6 +66,12 @@ class JobBackend(Protocol[EngineT]):
 
     def benchmark_reference(self, loaded: LoadedModel, span: ProgressSpan) -> BenchmarkReference:
         """The unfused model to time the engine against (built within `span` if need be)."""
+        ...
+
+    def sweep_engine(self, loaded: LoadedModel, engine: BuiltEngine[EngineT],
+                     batch: int) -> SweepEngine | str:
+        """The engine at batch size `batch` (the reference runs the same shapes), or why it
+        cannot be timed there (a fixed batch dim, a batch outside the engine's profile)."""
         ...
 
     def timing_lock(self) -> AbstractContextManager[None]:

@@ -1,5 +1,6 @@
 """The ONNX Runtime backend of a job: an ORT-optimized model and its manifest
-(optimizer/backends/onnxruntime/), timed against the original with ORT's optimizations off."""
+(optimizer/backends/onnxruntime/), timed against the original at ORT's default level (and with
+its optimizations off, as a second variant)."""
 
 import shutil
 from contextlib import AbstractContextManager, nullcontext
@@ -17,7 +18,8 @@ from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
 from optimizer.errors import InternalError
 from optimizer.runner import Runner
 from worker.pipeline.attempts import onnxruntime_fallbacks
-from worker.pipeline.backend import BenchmarkReference
+from worker.pipeline.backend import BenchmarkReference, SweepEngine
+from worker.pipeline.ort_sweep import ort_sweep_engine
 from worker.pipeline.results import (
     Attempt,
     BuiltEngine,
@@ -52,7 +54,7 @@ class OnnxRuntimeBackend:
                                   keep_inputs_dynamic=loaded.inputs_left_dynamic is not None)
         report = (None if loaded.inputs_left_dynamic is None
                   else {"inputs_left_dynamic": loaded.inputs_left_dynamic})
-        return BuiltEngine(engine, report=report, artifacts=(
+        return BuiltEngine(engine, report=report, attempt=attempt, artifacts=(
             PendingArtifact("engine.onnx", "engine", engine.model_path),
             PendingArtifact("manifest.json", "manifest", engine.manifest_path),
         ))
@@ -65,8 +67,18 @@ class OnnxRuntimeBackend:
         return nullcontext()  # ORT's CPU kernels compute in fp32: emulate instead
 
     def benchmark_reference(self, loaded: LoadedModel, span: ProgressSpan) -> BenchmarkReference:
-        return BenchmarkReference(open=lambda: OnnxRuntimeRunner(
-            self._run.model_path, optimization_level="disabled"))
+        """The uploaded model as its user runs it today: at ONNX Runtime's default level, with
+        the engine's threads; and with every optimization off, as "original_unoptimized"."""
+        return BenchmarkReference(
+            open=lambda: OnnxRuntimeRunner(self._run.model_path, optimization_level="all"),
+            unoptimized=lambda: OnnxRuntimeRunner(self._run.model_path,
+                                                  optimization_level="disabled"))
+
+    def sweep_engine(self, loaded: LoadedModel, engine: BuiltEngine[OrtEngine],
+                     batch: int) -> SweepEngine | str:
+        """The engine rebuilt at batch size `batch` (see worker/pipeline/ort_sweep.py)."""
+        return ort_sweep_engine(self._run, loaded, engine, batch,
+                                open_built=lambda: self.open_runner(engine))
 
     def timing_lock(self) -> AbstractContextManager[None]:
         return nullcontext()

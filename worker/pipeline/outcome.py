@@ -49,7 +49,8 @@ def validation_rows(job_id: uuid.UUID, outcome: JobOutcome) -> list[ValidationRe
 def benchmark_rows(job_id: uuid.UUID, outcome: JobOutcome) -> list[BenchmarkRecord]:
     return [
         BenchmarkRecord(job_id=job_id, suite=suite, **result.to_dict())
-        for suite, results in (("comparison", outcome.benchmarks), ("ablation", outcome.ablation))
+        for suite, results in (("comparison", outcome.benchmarks), ("ablation", outcome.ablation),
+                               ("sweep", outcome.sweep))
         for result in results
     ]
 

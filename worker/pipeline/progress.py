@@ -63,6 +63,10 @@ class StageProgress:
         self._mark(waiting=False)
         return ProgressSpan(progress, max(span.end, progress))
 
+    def note(self, message: str) -> None:
+        """Record `message` as an event of the current stage (something skipped, and why)."""
+        self._recorder.event(message, self._stage or "")
+
     def waiting(self, waiting: bool) -> None:
         """The stage waits for (True) or got (False) the GPU; its clock restarts once it has it."""
         self._mark(waiting=waiting)

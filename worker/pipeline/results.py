@@ -141,6 +141,7 @@ class BuiltEngine(Generic[EngineT]):
     engine: EngineT
     artifacts: tuple[PendingArtifact, ...]
     report: dict[str, Any] | None = None  # tensorrt: metadata + TensorRT's layer summary
+    attempt: Attempt | None = None  # what it was built with (an onnxruntime sweep rebuilds it)
 
 
 @dataclass(frozen=True)
@@ -167,6 +168,7 @@ class JobOutcome:
     accuracy: dict[str, Any] = field(default_factory=dict)  # verdicts, bisection, fallback...
     benchmarks: list[BenchmarkResult] = field(default_factory=list)
     ablation: list[BenchmarkResult] = field(default_factory=list)
+    sweep: list[BenchmarkResult] = field(default_factory=list)  # original and engine per batch
     # where the benchmarks ran and what they moved, for every record (pipeline/benchmark_context)
     benchmark_context: "BenchmarkContext | None" = None
 

@@ -113,9 +113,10 @@ def _run_stages(run: JobRun, backend: JobBackend[Any], outcome: JobOutcome,
     loaded = load_model(run)
     engine = _validated_engine(run, backend, loaded, outcome, progress)
     span = progress.enter(BENCHMARK)
-    outcome.benchmarks, reference = benchmark_engine(run, backend, loaded, engine, span)
-    if reference is not None and outcome.engine_report is not None:
-        outcome.engine_report["reference_engine"] = reference
+    timed = benchmark_engine(run, backend, loaded, engine, span, progress.note)
+    outcome.benchmarks, outcome.sweep = timed.comparison, timed.sweep
+    if timed.reference_engine is not None and outcome.engine_report is not None:
+        outcome.engine_report["reference_engine"] = timed.reference_engine
     if run.config.ablation:
         span = progress.enter(ABLATION)
         outcome.ablation = benchmark_ablation(run, backend, loaded, span)

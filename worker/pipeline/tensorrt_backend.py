@@ -18,7 +18,7 @@ from optimizer.errors import EngineBuildError, InternalError
 from optimizer.runner import Runner
 from worker.gpu.engine_builds import EngineBuilds, build_log_path
 from worker.pipeline.attempts import tensorrt_fallbacks
-from worker.pipeline.backend import BenchmarkReference
+from worker.pipeline.backend import BenchmarkReference, SweepEngine
 from worker.pipeline.recorder import JobRecorder
 from worker.pipeline.results import (
     Attempt,
@@ -101,6 +101,25 @@ class TensorRTBackend:
                                     progress_span=span.as_tuple())
         return BenchmarkReference(open=lambda: self._open(engine),
                                   engine_metadata=engine.metadata.to_dict())
+
+    def sweep_engine(self, loaded: LoadedModel, engine: BuiltEngine[TrtEngine],
+                     batch: int) -> SweepEngine | str:
+        """The job's own engine, where its profiles let the batch (axis 0) vary over `batch`:
+        the reference engine was built from the same profiled model, so it runs there too."""
+        profiles = self._run.config.profile_shapes() or {}
+        varying = {name: profile for name, profile in profiles.items()
+                   if profile["min"][0] != profile["max"][0]}
+        if not varying:
+            return (f"the engine is built for batch size {loaded.batch_size} only (give "
+                    "optimization profiles whose axis 0 varies to sweep batch sizes)")
+        outside = [f"{name} ({profile['min'][0]}..{profile['max'][0]})"
+                   for name, profile in varying.items()
+                   if not profile["min"][0] <= batch <= profile["max"][0]]
+        if outside:
+            return f"outside the batch range of the profile of {', '.join(outside)}"
+        shapes = {name: (batch, *shape[1:]) if name in varying else shape
+                  for name, shape in loaded.input_shapes.items()}
+        return SweepEngine(input_shapes=shapes, open=lambda: self.open_runner(engine))
 
     def timing_lock(self) -> AbstractContextManager[None]:
         return self._builds.gpu_lock(BENCHMARK)

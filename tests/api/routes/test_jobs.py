@@ -74,6 +74,13 @@ def test_unknown_model_is_404(client: TestClient) -> None:
         ({"input_shapes": {"input": [0, 3, 32, 32]}}, "input_shapes.input"),
         ({"validation": {"samples": 0}}, "validation.samples"),
         ({"benchmark": {"iterations": -1}}, "benchmark.iterations"),
+        ({"benchmark": {"batch_sizes": [0, 2]}}, "benchmark.batch_sizes"),
+        ({"benchmark": {"batch_sizes": [4097]}}, "benchmark.batch_sizes"),
+        ({"benchmark": {"batch_sizes": [2, 2]}}, "benchmark.batch_sizes"),
+        ({"benchmark": {"batch_sizes": list(range(1, 18))}}, "benchmark.batch_sizes"),
+        ({"benchmark": {"batch_sizes": []}}, "benchmark.batch_sizes"),
+        ({"benchmark": {"warmup_cv_threshold": 0}}, "benchmark.warmup_cv_threshold"),
+        ({"benchmark": {"max_warmup": 1001}}, "benchmark.max_warmup"),
         ({"optimisation": "max"}, "optimisation"),
     ],
 )

@@ -43,7 +43,7 @@ def test_a_job_runs_every_stage_in_order_and_commits_its_records(embedded: Embed
     assert job["accuracy_report"]["input_shapes"] == [
         {"input_shapes": {"input": [2, 3, 32, 32]}, "samples": 8, "passed": True}]
     assert job["accuracy_report"]["input_ranges"] == {}
-    assert {b["variant"] for b in job["benchmarks"]} == {"original", "engine"}
+    assert {b["variant"] for b in job["benchmarks"]} == {"original", "original_unoptimized", "engine"}
     stored = embedded.runtime.settings.artifacts_dir / "jobs" / job["id"]
     assert {p.name for p in stored.iterdir()} == {a["name"] for a in job["artifacts"]}
     assert not (embedded.runtime.settings.scratch_dir / job["id"]).exists()
