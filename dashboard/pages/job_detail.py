@@ -50,6 +50,10 @@ class JobView:
     comparison: list[Mapping[str, Any]] = field(default_factory=list)
     latency_chart: Markup | None = None
     throughput_chart: Markup | None = None
+    headline: Mapping[str, Any] | None = None  # the engine's comparison record
+    sweep: list[Mapping[str, Any]] = field(default_factory=list)
+    sweep_latency_chart: Markup | None = None
+    sweep_throughput_chart: Markup | None = None
     localization: Mapping[str, Any] | None = None
     build_log: Mapping[str, Any] | None = None
 
@@ -98,7 +102,32 @@ def job_view(job: Mapping[str, Any], *, now: datetime) -> JobView:
             "throughput", "Throughput, original model and engine",
             [(_variant_label(b), b["throughput_per_s"]) for b in view.comparison],
             unit="/s", axis_label="samples per second")
+        view.headline = next((b for b in view.comparison if b["variant"] == "engine"), None)
+    _sweep(view, benchmarks)
     return view
+
+
+def _sweep(view: JobView, benchmarks: Sequence[Mapping[str, Any]]) -> None:
+    """Original and engine per batch size (suite "sweep"): where the engine's lead grows or
+    vanishes."""
+    view.sweep = sorted((b for b in benchmarks if b["suite"] == "sweep"),
+                        key=lambda b: (b["batch_size"], b["variant"] != "original"))
+    if not view.sweep:
+        return
+    sizes = sorted({b["batch_size"] for b in view.sweep})
+    by_key = {(b["variant"], b["batch_size"]): b for b in view.sweep}
+    variants = list(dict.fromkeys(b["variant"] for b in view.sweep))
+
+    def series(key: str) -> list[Series]:
+        return [Series(v, [by_key[(v, n)][key] if (v, n) in by_key else None for n in sizes])
+                for v in variants]
+
+    view.sweep_latency_chart = charts.line_chart(
+        "sweep-latency", "Median latency per batch size", sizes, series("latency_ms_p50"),
+        unit="ms", x_label="batch size", axis_label="median latency (ms)")
+    view.sweep_throughput_chart = charts.line_chart(
+        "sweep-throughput", "Throughput per batch size", sizes, series("throughput_per_s"),
+        unit="/s", x_label="batch size", axis_label="samples per second")
 
 
 def stage_timeline(job: Mapping[str, Any], *, now: datetime

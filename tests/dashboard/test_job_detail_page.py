@@ -357,3 +357,34 @@ def test_the_page_script_is_served(signed_in_site: TestClient) -> None:
     script = signed_in_site.get("/ui/static/job_detail.js")
     assert script.status_code == 200
     assert "/events" in script.text and "FuseForge.stream" in script.text
+
+
+def test_benchmarks_show_interval_verdict_regression_sweep_and_environment(
+        signed_in_site: TestClient, db_session: Session, project: uuid.UUID,
+        model_id: uuid.UUID) -> None:
+    doc = document("onnxruntime_ablation")
+    comparison = [b for b in doc["benchmarks"] if b["suite"] == "comparison"]
+    engine = next(b for b in comparison if b["variant"] == "engine")
+    environment = {"cpu": "Test CPU 9000", "cpu_cores": 2, "worker": "vm:1", "onnxruntime": "1.23.2"}
+    engine.update(speedup_vs_reference=1.01, speedup_ci_low=0.97, speedup_ci_high=1.04,
+                  speedup_verdict="no measurable difference", environment=environment,
+                  environment_key="0123456789abcdef", warmup_cv=0.02, warmup_stable=True,
+                  latency_ms_p50_ci_low=0.05, latency_ms_p50_ci_high=0.06,
+                  bytes_per_inference=4_825_088, achieved_gb_s=3.2, bandwidth_fraction=0.27,
+                  regression={"against_job": str(uuid.uuid4()), "detail": "engine p50 3.10 ms "
+                              "(2.98–3.22) vs 2.40 ms (2.35–2.46): 1.29× slower"})
+    sizes = (1, 2, 4)
+    doc["benchmarks"] += [{**b, "suite": "sweep", "batch_size": n,
+                           "latency_ms_p50": b["latency_ms_p50"] * n, "regression": None}
+                          for n in sizes for b in comparison if b["variant"] in ("original", "engine")]
+    tree = page(signed_in_site, insert_job(db_session, project, model_id, doc))
+
+    headline = tree.by_id("headline-speedup").text
+    assert "No measurable difference" in headline and "0.97×–1.04×" in headline
+    assert "1.29× slower" in tree.by_id("regression").text
+    assert "Test CPU 9000" in tree.by_id("environment").text
+    assert "27.0%" in tree.by_id("benchmark-context").text
+    for name in ("sweep-latency", "sweep-throughput"):
+        chart = tree.one("svg", class_="chart", data_chart=name)
+        assert len(chart.find_all("circle", class_="point")) == 2 * len(sizes)
+    assert len(body_rows(tree.by_id("sweep-table"))) == 2 * len(sizes)
