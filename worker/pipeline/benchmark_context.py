@@ -19,6 +19,7 @@ from core.db.models import BenchmarkRecord
 from optimizer.environment import capture_environment, environment_key
 from optimizer.memory_bandwidth import memory_bandwidth_gb_s
 from optimizer.traffic import ModelTraffic, model_traffic
+from worker.pipeline.benchmark import ENGINE, ORIGINAL, UNOPTIMIZED
 from worker.pipeline.results import JobOutcome, JobRun, LoadedModel, PendingArtifact
 
 __all__ = ["BenchmarkContext", "benchmark_context", "fill_context"]
@@ -66,10 +67,11 @@ def benchmark_context(run: JobRun, loaded: LoadedModel, outcome: JobOutcome) -> 
     environment = capture_environment(threads=None, worker=run.worker,
                                       memory_bandwidth_gb_s=run.memory_bandwidth_gb_s
                                       or memory_bandwidth_gb_s())
-    traffic = {"original": model_traffic(loaded.static_path)}
+    original = model_traffic(loaded.static_path)
+    traffic = {ORIGINAL: original, UNOPTIMIZED: original}  # one model, two session levels
     engine_model = _engine_model(outcome.artifacts.values())
     if engine_model is not None:
-        traffic["engine"] = model_traffic(engine_model)
+        traffic[ENGINE] = model_traffic(engine_model)
     ablation = {}
     ablation_dir = run.scratch_dir / "ablation"
     for result in outcome.ablation:

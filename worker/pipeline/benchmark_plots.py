@@ -16,6 +16,7 @@ from markupsafe import Markup
 
 from core.db.models import BenchmarkRecord
 from core.svg_charts import Series, format_number, grouped_bar_chart, line_chart, standalone_svg
+from worker.pipeline.benchmark import ENGINE, ORIGINAL
 from worker.pipeline.results import JobRun, PendingArtifact
 
 __all__ = ["LATENCY_PLOT", "SWEEP_PLOT", "benchmark_plots"]
@@ -31,7 +32,8 @@ def benchmark_plots(run: JobRun, records: Sequence[BenchmarkRecord]) -> tuple[Pe
     """Write the plots `records` allow into the run's scratch folder: the latency distribution
     when there is a comparison, the batch sweep when there are sweep records."""
     plots = []
-    comparison = [r for r in records if r.suite == _COMPARISON]
+    # the user's choice is between these two; the unoptimized original is in the records
+    comparison = [r for r in records if r.suite == _COMPARISON and r.variant in (ORIGINAL, ENGINE)]
     if comparison:
         plots.append((LATENCY_PLOT, standalone_svg("Latency per round, original vs engine",
                                                    [latency_distribution(comparison)])))
