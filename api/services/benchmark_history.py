@@ -9,7 +9,6 @@ measured the same thing.
 """
 
 import uuid
-from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import ColumnElement, distinct, func, select
@@ -24,12 +23,10 @@ from api.schemas.benchmarks import (
 from api.services.models import get_model
 from core.db.models import BenchmarkRecord, Job
 from core.job_config import JobConfig
+from optimizer.environment import environment_differences
 
-__all__ = ["benchmark_history", "environment_differences"]
+__all__ = ["benchmark_history"]
 
-# Not part of what makes two environments comparable: the worker names one process, and the
-# bandwidth is measured each run (the environment key leaves both out too).
-_NOT_COMPARED = frozenset({"worker", "memory_bandwidth_gb_s"})
 _ENTRY_FIELDS = [name for name in BenchmarkHistoryEntry.model_fields
                  if name not in ("job_id", "environment_differences")]
 
@@ -63,24 +60,6 @@ def benchmark_history(*, session: Session, project_id: uuid.UUID, model_id: uuid
             grouped[record.config_key or ""].append((record, config))
     return BenchmarkHistory(items=[_configuration(key, grouped[key]) for key in keys],
                             total=total, limit=limit, offset=offset)
-
-
-def environment_differences(entry: Mapping[str, Any] | None,
-                            latest: Mapping[str, Any] | None) -> list[str]:
-    """Where `entry`'s environment differs from `latest`'s, as "field entry's vs latest's".
-
-    >>> environment_differences({"onnxruntime": "1.22.0", "worker": "a:1"},
-    ...                         {"onnxruntime": "1.23.2", "worker": "b:2"})
-    ['onnxruntime 1.22.0 vs 1.23.2']
-    """
-    first, second = entry or {}, latest or {}
-    names = sorted((set(first) | set(second)) - _NOT_COMPARED)
-    return [f"{name} {_shown(first.get(name))} vs {_shown(second.get(name))}"
-            for name in names if first.get(name) != second.get(name)]
-
-
-def _shown(value: Any) -> str:
-    return "none" if value is None else str(value)
 
 
 def _configuration(key: str,
