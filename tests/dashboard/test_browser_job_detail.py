@@ -40,7 +40,7 @@ def test_charts_draw_one_bar_per_number_of_the_job(open_page: OpenPage, seeded: 
     expect(_chart(page, "ablation").locator("rect.bar")).to_have_count(len(ablation))
 
     comparison = [b for b in job["benchmarks"] if b["suite"] == "comparison"]
-    assert {b["variant"] for b in comparison} == {"original", "engine"}
+    assert {b["variant"] for b in comparison} == {"original", "original_unoptimized", "engine"}
     latency = _chart(page, "latency").locator("rect.bar").count()
     assert latency >= len(comparison) and latency % len(comparison) == 0, (
         f"{latency} latency bars for {len(comparison)} variants: each variant should draw the "
