@@ -30,7 +30,9 @@ async def models_page(request: Request, browser: BrowserDep,
 async def model_page(request: Request, browser: BrowserDep, model_id: uuid.UUID) -> HTMLResponse:
     model = await browser.api.get(f"/v1/models/{model_id}")  # 404 page for another project's
     jobs = await browser.api.get("/v1/jobs", {"model_id": str(model_id), "limit": PAGE_SIZE})
-    return render(request, browser, "model.html", active="models", model=model, jobs=jobs)
+    history = await browser.api.get(f"/v1/models/{model_id}/benchmarks", {"limit": 10})
+    return render(request, browser, "model.html", active="models", model=model, jobs=jobs,
+                  history=history)
 
 
 def _pager(page: dict[str, Any]) -> dict[str, int | None]:

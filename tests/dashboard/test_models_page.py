@@ -14,6 +14,7 @@ from core.settings import Settings
 from dashboard.pages.models import PAGE_SIZE
 from optimizer.testing.models import model_bytes, small_cnn
 from tests.dashboard.html_tree import Element, parse
+from tests.dashboard.job_documents import document, insert_job, insert_model
 from tests.dashboard.uploads import browser_headers, start_job, token_model, upload_model
 from tests.support.api_keys import bearer, new_key
 
@@ -156,7 +157,32 @@ def test_model_page_shows_signature_tables_its_jobs_and_the_new_job_link(
 def test_model_without_jobs_says_so(signed_in_site: TestClient, headers: dict[str, str]) -> None:
     model = upload_model(signed_in_site, headers, small_cnn())
     page = parse(signed_in_site.get(f"/ui/models/{model['id']}").text)
-    assert "No jobs for this model yet" in page.one("p", class_="empty").text
+    assert "No jobs for this model yet" in page.by_id("model-jobs").one("p", class_="empty").text
+    assert "No benchmarked engine yet" in page.by_id("benchmark-history").text
+
+
+def test_model_page_shows_engine_benchmarks_per_configuration_with_regressions(
+        signed_in_site: TestClient, db_session: Session, api_key: tuple[uuid.UUID, str]) -> None:
+    project = api_key[0]
+    model_id = insert_model(db_session, project)
+    jobs = []
+    for n, regression in enumerate((None, {"detail": "1.29× slower", "against_job": "x"})):
+        doc = document("onnxruntime_ablation")
+        engine = next(b for b in doc["benchmarks"]
+                      if b["suite"] == "comparison" and b["variant"] == "engine")
+        engine.update(config_key="c0ffee0000000001", environment_key="e0", regression=regression,
+                      speedup_vs_reference=1.2 - 0.3 * n, speedup_ci_low=1.1 - 0.3 * n,
+                      speedup_ci_high=1.3 - 0.3 * n, speedup_verdict="faster" if n == 0 else "slower",
+                      latency_ms_p50_ci_low=0.1, latency_ms_p50_ci_high=0.2)
+        jobs.append(insert_job(db_session, project, model_id, doc))
+
+    page = parse(signed_in_site.get(f"/ui/models/{model_id}").text)
+
+    [table] = page.by_id("benchmark-history").find_all("table", class_="history")
+    rows = table.one("tbody").find_all("tr")
+    assert {row.attrs["data-job-id"] for row in rows} == set(jobs)
+    assert [("regression" in row.text) for row in rows].count(True) == 1
+    assert "onnxruntime" in table.one("caption").text
 
 
 def test_unknown_model_page_is_404_naming_the_model(signed_in_site: TestClient) -> None:
