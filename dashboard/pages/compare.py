@@ -13,8 +13,8 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 from markupsafe import Markup
 
-from dashboard import charts
-from dashboard.charts import Series
+from core import svg_charts as charts
+from core.svg_charts import Series
 from dashboard.pages.job_detail import comparison_benchmarks, format_cosine
 from dashboard.signed_in import Browser, BrowserDep
 from dashboard.templating import render

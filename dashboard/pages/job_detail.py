@@ -18,8 +18,8 @@ from fastapi.responses import HTMLResponse
 from markupsafe import Markup
 
 from api.services.stage_durations import stage_times
-from dashboard import charts
-from dashboard.charts import Segment, Series
+from core import svg_charts as charts
+from core.svg_charts import Segment, Series
 from dashboard.signed_in import Browser, BrowserDep
 from dashboard.templating import render
 

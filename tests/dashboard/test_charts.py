@@ -6,7 +6,7 @@ import math
 import pytest
 from markupsafe import Markup
 
-from dashboard.charts import (
+from core.svg_charts import (
     NO_DATA,
     Segment,
     Series,
