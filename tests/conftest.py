@@ -29,13 +29,12 @@ from api.deps import get_api_settings, get_read_sessions, get_session  # noqa: E
 from api.main import create_app  # noqa: E402
 from core.settings import Settings  # noqa: E402
 from tests.support.api_keys import TEST_AUTH, bearer, new_key  # noqa: E402
+from tests.support.broker import TEST_REDIS_URL  # noqa: E402
 from tests.support.databases import (  # noqa: E402
     create_postgres_database,
     drop_postgres_database,
     migrated_engine,
 )
-
-TEST_REDIS_URL = os.environ["FUSEFORGE_BROKER_URL"]
 
 
 @pytest.fixture(scope="session", params=["sqlite", "postgresql"])

@@ -23,8 +23,8 @@ from core.dispatch import JobDispatcher
 from core.job_config import JobConfig
 from core.settings import Settings
 from optimizer.testing.models import model_bytes, small_cnn
-from tests.conftest import TEST_REDIS_URL
 from tests.support.api_keys import TEST_AUTH, bearer, new_key
+from tests.support.broker import TEST_REDIS_URL
 from tests.support.databases import fresh_database
 
 

@@ -15,8 +15,8 @@ from fastapi import Depends
 from fastapi.testclient import TestClient
 
 from api.main import create_app
-from tests.conftest import TEST_REDIS_URL
 from tests.support.api_server import running_api
+from tests.support.broker import TEST_REDIS_URL
 from tests.support.json_logs import captured_json_log
 
 probe_log = logging.getLogger("fuseforge.test.probe")

@@ -8,7 +8,7 @@ import redis
 
 from core.dispatch import JobDispatcher
 from core.job_config import JobConfig
-from tests.conftest import TEST_REDIS_URL
+from tests.support.broker import TEST_REDIS_URL
 
 
 def _send(dispatcher: JobDispatcher, backend: str, times: int, **config: object) -> None:

@@ -17,8 +17,8 @@ import pytest
 from onnx import TensorProto, helper
 
 from optimizer.testing.models import small_cnn
-from tests.conftest import TEST_REDIS_URL
 from tests.e2e.stacks import running_stack
+from tests.support.broker import TEST_REDIS_URL
 from tests.support.processes import free_port
 from tests.support.scripted_http import Answer, scripted_server
 

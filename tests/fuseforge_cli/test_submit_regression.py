@@ -23,8 +23,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from core.db.models import Job, JobStatus
 from optimizer.testing.models import small_cnn
-from tests.conftest import TEST_REDIS_URL
 from tests.support.api_server import ApiServer, running_api
+from tests.support.broker import TEST_REDIS_URL
 from tests.support.finished_jobs import finish_with_engine_timing
 
 REPO = Path(__file__).resolve().parents[2]

@@ -22,8 +22,8 @@ from fuseforge_client import (
     ValidationFailedError,
 )
 from optimizer.testing.models import small_cnn
-from tests.conftest import TEST_REDIS_URL
 from tests.e2e.stacks import running_stack
+from tests.support.broker import TEST_REDIS_URL
 
 pytestmark = pytest.mark.e2e
 

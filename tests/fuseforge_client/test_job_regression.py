@@ -15,8 +15,8 @@ from sqlalchemy.orm import sessionmaker
 
 from fuseforge_client import FuseForgeClient
 from optimizer.testing.models import small_cnn
-from tests.conftest import TEST_REDIS_URL
 from tests.support.api_server import ApiServer, running_api
+from tests.support.broker import TEST_REDIS_URL
 from tests.support.finished_jobs import finish_with_engine_timing
 
 

@@ -40,7 +40,7 @@ from core.queues import WEBHOOK_QUEUE
 from core.settings import JanitorSettings, Settings, WebhookSettings
 from core.storage import LocalArtifactStore
 from core.webhooks.delivery import delivery_id
-from tests.conftest import TEST_REDIS_URL
+from tests.support.broker import TEST_REDIS_URL
 from tests.support.databases import fresh_database
 from tests.support.fake_tensorrt import FAKE_TENSORRT
 from tests.support.scripted_http import Answer, scripted_server

@@ -22,7 +22,7 @@ from core.dispatch import JobDispatcher
 from core.job_config import JobConfig
 from core.settings import JanitorSettings, RetentionSettings, Settings
 from core.storage import LocalArtifactStore
-from tests.conftest import TEST_REDIS_URL
+from tests.support.broker import TEST_REDIS_URL
 from tests.support.databases import fresh_database
 from worker.janitor import Janitor
 

@@ -5,7 +5,7 @@ import json
 import time
 from pathlib import Path
 
-from tests.conftest import TEST_REDIS_URL
+from tests.support.broker import TEST_REDIS_URL
 from tests.support.processes import FUSEFORGE, Service, fuseforge_env
 
 # Celery prints this itself on SIGTERM, past any logging set-up.

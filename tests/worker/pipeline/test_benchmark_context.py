@@ -12,7 +12,7 @@ from pathlib import Path
 from core.db.models import BenchmarkRecord
 from optimizer.testing.models import model_bytes, small_cnn
 from optimizer.traffic import ModelTraffic
-from tests.worker.pipeline.conftest import EmbeddedWorker, job_run
+from tests.support.embedded_worker import EmbeddedWorker, job_run
 from worker.pipeline.benchmark_context import BenchmarkContext, fill_context
 from worker.pipeline.benchmark_plots import SWEEP_PLOT, benchmark_plots
 from worker.runtime import use_runtime

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from optimizer.testing.models import model_bytes, small_cnn
-from tests.worker.pipeline.conftest import EmbeddedWorker
+from tests.support.embedded_worker import EmbeddedWorker
 
 QUICK = {"warmup": 1, "iterations": 5, "measure_memory": False}
 

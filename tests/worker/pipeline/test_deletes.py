@@ -15,7 +15,7 @@ from core.db.types import utc_now
 from core.dispatch import JobDispatcher
 from core.settings import RetentionSettings
 from optimizer.testing.models import model_bytes, small_cnn
-from tests.worker.pipeline.conftest import EmbeddedWorker
+from tests.support.embedded_worker import EmbeddedWorker
 from worker.janitor import Janitor
 
 FAST_BENCHMARK = {"warmup": 1, "iterations": 3, "measure_memory": False}

@@ -5,8 +5,8 @@ reconnect with Last-Event-ID that gets exactly the rest."""
 from __future__ import annotations
 
 from optimizer.testing.models import model_bytes, small_cnn
+from tests.support.embedded_worker import EmbeddedWorker
 from tests.support.sse import ServerSentEvent, parse_sse
-from tests.worker.pipeline.conftest import EmbeddedWorker
 
 FAST_BENCHMARK = {"warmup": 1, "iterations": 3, "measure_memory": False}
 STAGES = ["load", "optimize", "build_engine", "validate", "benchmark", "store"]

@@ -15,9 +15,9 @@ import pytest
 from core.dispatch import dispatcher_for
 from core.job_config import JobConfig
 from optimizer.testing.models import model_bytes, small_cnn
-from tests.conftest import TEST_REDIS_URL
+from tests.support.broker import TEST_REDIS_URL
+from tests.support.embedded_worker import EmbeddedWorker
 from tests.support.json_logs import captured_json_log
-from tests.worker.pipeline.conftest import EmbeddedWorker
 from worker.runtime import use_runtime
 
 IMPOSSIBLE = {"atol": 1e-12, "rtol": 0, "samples": 2}  # fails validation: the run logs why

@@ -15,7 +15,7 @@ from optimizer.optimize import OptimizeOptions
 from optimizer.passes import DEFAULT_PASSES
 from optimizer.passes.base import FusionPass
 from optimizer.testing.token_models import masked_token_attention
-from tests.worker.pipeline.conftest import job_run
+from tests.support.embedded_worker import job_run
 from worker.pipeline.larger_shape_check import check_rewrites_at_larger_shape
 from worker.pipeline.load import load_model
 from worker.pipeline.results import JobRun

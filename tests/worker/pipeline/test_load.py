@@ -16,7 +16,7 @@ from optimizer.testing.models import IR_VERSION, declared_dims, small_cnn, token
 from optimizer.testing.passes import run_model
 from optimizer.testing.shape_models import lstm_in_nested_ifs, strided_convnet
 from optimizer.testing.token_models import masked_token_attention
-from tests.worker.pipeline.conftest import job_run
+from tests.support.embedded_worker import job_run
 from worker.pipeline.load import load_model
 
 

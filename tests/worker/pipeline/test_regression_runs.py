@@ -17,7 +17,7 @@ from sqlalchemy.orm import sessionmaker
 from core.db.models import BenchmarkRecord, Job, JobStatus
 from core.db.types import utc_now
 from optimizer.testing.models import model_bytes, small_cnn
-from tests.worker.pipeline.conftest import EmbeddedWorker
+from tests.support.embedded_worker import EmbeddedWorker
 
 CONFIG: dict[str, Any] = {"input_shapes": {"input": [2, 3, 32, 32]},
                           "benchmark": {"warmup": 1, "iterations": 5, "measure_memory": False},

@@ -14,7 +14,7 @@ import onnx
 from optimizer.capabilities import HostCapabilities
 from optimizer.testing.models import model_bytes, small_cnn
 from optimizer.testing.shape_models import lstm_in_nested_ifs
-from tests.worker.pipeline.conftest import EmbeddedWorker
+from tests.support.embedded_worker import EmbeddedWorker
 from worker.runtime import use_runtime
 
 FAST_BENCHMARK = {"warmup": 1, "iterations": 3, "measure_memory": False}

@@ -13,7 +13,7 @@ from onnx import TensorProto, helper
 
 from core.settings import StageLimit
 from optimizer.testing.models import IR_VERSION, model_bytes, small_cnn
-from tests.worker.pipeline.conftest import EmbeddedWorker
+from tests.support.embedded_worker import EmbeddedWorker
 
 FAST_BENCHMARK = {"warmup": 1, "iterations": 3, "measure_memory": False}
 

@@ -19,7 +19,7 @@ from api.deps import get_api_settings
 from core.settings import Settings, WebhookSettings
 from fuseforge_client.webhooks import verify_signature
 from optimizer.testing.models import model_bytes, small_cnn
-from tests.worker.pipeline.conftest import EmbeddedWorker
+from tests.support.embedded_worker import EmbeddedWorker
 from worker.runtime import use_runtime
 
 SECRET = "test-webhook-secret-" + "0" * 32
