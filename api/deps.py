@@ -14,10 +14,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 
 from api.services.errors import CsrfRejected, MalformedRequest, Unauthorized
-from api.services.job_documents import JobDocumentCache
-from api.services.model_checks import ModelChecker
-from api.services.storage_quota import UploadRoom, upload_room
-from api.services.uploads import ReceivedFile, receive_upload
+from api.services.jobs.documents import JobDocumentCache
+from api.services.uploads.model_checks import ModelChecker
+from api.services.uploads.quota import UploadRoom, upload_room
+from api.services.uploads.receive import ReceivedFile, receive_upload
 from api.services.verified_keys import VerifiedKeys
 from core.api_keys import active_key, key_digest, server_secret
 from core.browser_sessions import CSRF_HEADER, SESSION_COOKIE, csrf_matches

@@ -12,12 +12,14 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from api.body_deadline import BodyDeadline
-from api.docs import serve_docs
-from api.openapi_errors import document_errors
-from api.openapi_examples import keep_example_nulls
-from api.request_ids import REQUEST_ID_HEADER, RequestIds
+from api.http.body_deadline import BodyDeadline
+from api.http.docs import serve_docs
+from api.http.lazy_app import app_on_first_use
+from api.http.openapi_errors import document_errors
+from api.http.openapi_examples import keep_example_nulls
+from api.http.request_ids import REQUEST_ID_HEADER, RequestIds
 from api.routes import (
+    backends,
     datasets,
     health,
     jobs,
@@ -30,9 +32,9 @@ from api.routes import (
 )
 from api.services.errors import DatabaseUnavailable, MalformedRequest, ServiceError
 from api.services.health import HealthCache
-from api.services.job_documents import JobDocumentCache
+from api.services.jobs.documents import JobDocumentCache
 from api.services.metrics import ServiceMetrics
-from api.services.model_checks import ModelChecker
+from api.services.uploads.model_checks import ModelChecker
 from api.services.verified_keys import VerifiedKeys
 from core.job_config import JOB_CONFIG_ERROR
 from core.logging_setup import request_id_var
@@ -135,7 +137,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         title="FuseForge",
         summary="Upload ONNX models; get fused, validated and benchmarked inference engines.",
         version="0.1.0",
-        docs_url=None,  # served by api/docs.py with local assets
+        docs_url=None,  # served by api/http/docs.py with local assets
         redoc_url=None,
     )
     serve_docs(app)
@@ -156,7 +158,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(Exception, _internal_error)  # Starlette's last resort: 500
     for router in (
         models.router, datasets.router, jobs.router, projects.router, passes.router,
-        plugins.router, workers.router, health.router,
+        backends.router, plugins.router, workers.router, health.router,
     ):
         app.include_router(router)
     if settings.metrics.enabled:
@@ -164,13 +166,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     return app
 
 
-app: FastAPI  # made by __getattr__ below
-
-
-def __getattr__(name: str) -> FastAPI:
-    """`app`, built on first use (uvicorn's "api.main:app"), so importing create_app builds none."""
-    if name != "app":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    global app
-    app = create_app()
-    return app
+app: FastAPI  # built on first use (uvicorn's "api.main:app"), so importing create_app builds none
+__getattr__ = app_on_first_use(__name__, create_app)

@@ -24,7 +24,7 @@ from onnx import TensorProto, helper
 from bench.timing import Timing, add_timing_arguments
 from optimizer.backends.onnxruntime.denormals import flushing_supported
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
-from optimizer.benchmark import benchmark_interleaved
+from optimizer.measure.benchmark import benchmark_interleaved
 
 CASES = [(4, 128, 32), (12, 128, 64), (12, 384, 64)]  # heads, sequence, head size
 MASKS = ("none", "padding", "causal")

@@ -23,6 +23,7 @@ from onnx import TensorProto, helper, numpy_helper
 from bench.timing import Timing, add_timing_arguments, fused_speedups
 from optimizer.passes.base import FusionPass
 from optimizer.passes.fuse_matmul_add import FUSE_MATMUL_ADD, MatMulAddToReshapedGemm
+from optimizer.registries.backends import Backend
 from optimizer.testing.passes import apply_pass, random_inputs
 
 NP_TO_ONNX = {np.float32: TensorProto.FLOAT, np.float16: TensorProto.FLOAT16}
@@ -30,7 +31,7 @@ NP_TO_ONNX = {np.float32: TensorProto.FLOAT, np.float16: TensorProto.FLOAT16}
 # The reshaped-Gemm rule with no K limit, so every K can be measured.
 UNLIMITED_RESHAPED_GEMM = FusionPass(
     name="reshaped_gemm_unlimited", summary="bench only", stage="matmul_gemm",
-    rules={"onnxruntime": [MatMulAddToReshapedGemm.rule(max_k=1 << 30)]},
+    rules={Backend.ONNXRUNTIME: [MatMulAddToReshapedGemm.rule(max_k=1 << 30)]},
 )
 
 

@@ -43,13 +43,14 @@ import onnxruntime as ort
 
 from optimizer.backends.onnxruntime.build import SLOWER_ORT_FUSIONS
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner, OptimizationLevel
-from optimizer.benchmark import BenchmarkOptions, benchmark_interleaved
+from optimizer.backends.runner import RunnerSpec
 from optimizer.errors import OptimizerError
+from optimizer.measure.benchmark import BenchmarkOptions, benchmark_interleaved
+from optimizer.model.shapes import fix_input_shapes, resolve_input_shapes
+from optimizer.model.tensor_specs import TensorSpec, summarize_model
 from optimizer.optimize import OptimizeOptions, optimize_model
 from optimizer.passes import DEFAULT_PASSES
-from optimizer.runner import RunnerSpec
-from optimizer.shapes import fix_input_shapes, resolve_input_shapes
-from optimizer.tensor_specs import TensorSpec, summarize_model
+from optimizer.registries.backends import Backend
 from optimizer.testing.real_models import bert_encoder, resnet50
 
 BUILDERS: dict[str, Callable[[], onnx.ModelProto]] = {
@@ -230,8 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     # The fused model's unused initializers make ORT warn once per tensor at load; errors only.
     ort.set_default_logger_severity(3)
     models = _models([n for n in args.models.split(",") if n], args.torch_dir)
-    enabled = [p.name for p in DEFAULT_PASSES if "onnxruntime" not in p.off_by_default]
-    off = [p.name for p in DEFAULT_PASSES if "onnxruntime" in p.off_by_default]
+    enabled = [p.name for p in DEFAULT_PASSES if Backend.ONNXRUNTIME not in p.off_by_default]
+    off = [p.name for p in DEFAULT_PASSES if Backend.ONNXRUNTIME in p.off_by_default]
     print(f"Fusion benchmark: ONNX Runtime CPU, batch 1, {args.rounds} interleaved rounds, "
           f"{args.warmup} warm-up runs, {threads or 'default'} intra-op thread(s).")
     print("Compare the RATIOS (median of per-round baseline/fused; >1 = fused faster), not "

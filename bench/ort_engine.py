@@ -19,11 +19,11 @@ import onnx
 
 from optimizer.backends.onnxruntime.build import OrtBuildOptions, build_ort_engine, runner_for_engine
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
-from optimizer.benchmark import BenchmarkOptions, benchmark_interleaved
-from optimizer.input_ranges import infer_input_ranges
-from optimizer.inputs import random_feeds
-from optimizer.shapes import resolve_input_shapes
-from optimizer.tensor_specs import summarize_model
+from optimizer.measure.benchmark import BenchmarkOptions, benchmark_interleaved
+from optimizer.model.input_ranges import infer_input_ranges
+from optimizer.model.inputs import random_feeds
+from optimizer.model.shapes import resolve_input_shapes
+from optimizer.model.tensor_specs import summarize_model
 from optimizer.testing.models import mlp, small_cnn
 
 LEVELS = ("basic", "extended", "all")

@@ -38,11 +38,11 @@ from optimizer.precision import (
     DEFAULT_KEEP,
     NO_KEEP,
     KeepPolicy,
-    Precision,
     convert_precision,
     evaluate_precision,
     run_outputs,
 )
+from optimizer.registries.precisions import Precision
 from optimizer.testing.real_models import bert_encoder, resnet50
 
 BUILDERS: dict[str, Callable[[], onnx.ModelProto]] = {

@@ -26,12 +26,12 @@ import numpy as np
 from optimizer.precision import (
     AccuracyBudget,
     AccuracyReached,
-    Precision,
     convert_precision,
     evaluate_precision,
     run_outputs,
     search_precision,
 )
+from optimizer.registries.precisions import Precision
 from optimizer.testing.real_models import BERT_FORMS, bert_encoder
 
 SEQ, PADDED, VOCAB = 128, 28, 1000

@@ -51,6 +51,7 @@ from bench.corpus.catalog import CorpusModel, by_name
 from bench.corpus.jobs import FuseForgeService, JobOutcome
 from bench.corpus.measure import engine_ratio, graphs_after_ort, library_engine
 from bench.corpus.table import Row, format_table, fused_counts, top_refusals, write_outputs
+from core.db.models import BenchmarkVariant
 
 TRANSFORMER_TARGET = 0.95
 
@@ -151,7 +152,7 @@ def _row(model: CorpusModel, file: ModelFile | str, outcome: JobOutcome | None,
         note=model.note,
         details={"record": record, "job_config": model.job_body(),
                  "job_id": job.get("id"), "job_engine_speedup_vs_ort_disabled":
-                     engine_speedups.get("engine"),
+                     engine_speedups.get(BenchmarkVariant.ENGINE),
                  "accuracy_report": job.get("accuracy_report"), "fusion_report": report,
                  "nodes": (report or {}).get("nodes_before"),
                  "nodes_after": (report or {}).get("nodes_after")},

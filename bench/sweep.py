@@ -22,6 +22,7 @@ from typing import Any
 import onnx
 
 from bench.service.stack import free_port, fuseforge_env, start_fuseforge, stop, wait_healthy
+from core.db.models import BenchmarkSuite, BenchmarkVariant
 from fuseforge_client import FuseForgeClient
 from optimizer.testing.real_models import bert_encoder, resnet50
 
@@ -57,7 +58,7 @@ def _ci(low: float | None, high: float | None, digits: int = 2) -> str:
 def _table(records: Sequence[Mapping[str, Any]]) -> list[str]:
     lines = ["| batch | variant | p50 ms (95% CI) | throughput /s | peak MB | speed-up (95% CI) | verdict |",
              "|---|---|---|---|---|---|---|"]
-    for r in sorted(records, key=lambda r: (r["batch_size"], r["variant"] != "original")):
+    for r in sorted(records, key=lambda r: (r["batch_size"], r["variant"] != BenchmarkVariant.ORIGINAL)):
         memory = "–" if r["peak_memory_mb"] is None else f"{r['peak_memory_mb']:.0f}"
         speedup = ("–" if r["speedup_vs_reference"] is None else
                    f"{r['speedup_vs_reference']:.2f}× ({_ci(r['speedup_ci_low'], r['speedup_ci_high'])})")
@@ -68,9 +69,14 @@ def _table(records: Sequence[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
+def _suite_table(records: Sequence[Mapping[str, Any]], suite: BenchmarkSuite) -> list[str]:
+    return _table([r for r in records if r["suite"] == suite])
+
+
 def _report(name: str, job: Mapping[str, Any]) -> list[str]:
     records = job["benchmarks"]
-    head = next(r for r in records if r["suite"] == "comparison" and r["variant"] == "engine")
+    head = next(r for r in records if r["suite"] == BenchmarkSuite.COMPARISON
+                and r["variant"] == BenchmarkVariant.ENGINE)
     env = head.get("environment") or {}
     lines = [f"## {name}: job {job['id']} {job['status']}",
              f"headline: engine {head['speedup_vs_reference']:.2f}× the original at ORT's default "
@@ -80,8 +86,8 @@ def _report(name: str, job: Mapping[str, Any]) -> list[str]:
              f"{env.get('onnxruntime')}, memory bandwidth {env.get('memory_bandwidth_gb_s')} GB/s; "
              f"engine at {head['achieved_gb_s'] or 0:.2f} GB/s "
              f"({(head['bandwidth_fraction'] or 0) * 100:.1f}% of it)",
-             "", "comparison:", *_table([r for r in records if r["suite"] == "comparison"]),
-             "", "sweep:", *_table([r for r in records if r["suite"] == "sweep"])]
+             "", "comparison:", *_suite_table(records, BenchmarkSuite.COMPARISON),
+             "", "sweep:", *_suite_table(records, BenchmarkSuite.SWEEP)]
     return lines
 
 

@@ -22,10 +22,10 @@ import onnx
 
 from optimizer.backends.tensorrt import TrtBuildOptions, TrtEngine
 from optimizer.backends.tensorrt.toolkit import TensorRTToolkit, load_toolkit
+from optimizer.model.shapes import fix_input_shapes, resolve_input_shapes
+from optimizer.model.tensor_specs import summarize_model
 from optimizer.optimize import OptimizeOptions, optimize_model
 from optimizer.precision import convert_precision
-from optimizer.shapes import fix_input_shapes, resolve_input_shapes
-from optimizer.tensor_specs import summarize_model
 from optimizer.testing.real_models import bert_encoder, resnet50
 
 MODELS: dict[str, Callable[[int], onnx.ModelProto]] = {

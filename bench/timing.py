@@ -1,7 +1,7 @@
 """Time a fused model against its original on ONNX Runtime CPU, for the bench/fuse_*.py scripts.
 
 Both models run in this process at the same ORT optimization level; each round times both once,
-alternating which goes first (optimizer.benchmark.benchmark_interleaved), and the figure is the
+alternating which goes first (optimizer.measure.benchmark.benchmark_interleaved), and the figure is the
 median of per-round speed-ups: unfused time / fused time, above 1 meaning the fusion is faster.
 The machine is shared and noisy: compare ratios from one run, never absolute times across runs.
 
@@ -27,7 +27,7 @@ import numpy as np
 import onnx
 
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner, OptimizationLevel
-from optimizer.benchmark import BenchmarkOptions, benchmark_interleaved
+from optimizer.measure.benchmark import BenchmarkOptions, benchmark_interleaved
 
 __all__ = ["Timing", "add_timing_arguments", "fused_speedups"]
 

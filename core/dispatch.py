@@ -27,9 +27,9 @@ from core.job_config import JobConfig
 from core.queues import (
     CPU_QUEUE,
     DELIVER_WEBHOOK_TASK,
-    GPU_QUEUE,
     RUN_JOB_TASK,
     WEBHOOK_QUEUE,
+    backend_queues,
     job_queue,
 )
 
@@ -73,10 +73,12 @@ class JobDispatcher:
             return f"{type(err).__name__}: {err}"
         return None
 
-    def declare_queues(self, names: Iterable[str] = (CPU_QUEUE, GPU_QUEUE, WEBHOOK_QUEUE)
-                       ) -> None:
-        """Create the queues before the API and the workers start, so they never race to create
-        the same one (kombu's SQL transport fails one of two simultaneous creations)."""
+    def declare_queues(self, names: Iterable[str] | None = None) -> None:
+        """Create the queues (by default every backend's and the webhooks') before the API and
+        the workers start, so they never race to create the same one (kombu's SQL transport
+        fails one of two simultaneous creations)."""
+        if names is None:
+            names = [*backend_queues(), WEBHOOK_QUEUE]
         # kombu's Connection and Queue are unannotated.
         with Connection(self.broker_url) as connection:  # type: ignore[no-untyped-call]
             channel = connection.default_channel

@@ -11,9 +11,17 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from core.webhooks.urls import callback_url_problem
+from core.callbacks.urls import callback_url_problem
 from optimizer.capabilities import normalize_compute_capability
 from optimizer.passes import PASSES_BY_NAME
+from optimizer.registries.backends import BACKENDS, Backend, backends_for
+from optimizer.registries.precisions import (
+    PRECISIONS,
+    REFERENCE_PRECISION,
+    Precision,
+    reduced_precisions,
+)
+from optimizer.registries.quantization import CalibrationMethod, QuantizationMode
 
 __all__ = [
     "DEFAULT_ORT_LEVEL",
@@ -25,14 +33,16 @@ __all__ = [
     "OptimizationProfileRequest",
     "OrtLevel",
     "Precision",
+    "QuantizationConfig",
     "checked_callback_url",
+    "quantization_of",
     "ValidationConfig",
 ]
 
 _STRICT = ConfigDict(extra="forbid")  # a misspelt option is a 422, never silently ignored
 
-Backend = Literal["onnxruntime", "tensorrt"]
-Precision = Literal["fp32", "fp16", "bf16"]
+# Backend and Precision are the optimizer's (optimizer/registries/backends.py,
+# optimizer/registries/precisions.py), re-exported here for the config's readers.
 OrtLevel = Literal["disabled", "basic", "extended", "all"]
 DEFAULT_ORT_LEVEL: OrtLevel = "all"
 JOB_CONFIG_ERROR = "job_config"  # the error type of a broken rule between fields
@@ -94,19 +104,52 @@ class BenchmarkConfig(BaseModel):
 
 
 class AccuracyBudget(BaseModel):
-    """What `precision_search` must keep: limits on the worst output against the fp32 original."""
+    """What `precision_search` and int8 quantization must keep: limits on the worst output
+    against the fp32 original (int8 without a budget given: its precision's defaults)."""
 
     model_config = _STRICT
 
     min_cosine: float | None = Field(default=0.999, gt=0, le=1)
     min_top1_agreement: float | None = Field(default=None, ge=0, le=1)
     max_abs_err: float | None = Field(default=None, gt=0)
+    max_accuracy_drop: float | None = Field(
+        default=None, ge=0, le=1, description="int8 only, with a labelled validation dataset: "
+        "the most top-1 accuracy may drop, as a fraction (0.01 is one point)")
 
     @model_validator(mode="after")
     def _at_least_one_limit(self) -> "AccuracyBudget":
         if self.min_cosine is None and self.min_top1_agreement is None and self.max_abs_err is None:
             raise ValueError("set at least one of min_cosine, min_top1_agreement, max_abs_err")
         return self
+
+
+class QuantizationConfig(BaseModel):
+    """How an int8 job quantizes (precision "int8")."""
+
+    model_config = _STRICT
+
+    mode: QuantizationMode = Field(
+        default=QuantizationMode.AUTO,
+        description='"static": int8 weights and activations, scales from the calibration '
+        'dataset; "dynamic": int8 weights of matrix products, activation scales at run time; '
+        '"auto": static when a calibration dataset is named, and dynamic where the model has '
+        "matrix products, each measured: the fastest within the accuracy budget ships")
+    calibration: uuid.UUID | None = Field(
+        default=None, description="the calibration dataset (POST /v1/datasets?role=calibration); "
+        "static quantization needs one. Without dataset_id, part of it is held apart to judge "
+        "the engine, and the report says which samples")
+    method: CalibrationMethod = Field(
+        default=CalibrationMethod.AUTO,
+        description='activation ranges: "minmax", "entropy", "percentile", or "auto" (in that '
+        "order of cost until the budget is met)")
+    per_channel: bool = Field(default=True, description="one weight scale per output channel")
+    keep_nodes: list[Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=list, description="node names of the fused model to keep in float")
+    keep_op_types: list[Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=list, description='op types to keep in float, e.g. ["Softmax"]')
+    max_kept_nodes: int = Field(
+        default=16, ge=0, le=256, description="the most nodes the accuracy search keeps in "
+        "float before it gives up on int8 (the fp32 model then ships, saying why)")
 
 
 # strict: JSON true or 2.0 is not a dim (pydantic would otherwise take them as 1 and 2)
@@ -125,7 +168,7 @@ class OptimizationProfileRequest(BaseModel):
 
 def checked_callback_url(value: str | None) -> str | None:
     """A webhook URL as given, or None; a pydantic validation error naming the problem with a
-    URL FuseForge will not post to (core/webhooks/urls.py). For job and project fields alike."""
+    URL FuseForge will not post to (core/callbacks/urls.py). For job and project fields alike."""
     if value is None:
         return None
     problem = callback_url_problem(value)
@@ -140,7 +183,7 @@ class JobConfig(BaseModel):
     model_config = _STRICT
 
     backend: Backend = Field(
-        default="onnxruntime",
+        default=Backend.ONNXRUNTIME,
         description='"onnxruntime" runs on CPU workers; "tensorrt" builds a TensorRT engine on a '
         "GPU worker",
     )
@@ -152,7 +195,7 @@ class JobConfig(BaseModel):
         'model as the driver reports it, with or without "NVIDIA" ("H200")',
     )
     precision: Precision = Field(
-        default="fp32",
+        default=REFERENCE_PRECISION,
         description="fp16/bf16 convert the graph (sensitive ops kept in fp32) and validate it "
         "against the fp32 original with that precision's tolerances",
     )
@@ -188,6 +231,8 @@ class JobConfig(BaseModel):
     ablation: bool = Field(
         default=False, description="also benchmark the fusion stages cumulatively"
     )
+    quantization: QuantizationConfig | None = Field(
+        default=None, description='precision "int8" only: how to quantize (default: "auto")')
     precision_search: bool = Field(
         default=False,
         description="keep the fewest extra nodes in fp32 that bring an fp16/bf16 model within "
@@ -264,8 +309,11 @@ class JobConfig(BaseModel):
         if problem is not None:
             # A custom error keeps the message as written (no "Value error, " prefix).
             raise PydanticCustomError(JOB_CONFIG_ERROR, "{problem}", {"problem": problem})
-        if self.backend == "onnxruntime" and self.ort_optimization_level is None:
+        if "ort_optimization_level" in BACKENDS[self.backend].options \
+                and self.ort_optimization_level is None:
             self.ort_optimization_level = DEFAULT_ORT_LEVEL
+        if PRECISIONS[self.precision].quantizes:
+            self.accuracy_budget = _quantized_budget(self)
         return self
 
     def profile_shapes(self) -> dict[str, dict[str, list[int]]] | None:
@@ -277,25 +325,86 @@ class JobConfig(BaseModel):
 
 
 def _cross_field_problem(config: JobConfig) -> str | None:
-    if config.precision_search and config.precision == "fp32":
-        return ("precision_search: there is nothing to search at fp32; set precision to fp16 "
-                "(or bf16 with backend tensorrt)")
-    if config.target_gpu is not None and config.backend != "tensorrt":
-        return (f"target_gpu: {config.target_gpu!r} needs backend 'tensorrt'; backend "
-                f"{config.backend!r} runs on CPU workers. Drop target_gpu or set backend to "
-                "'tensorrt'.")
-    if config.backend == "tensorrt" and config.ort_optimization_level is not None:
-        return ("ort_optimization_level: applies to backend 'onnxruntime' only; a TensorRT "
-                "engine is optimized by TensorRT's builder. Drop ort_optimization_level.")
-    if config.backend == "tensorrt" and config.ort_flush_denormals is not None:
-        return ("ort_flush_denormals: applies to backend 'onnxruntime' only; TensorRT's GPU "
-                "kernels choose their own denormal handling. Drop ort_flush_denormals.")
-    if config.precision == "bf16" and config.backend == "onnxruntime":
-        return ("precision: bf16 needs backend 'tensorrt'; ONNX Runtime's CPU provider has no "
-                "bf16 kernels for most ops. Use fp16 or fp32 with onnxruntime.")
-    if config.profiles and config.backend != "tensorrt":
-        return (f"profiles: optimization profiles apply to backend 'tensorrt' only; ONNX Runtime "
-                f"accepts any shape the graph allows, so backend {config.backend!r} needs none. "
-                "Drop profiles (input_shapes sets the shape jobs run at) or set backend to "
-                "'tensorrt'.")
+    spec = BACKENDS[config.backend]
+    if config.precision_search and config.precision not in reduced_precisions():
+        choices = ", ".join(f"{p} ({_names(backends_for(p))})" for p in reduced_precisions())
+        return (f"precision_search: there is nothing to search at {config.precision}; set "
+                f"precision to one it converts to: {choices}")
+    for option in _BACKEND_OPTIONS:
+        if getattr(config, option) is not None and option not in spec.options:
+            allowed = _names(backends_for(option))
+            return (f"{option}: applies to backend {allowed} only; "
+                    f"{spec.why_not.get(option, f'backend {config.backend!r} does not use it.')} "
+                    f"Drop {option} or set backend to {allowed}.")
+    if config.target_gpu is not None and normalize_compute_capability(config.target_gpu):
+        refusal = PRECISIONS[config.precision].gpu_refusal(config.target_gpu)
+        if refusal is not None:
+            return f"target_gpu: {refusal}. Pick a newer GPU or another precision."
+    if config.precision not in spec.precisions:
+        allowed = _names(backends_for(config.precision))
+        why = spec.why_not.get(config.precision, f"backend {config.backend!r} does not run it.")
+        return (f"precision: {config.precision} needs backend {allowed}; {why} Use "
+                f"{' or '.join(spec.precisions)} with {config.backend}.")
+    return _quantization_problem(config)
+
+
+def _quantization_problem(config: JobConfig) -> str | None:
+    quantizes = PRECISIONS[config.precision].quantizes
+    quantized = " or ".join(repr(str(p)) for p, spec in PRECISIONS.items() if spec.quantizes)
+    if config.quantization is not None and not quantizes:
+        return (f"quantization: applies to precision {quantized} only; this job's precision is "
+                f"{config.precision}. Drop quantization or set precision to {quantized}.")
+    if config.accuracy_budget.max_accuracy_drop is not None and not quantizes:
+        return (f"accuracy_budget.max_accuracy_drop: applies to precision {quantized} only "
+                "(fp16/bf16 searches judge outputs, not labels)")
+    if not quantizes:
+        return None
+    quantization = quantization_of(config)
+    if config.precision == Precision.FP8 and quantization.calibration is None:
+        return ("quantization.calibration: fp8 needs a calibration dataset (POST "
+                "/v1/datasets?role=calibration): it has no dynamic form, its scales come from "
+                "calibration")
+    if config.precision == Precision.FP8 and quantization.mode is QuantizationMode.DYNAMIC:
+        return "quantization.mode: fp8 has no dynamic form; use 'static' or 'auto'"
+    if config.quantization is None:
+        return None
+    if quantization.mode is QuantizationMode.STATIC and quantization.calibration is None:
+        return ("quantization.calibration: static quantization needs a calibration dataset "
+                "(POST /v1/datasets?role=calibration); FuseForge never quantizes with scales "
+                "from random inputs. Name one, or use mode 'dynamic'.")
+    if quantization.calibration is not None and quantization.calibration == config.dataset_id:
+        return (f"quantization.calibration: dataset {quantization.calibration} is also the "
+                "job's dataset_id; the same samples cannot calibrate the model and judge it. "
+                "Name held-apart validation data as dataset_id, or leave dataset_id unset and "
+                "part of the calibration dataset is held apart to judge it.")
+    if quantization.calibration is not None and quantization.mode is QuantizationMode.DYNAMIC:
+        return ("quantization.calibration: dynamic quantization computes activation scales "
+                "at run time and reads no calibration dataset; drop it or use mode 'static' "
+                "or 'auto'.")
     return None
+
+
+def _quantized_budget(config: JobConfig) -> AccuracyBudget:
+    """An int8 job's budget as stored: the limits it gave, the others its precision's defaults
+    (not precision_search's cosine 0.999). Stored whole, so the worker holds it to exactly this."""
+    budget = config.accuracy_budget
+    given = budget.model_fields_set if "accuracy_budget" in config.model_fields_set else set()
+    defaults = PRECISIONS[config.precision].tolerances
+    limits: dict[str, float | None] = {
+        "min_cosine": defaults.get("min_cosine"),
+        "min_top1_agreement": defaults.get("min_top1_agreement"),
+        "max_abs_err": None, "max_accuracy_drop": None}
+    return AccuracyBudget(**{**limits, **{name: getattr(budget, name) for name in given}})
+
+
+def quantization_of(config: JobConfig) -> QuantizationConfig:
+    """An int8 job's quantization settings, the defaults when it gave none."""
+    return config.quantization or QuantizationConfig()
+
+
+# The fields only some backends take (each spec's `options`): the rule above covers them all.
+_BACKEND_OPTIONS = tuple(sorted({option for spec in BACKENDS.values() for option in spec.options}))
+
+
+def _names(backends: tuple[Backend, ...]) -> str:
+    return " or ".join(repr(str(b)) for b in backends) or "none"

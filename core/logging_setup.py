@@ -6,7 +6,7 @@ job's own process, as text to read or as JSON lines for a log pipeline.
     {"ts": "2026-12-01T22:19:11.123Z", "level": "INFO", "logger": "worker.pipeline.run",
      "message": "job 3f2a... failed: ...", "job_id": "3f2a...", "process": "job"}
 
-with `request_id` on every line logged while the API handles a request (api/request_ids.py
+with `request_id` on every line logged while the API handles a request (api/http/request_ids.py
 sets it) and `job_id` on every line logged while a job runs (the worker's task and the job's
 own process set it), and an exception's traceback as `exc_info`. Text lines carry the same
 ids at their end. The ids live in context variables, so a line logged by any library inside a

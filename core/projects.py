@@ -2,7 +2,7 @@
 URL of its jobs submitted without a `callback_url` of their own.
 
 Set by `PATCH /v1/project` (the key's project) and `fuseforge project set-webhook`; both check
-the URL as a job's callback URL is checked (core/webhooks/callback_check.py) before storing it.
+the URL as a job's callback URL is checked (core/callbacks/checks.py) before storing it.
 """
 
 import uuid
@@ -10,9 +10,9 @@ import uuid
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from core.callbacks.checks import callback_url_refusal
 from core.db.models import Project
 from core.settings import WebhookSettings
-from core.webhooks.callback_check import callback_url_refusal
 
 __all__ = ["InvalidCallbackUrl", "default_callback_url", "project_named",
            "set_default_callback_url"]

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 if TYPE_CHECKING:
-    from optimizer.model_limits import ModelLimits
+    from optimizer.model.limits import ModelLimits
 
 
 __all__ = [
@@ -33,7 +33,7 @@ DEFAULT_STAGE_WALL_S = {"load": 600, "optimize": 1800, "build_engine": 3600, "va
 
 class StageLimit(BaseModel):
     """What one stage of a job may use before its process is killed and the job fails, naming
-    the stage and the limit (worker/pipeline/supervisor.py). Unset: the defaults."""
+    the stage and the limit (worker/supervision/supervisor.py). Unset: the defaults."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -118,7 +118,7 @@ class RetentionSettings(BaseModel):
 
 class QuotaSettings(BaseModel):
     """Storage a project may use: its uploaded models and datasets plus its jobs' unexpired
-    artifacts (api/services/storage_quota.py). An upload that would pass it is refused with 413
+    artifacts (api/services/uploads/quota.py). An upload that would pass it is refused with 413
     while it streams. Unset: no limit."""
 
     project_bytes: int | None = Field(default=None, gt=0)  # FUSEFORGE_QUOTA__PROJECT_BYTES
@@ -140,7 +140,7 @@ class IdempotencySettings(BaseModel):
 class ModelLimitSettings(BaseModel):
     """Structural limits an uploaded model must stay within; the defaults are ModelLimits'."""
 
-    # The same defaults as optimizer.model_limits.ModelLimits (a test holds them equal), written
+    # The same defaults as optimizer.model.limits.ModelLimits (a test holds them equal), written
     # out so that reading the settings imports no onnx (the CLI starts in a blink).
     max_dim: int = Field(default=2**31 - 1, gt=0)  # one declared dim
     max_rank: int = Field(default=32, gt=0)  # dims in one shape
@@ -149,14 +149,14 @@ class ModelLimitSettings(BaseModel):
 
     def to_limits(self) -> "ModelLimits":
         """The plain value optimizer.model_check takes."""
-        from optimizer.model_limits import ModelLimits
+        from optimizer.model.limits import ModelLimits
 
         return ModelLimits(**self.model_dump())
 
 
 class ModelCheckSettings(BaseModel):
     """How the API checks an uploaded model: in a child process under these limits, a few at a
-    time, so a huge or hostile upload costs the API no memory (api/services/model_checks.py)."""
+    time, so a huge or hostile upload costs the API no memory (api/services/uploads/model_checks.py)."""
 
     max_rss_gib: float = Field(default=8.0, gt=0)  # the check's process; past it: 422
     timeout_s: float = Field(default=300.0, gt=0)

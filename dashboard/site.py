@@ -5,6 +5,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
+from api.http.lazy_app import app_on_first_use
 from api.main import create_app
 from core.browser_sessions import SESSION_COOKIE
 from core.settings import Settings
@@ -48,13 +49,5 @@ def create_site(settings: Settings | None = None) -> FastAPI:
     return app
 
 
-app: FastAPI  # made by __getattr__ below
-
-
-def __getattr__(name: str) -> FastAPI:
-    """`app`, built on first use (uvicorn's "dashboard.site:app"): importing builds nothing."""
-    if name != "app":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    global app
-    app = create_site()
-    return app
+app: FastAPI  # built on first use (uvicorn's "dashboard.site:app"): importing builds nothing
+__getattr__ = app_on_first_use(__name__, create_site)

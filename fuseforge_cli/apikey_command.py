@@ -13,9 +13,11 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
+from fuseforge_cli.arguments import name_argument
+from fuseforge_cli.database import migrated_sessions
 from fuseforge_cli.failures import EXIT_USAGE, CliFailure
 
-__all__ = ["add_apikey_parser", "name_argument"]
+__all__ = ["add_apikey_parser"]
 
 
 def add_apikey_parser(sub: Any) -> None:
@@ -37,14 +39,6 @@ def add_apikey_parser(sub: Any) -> None:
     revoke.set_defaults(func=revoke_key_command)
 
 
-def name_argument(text: str) -> str:
-    """A name (of a project, of a key) from the command line: 1 to 255 characters, trimmed."""
-    text = text.strip()
-    if not text or len(text) > 255:
-        raise argparse.ArgumentTypeError(f"{text[:40]!r}: give 1 to 255 characters")
-    return text
-
-
 def _days(text: str) -> float:
     try:
         days = float(text)
@@ -64,22 +58,13 @@ def _key_id(text: str) -> uuid.UUID:
         ) from None
 
 
-def _sessions() -> Any:
-    from fuseforge_cli.main import migrate_quietly
-
-    migrate_quietly()
-    from core.db.session import get_sessionmaker
-
-    return get_sessionmaker()
-
-
 def create_key_command(args: argparse.Namespace) -> int:
     from core.api_keys import create_key, get_or_create_project, server_secret
     from core.settings import get_settings
 
     settings = get_settings()
     expires_in = timedelta(days=args.expires_in_days) if args.expires_in_days else None
-    with _sessions()() as session:
+    with migrated_sessions()() as session:
         project, new = get_or_create_project(session=session, name=args.project)
         created = create_key(session=session, secret=server_secret(settings), project=project,
                              name=args.name, expires_in=expires_in)
@@ -99,7 +84,7 @@ def list_keys_command(args: argparse.Namespace) -> int:
     from core.api_keys import list_keys
     from core.db.types import utc_now
 
-    with _sessions()() as session:
+    with migrated_sessions()() as session:
         rows = list_keys(session=session, project=args.project)
     now = utc_now()
     print(f"{'ID':36}  {'PROJECT':16}  {'NAME':16}  {'PREFIX':11}  {'CREATED':20}  "
@@ -116,7 +101,7 @@ def list_keys_command(args: argparse.Namespace) -> int:
 def revoke_key_command(args: argparse.Namespace) -> int:
     from core.api_keys import revoke_key
 
-    with _sessions()() as session:
+    with migrated_sessions()() as session:
         key = revoke_key(session=session, key_id=args.key_id)
         if key is None:
             raise CliFailure("ApiKeyNotFound", f"no API key has id {args.key_id}; `fuseforge "

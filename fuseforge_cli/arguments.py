@@ -1,4 +1,4 @@
-"""Parse the argument values the CLI's commands share (`optimize`, `validate`)."""
+"""Parse the argument values the CLI's commands share (`optimize`, `validate`, `apikey`, `project`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,12 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from optimizer.optimize import PassSelection
 
-__all__ = ["add_output_options", "input_shape", "pass_selection"]
+__all__ = [
+    "DEFAULT_SAMPLES", "add_output_options", "input_shape", "name_argument", "pass_selection",
+]
+
+# `validate --samples`' default: its help text and the command read it here.
+DEFAULT_SAMPLES = 8
 
 
 def input_shape(text: str) -> tuple[str, list[int]]:
@@ -39,3 +44,11 @@ def add_output_options(parser: argparse.ArgumentParser) -> None:
                         help="print the result as one JSON object on stdout (errors too)")
     parser.add_argument("--debug", action="store_true",
                         help="show tracebacks and ONNX Runtime's own log lines on failure")
+
+
+def name_argument(text: str) -> str:
+    """A name (of a project, of a key) from the command line: 1 to 255 characters, trimmed."""
+    text = text.strip()
+    if not text or len(text) > 255:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}: give 1 to 255 characters")
+    return text

@@ -28,10 +28,10 @@ import onnx
 
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
 from optimizer.fusion_report import FusionReport
-from optimizer.graphs import op_histogram
+from optimizer.model.graphs import op_histogram
+from optimizer.model.shapes import fix_input_shapes
+from optimizer.model.tensor_specs import Dim, TensorSpec, summarize_model
 from optimizer.optimize import OptimizeOptions, optimize_model
-from optimizer.shapes import fix_input_shapes
-from optimizer.tensor_specs import Dim, TensorSpec, summarize_model
 from optimizer.validation.bisect import BisectionResult, bisect_rules
 from optimizer.validation.compare import compare_outputs
 from optimizer.validation.tolerances import Tolerances

@@ -30,6 +30,11 @@ def job_body(args: argparse.Namespace) -> dict[str, Any]:
             raise CliFailure("InvalidConfig", f"{args.config}: input_shapes must be an object "
                              'like {"input": [1, 3, 224, 224]}', EXIT_USAGE)
         body["input_shapes"] = {**shapes, **dict(args.input_shape)}
+    quantization = {key: value for key, value in (
+        ("mode", getattr(args, "quantization_mode", None)),
+        ("method", getattr(args, "calibration_method", None))) if value is not None}
+    if quantization:
+        body["quantization"] = {**(body.get("quantization") or {}), **quantization}
     return body
 
 

@@ -8,11 +8,11 @@ import logging
 import os
 import sys
 import traceback
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, NoReturn
 
 from fuseforge_cli.apikey_command import add_apikey_parser
+from fuseforge_cli.database import migrate
 from fuseforge_cli.deferred_imports import defer_import
 from fuseforge_cli.failures import EXIT_CODES_HELP, EXIT_USAGE, CliFailure, failure_from, report_failure
 from fuseforge_cli.optimize_parser import add_optimize_parser
@@ -26,41 +26,6 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 
-def _alembic_ini() -> Path:
-    # The repo root (editable installs, `make run`) or the working directory (containers).
-    for candidate in (Path(__file__).resolve().parents[1] / "alembic.ini", Path("alembic.ini")):
-        if candidate.is_file():
-            return candidate
-    raise SystemExit("alembic.ini not found: run fuseforge from the FuseForge checkout")
-
-
-def migrate(_: argparse.Namespace | None = None, *, say: Callable[[str], None] | None = None
-            ) -> int:
-    """Upgrade the database to the newest migration; `say` (default: print) reports it."""
-    from core.settings import get_settings
-
-    migrate_quietly()
-    (say or _print)(f"database migrated: {_redacted(get_settings().resolved_database_url)}")
-    return 0
-
-
-def migrate_quietly() -> None:
-    """Bring the configured database to the schema's head, saying nothing."""
-    # Before the import: alembic's plugins announce themselves as it loads.
-    logging.getLogger("alembic").setLevel(logging.WARNING)
-    from alembic import command
-    from alembic.config import Config
-
-    from core.settings import get_settings
-
-    get_settings().data_dir.mkdir(parents=True, exist_ok=True)
-    command.upgrade(Config(str(_alembic_ini())), "head")
-
-
-def _print(message: str) -> None:
-    print(message, flush=True)
-
-
 def _service_logging(role: str) -> logging.Logger:
     """Log lines of a long-running command in FUSEFORGE_LOG_FORMAT (core/logging_setup.py)."""
     from core.logging_setup import configure_logging
@@ -69,12 +34,6 @@ def _service_logging(role: str) -> logging.Logger:
     configure_logging(get_settings().log_format, role=role,
                       level=os.environ.get("FUSEFORGE_LOG_LEVEL", "INFO").upper())
     return logging.getLogger("fuseforge")
-
-
-def _redacted(url: str) -> str:
-    from sqlalchemy.engine import make_url
-
-    return make_url(url).render_as_string(hide_password=True)
 
 
 def serve(_: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@ import argparse
 import json
 
 from fuseforge_cli.failures import EXIT_OK, EXIT_USAGE, CliFailure, readable_file
+from fuseforge_cli.local_int8 import quantize_locally, summary_lines
 from fuseforge_cli.memory_reuse import reuse_freed_memory
 from fuseforge_cli.runtime_logging import quiet_onnxruntime
 from optimizer.errors import PassError
@@ -14,6 +15,8 @@ from optimizer.model_check import load_checked_model
 from optimizer.model_writer import save_model
 from optimizer.optimize import OptimizeOptions, optimize_model, select_passes
 from optimizer.passes import DEFAULT_PASSES
+from optimizer.registries.backends import Backend
+from optimizer.registries.precisions import Precision
 from optimizer.static_model import static_model
 
 __all__ = ["run_optimize"]
@@ -27,8 +30,15 @@ def run_optimize(args: argparse.Namespace) -> int:
     """
     quiet_onnxruntime(debug=args.debug)
     reuse_freed_memory()  # one model, then the process ends: see fuseforge_cli/memory_reuse.py
+    int8 = args.precision == Precision.INT8
+    if not int8 and (args.calibration or args.validation):
+        raise CliFailure("UsageError", "--calibration and --validation go with --precision int8.",
+                         EXIT_USAGE)
+    if int8 and args.backend != Backend.ONNXRUNTIME:
+        raise CliFailure("UsageError", "--precision int8 runs locally on the onnxruntime backend; "
+                         "submit a tensorrt int8 job to a server with a GPU worker.", EXIT_USAGE)
     options = OptimizeOptions(backend=args.backend, passes=args.passes,
-                              catalog=args.catalog or DEFAULT_PASSES)
+                              catalog=args.catalog or DEFAULT_PASSES, for_quantization=int8)
     try:
         select_passes(options)  # unknown pass names: bad usage, refused before any work
     except PassError as err:
@@ -36,6 +46,9 @@ def run_optimize(args: argparse.Namespace) -> int:
     original, _ = load_checked_model(readable_file(args.model))
     model = static_model(original, dict(args.input_shape)).model if args.input_shape else original
     fused, report = optimize_model(model, options)
+    quantized = quantize_locally(model, fused, args) if int8 else None
+    if quantized is not None and quantized.model is not None:
+        fused = quantized.model
     try:
         # Loads and runs in ONNX Runtime first: a refusal beats a file that cannot be loaded.
         save_model(fused, args.output, what=f"the optimized model {args.output.name!r}",
@@ -49,7 +62,9 @@ def run_optimize(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"model": str(args.model), "output": str(args.output),
                           "backend": args.backend, "exit_code": EXIT_OK,
-                          "report": report.to_dict()}, indent=2))
+                          "report": report.to_dict(),
+                          **({"quantization": quantized.to_dict()} if quantized else {})},
+                         indent=2))
         return EXIT_OK
     print(f"{args.model} -> {args.output}: {report.nodes_before} -> {report.nodes_after} nodes "
           f"in {report.duration_s:.2f} s ({args.backend})")
@@ -60,4 +75,6 @@ def run_optimize(args: argparse.Namespace) -> int:
         print(f"  skipped {name}: {why}")
     for note in report.notes:
         print(f"  note: {note}")
+    if quantized is not None:
+        print("\n".join(summary_lines(quantized, args.output)))
     return EXIT_OK

@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from fuseforge_cli.apikey_command import name_argument
+from fuseforge_cli.arguments import name_argument
+from fuseforge_cli.database import migrated_sessions
 from fuseforge_cli.failures import EXIT_USAGE, CliFailure
 
 __all__ = ["add_project_parser"]
@@ -34,14 +35,6 @@ def add_project_parser(sub: Any) -> None:
     webhook.set_defaults(func=set_webhook_command)
 
 
-def _sessions() -> Any:
-    from fuseforge_cli.main import migrate_quietly
-
-    migrate_quietly()
-    from core.db.session import get_sessionmaker
-
-    return get_sessionmaker()
-
 
 def _project(session: Any, name: str) -> Any:
     from core.projects import project_named
@@ -55,7 +48,7 @@ def _project(session: Any, name: str) -> Any:
 
 
 def show_project_command(args: argparse.Namespace) -> int:
-    with _sessions()() as session:
+    with migrated_sessions()() as session:
         project = _project(session, args.project)
         print(f"project {project.name!r} ({project.id}), default webhook: "
               f"{project.default_callback_url or 'none'}")
@@ -67,7 +60,7 @@ def set_webhook_command(args: argparse.Namespace) -> int:
     from core.settings import get_settings
 
     url = None if args.clear else args.url
-    with _sessions()() as session:
+    with migrated_sessions()() as session:
         project = _project(session, args.project)
         try:
             set_default_callback_url(session=session, project=project, url=url,

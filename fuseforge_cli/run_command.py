@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from types import FrameType
 
 from core.dispatch import dispatcher_for
+from core.queues import backend_queues
 from core.settings import get_settings
 from fuseforge_cli.auth_notice import auth_notice
 
@@ -56,8 +57,9 @@ def run_service() -> int:
     dispatcher_for(settings.resolved_broker_url).declare_queues()
     children = [
         _Child("API", [*_ME, "serve"]),
-        # gpu too: a worker that cannot build TensorRT engines drops it, saying why
-        _Child("worker", [*_ME, "worker", "--queues", "cpu,gpu"]),
+        # every backend's queue ("cpu,gpu"): a worker that cannot run a GPU backend drops its
+        # queues, saying why
+        _Child("worker", [*_ME, "worker", "--queues", ",".join(backend_queues())]),
         _Child("janitor", [*_ME, "janitor"]),
     ]
     for child in children:

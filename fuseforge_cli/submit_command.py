@@ -56,6 +56,11 @@ def run_submit(args: argparse.Namespace) -> int:
         raise CliFailure("UsageError", f"--timeout {args.timeout:g}: give a positive number of "
                          "seconds.", EXIT_USAGE)
     model = readable_file(args.model)
+    if args.calibration is not None:
+        readable_file(args.calibration)
+        if args.precision not in (None, "int8"):
+            raise CliFailure("UsageError", f"--calibration calibrates int8 jobs; this one is "
+                             f"--precision {args.precision}.", EXIT_USAGE)
     body = job_body(args)
     try:
         client = FuseForgeClient(args.url, args.api_key)
@@ -79,6 +84,11 @@ def _submit(args: argparse.Namespace, client: FuseForgeClient, model: Path,
     client.check_access()  # a refused key shows before the upload, not after it
     with UploadBar(model.name) as bar:
         uploaded = client.upload_model(model, on_progress=bar.update)
+    if args.calibration is not None:
+        with UploadBar(args.calibration.name) as bar:
+            dataset = client.upload_dataset(args.calibration, on_progress=bar.update,
+                                            role="calibration")
+        body["quantization"] = {**(body.get("quantization") or {}), "calibration": dataset.id}
     job = client.submit_job(uploaded.id, body)
     _say(f"job {job.id} submitted: {client.base_url}/v1/jobs/{job.id}")
     if not args.wait:
@@ -124,8 +134,26 @@ def _verdict(job: Job) -> str:
               None: "not validated"}[job.validation_passed]
     speedup = (f"engine {job.speedup:.2f}x the original's speed" if job.speedup is not None
                else "no benchmark")
-    return (f"job {job.id} succeeded: {passed}, {speedup} "
+    line = (f"job {job.id} succeeded: {passed}, {speedup} "
             f"({config.get('backend', '?')}, {config.get('precision', '?')})")
+    return "\n".join([line, *_quantization_lines(job)])
+
+
+def _quantization_lines(job: Job) -> list[str]:
+    """An int8 job's summary: what shipped and why, and its nodes by precision."""
+    report = (job.data.get("accuracy_report") or {}).get("quantization")
+    if not report:
+        return []
+    lines = [f"int8: {report.get('shipped')} shipped: {report.get('why')}"]
+    counts = (report.get("node_precisions") or {}).get("node_counts")
+    if counts:
+        lines.append("int8: nodes by precision in the engine: " + ", ".join(
+            f"{precision} {count}" for precision, count in sorted(counts.items())))
+    kept = report.get("kept_nodes") or []
+    if kept:
+        lines.append(f"int8: kept in float to meet the budget: "
+                     f"{', '.join(node['name'] for node in kept)}")
+    return lines
 
 
 def _job_json(job: Job) -> str:

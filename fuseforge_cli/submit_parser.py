@@ -8,12 +8,11 @@ from pathlib import Path
 
 from fuseforge_cli.arguments import input_shape
 from fuseforge_cli.failures import EXIT_CODES_HELP
-from optimizer.backends import BACKENDS
+from optimizer.registries.backends import BACKENDS
+from optimizer.registries.precisions import PRECISIONS
+from optimizer.registries.quantization import CalibrationMethod, QuantizationMode
 
 __all__ = ["add_submit_parser"]
-
-# core.job_config.Precision; not imported from there, since that module loads every pass.
-PRECISIONS = ("fp32", "fp16", "bf16")
 
 _EPILOG = """The server is FUSEFORGE_URL (default http://127.0.0.1:8000) and the API key
 FUSEFORGE_API_KEY; --url and --api-key override them. --config takes a job body as JSON (see
@@ -30,8 +29,16 @@ def add_submit_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[
                             "artifacts.", epilog=_EPILOG + EXIT_CODES_HELP,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model", type=Path, help="the .onnx file to upload")
-    parser.add_argument("--backend", choices=BACKENDS, help="default: the config's, else onnxruntime")
-    parser.add_argument("--precision", choices=PRECISIONS, help="default: the config's, else fp32")
+    parser.add_argument("--backend", choices=list(BACKENDS), help="default: the config's, else onnxruntime")
+    parser.add_argument("--precision", choices=list(PRECISIONS), help="default: the config's, else fp32")
+    parser.add_argument("--calibration", type=Path, metavar="DATA.npz",
+                        help="with --precision int8: upload this .npz as the job's calibration "
+                        "dataset (static quantization; part of it is held apart to judge the "
+                        "engine unless the config names a dataset_id)")
+    parser.add_argument("--quantization-mode", choices=list(QuantizationMode),
+                        help="with --precision int8 (default auto)")
+    parser.add_argument("--calibration-method", choices=list(CalibrationMethod),
+                        help="with --calibration (default auto)")
     parser.add_argument("--config", type=Path, metavar="JOB.json",
                         help="job options as a JSON object (POST /v1/jobs's body, no model_id)")
     parser.add_argument("--input-shape", type=input_shape, action="append", default=[],

@@ -14,6 +14,7 @@ from typing import TypeVar
 import numpy as np
 import onnx
 
+from fuseforge_cli.arguments import DEFAULT_SAMPLES
 from fuseforge_cli.bisect_candidate import Bisection, bisect_candidate
 from fuseforge_cli.failures import (
     EXIT_OK,
@@ -24,17 +25,17 @@ from fuseforge_cli.failures import (
     warn,
 )
 from fuseforge_cli.runtime_logging import quiet_onnxruntime
-from fuseforge_cli.validate_parser import DEFAULT_SAMPLES
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
 from optimizer.errors import OptimizerError
 from optimizer.fusion_report import FusionReport
-from optimizer.input_ranges import InputRange, effective_ranges, infer_input_ranges
-from optimizer.inputs import random_feeds
+from optimizer.model.input_ranges import InputRange, effective_ranges, infer_input_ranges
+from optimizer.model.inputs import random_feeds
+from optimizer.model.shapes import resolve_input_shapes
+from optimizer.model.tensor_specs import TensorSpec
 from optimizer.model_check import check_model_file, load_checked_model
 from optimizer.optimize import OptimizeOptions, select_passes
 from optimizer.passes import DEFAULT_PASSES, FusionPass
-from optimizer.shapes import resolve_input_shapes
-from optimizer.tensor_specs import TensorSpec
+from optimizer.registries.backends import Backend
 from optimizer.validation.compare import OutputComparison, ValidationReport, validate
 from optimizer.validation.datasets import load_dataset
 from optimizer.validation.localize import Divergence, localize_divergence
@@ -50,7 +51,7 @@ __all__ = [
     "run_validate",
 ]
 
-# As a job does (worker/pipeline/diagnose.py): the first divergent tensor shows on a few samples,
+# As a job does (worker/pipeline/steps/diagnose.py): the first divergent tensor shows on a few samples,
 # and each sample runs both models with every shared tensor as an output.
 LOCALIZE_SAMPLES = 2
 _T = TypeVar("_T")
@@ -76,7 +77,7 @@ def plan_validation(args: argparse.Namespace) -> ValidationPlan:
     """Check both models and build the feeds and tolerances the arguments ask for.
 
     Random feeds: integer inputs are drawn in the ranges their use in the graph allows
-    (optimizer/input_ranges.py) unless --input-range says otherwise; a model with dynamic dims
+    (optimizer/model/input_ranges.py) unless --input-range says otherwise; a model with dynamic dims
     and no --input-shape is checked at its default shape and at a larger one
     (optimizer/validation/shape_plan.py) where the original runs at it.
 
@@ -202,7 +203,7 @@ def run_validate(args: argparse.Namespace) -> int:
         raise CliFailure("UsageError", "--passes and --backend say how CANDIDATE was optimized, "
                          "for --bisect to optimize ORIGINAL the same way; add --bisect or drop "
                          "them.", EXIT_USAGE)
-    options = OptimizeOptions(backend=args.backend or "onnxruntime",
+    options = OptimizeOptions(backend=args.backend or Backend.ONNXRUNTIME,
                               passes="all" if args.passes is None else args.passes,
                               catalog=args.catalog or DEFAULT_PASSES)
     if args.bisect:

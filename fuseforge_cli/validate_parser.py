@@ -23,16 +23,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fuseforge_cli.arguments import add_output_options, input_shape, pass_selection
+from fuseforge_cli.arguments import DEFAULT_SAMPLES, add_output_options, input_shape, pass_selection
 from fuseforge_cli.failures import EXIT_CODES_HELP
-from optimizer.backends import BACKENDS
+from optimizer.registries.backends import BACKENDS
+from optimizer.registries.precisions import PRECISIONS, REFERENCE_PRECISION
 
 if TYPE_CHECKING:
     from optimizer.passes import FusionPass
 
-__all__ = ["DEFAULT_SAMPLES", "add_validate_parser"]
-
-DEFAULT_SAMPLES = 8
+__all__ = ["add_validate_parser"]
 
 
 def _input_range(text: str) -> tuple[str, tuple[float, float]]:
@@ -81,7 +80,7 @@ def add_validate_parser(sub: argparse._SubParsersAction,  # type: ignore[type-ar
     parser.add_argument("--dataset", type=Path,
                         help=".npz with one array per input (leading sample axis) and optional "
                              "'labels'; default: seeded random inputs")
-    parser.add_argument("--precision", choices=("fp32", "fp16", "bf16"), default="fp32",
+    parser.add_argument("--precision", choices=list(PRECISIONS), default=REFERENCE_PRECISION,
                         help="the candidate's precision, which sets the default tolerances")
     parser.add_argument("--samples", type=int, default=None,
                         help=f"random input sets (default {DEFAULT_SAMPLES}), or the first N "
@@ -109,7 +108,7 @@ def add_validate_parser(sub: argparse._SubParsersAction,  # type: ignore[type-ar
     parser.add_argument("--passes", type=pass_selection, default=None,
                         help="with --bisect: the passes CANDIDATE was optimized with, all | "
                              "none | comma-separated pass names (default: all)")
-    parser.add_argument("--backend", choices=BACKENDS, default=None,
+    parser.add_argument("--backend", choices=list(BACKENDS), default=None,
                         help="with --bisect: the backend CANDIDATE was optimized for "
                              "(default: onnxruntime)")
     add_output_options(parser)

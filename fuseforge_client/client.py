@@ -6,7 +6,7 @@ delete what is no longer needed.
     with FuseForgeClient("http://fuseforge:8000", api_key="...") as client:
         model = client.upload_model("model.onnx")
         job = client.submit_job(model.id, backend="onnxruntime", precision="fp16")
-        job = client.wait(job.id, timeout=1800, on_progress=lambda j: print(j.stage, j.progress))
+        job = client.wait(job.id, timeout_s=1800, on_progress=lambda j: print(j.stage, j.progress))
         client.download_artifacts(job, "engine/")
 """
 
@@ -111,9 +111,12 @@ class FuseForgeClient:
         return Model.from_json(self._upload("/v1/models", Path(path), on_progress))
 
     def upload_dataset(self, path: str | os.PathLike[str], *,
-                       on_progress: UploadProgress | None = None) -> Dataset:
-        """Upload an .npz validation dataset (one array per model input); see upload_model."""
-        return Dataset.from_json(self._upload("/v1/datasets", Path(path), on_progress))
+                       on_progress: UploadProgress | None = None,
+                       role: str = "validation") -> Dataset:
+        """Upload an .npz dataset (one array per model input) as a `role` ("validation" judges
+        engines, "calibration" sets an int8 job's scales); see upload_model."""
+        return Dataset.from_json(self._upload("/v1/datasets", Path(path), on_progress,
+                                              params={"role": role}))
 
     def submit_job(self, model_id: str, config: Mapping[str, Any] | None = None,
                    **fields: Any) -> Job:
@@ -244,12 +247,13 @@ class FuseForgeClient:
         target.mkdir(parents=True, exist_ok=True)
         return [self._download(job.id, a.name, a.url, a.sha256, target) for a in artifacts]
 
-    def _upload(self, path: str, file: Path, on_progress: UploadProgress | None) -> Any:
+    def _upload(self, path: str, file: Path, on_progress: UploadProgress | None,
+                params: Mapping[str, str] | None = None) -> Any:
         with file.open("rb") as raw:
             reader = ProgressReader(raw, on_progress)
             response = self._session.request(
                 "POST", path, files={"file": (file.name, reader, "application/octet-stream")},
-                idempotency_key=True)
+                idempotency_key=True, params=dict(params or {}))
         return response.json()
 
     def _download(self, job_id: str, name: str, url: str, sha256: str, target: Path) -> Path:

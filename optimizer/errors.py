@@ -16,6 +16,7 @@ is a broken assumption of ours and is kept apart so it is never blamed on the us
     │   ├── EngineBuildError        the backend cannot build an engine
     │   ├── InferenceError          the backend fails while running the model
     │   ├── PluginNotFoundError     a fused op without a registered plugin
+    │   ├── QuantizationError       the model cannot be quantized as the job asks
     │   └── AccuracyMismatchError   outputs beyond tolerance
     └── InternalError               a bug in FuseForge, never the user's fault
 """
@@ -33,6 +34,7 @@ __all__ = [
     "OptimizerError",
     "PassError",
     "PluginNotFoundError",
+    "QuantizationError",
     "UnsupportedModelError",
 ]
 
@@ -63,24 +65,36 @@ class ModelLimitError(UnsupportedModelError):
 
 
 class InputShapeError(OptimizerError):
-    """Requested input shapes do not fit the model's declared inputs."""
+    """Requested input shapes do not fit the model's declared inputs.
 
-    def __init__(self, message: str, *, input_name: str | None = None) -> None:
+    `field` is the job option at fault when a job's inputs were resolved (`job_inputs`):
+    "input_shapes.<name>", "profiles.<name>"; the message then starts with it.
+    """
+
+    def __init__(self, message: str, *, input_name: str | None = None,
+                 field: str | None = None) -> None:
         super().__init__(message)
         self.input_name = input_name
+        self.field = field
 
 
 class InputRangeError(OptimizerError):
     """Requested value ranges for random inputs do not fit the model's inputs (job `input_ranges`)."""
 
-    def __init__(self, message: str, *, input_name: str | None = None) -> None:
+    def __init__(self, message: str, *, input_name: str | None = None,
+                 field: str | None = None) -> None:
         super().__init__(message)
         self.input_name = input_name
+        self.field = field  # "input_ranges.<name>" when a job's inputs were resolved
 
 
 class DatasetError(OptimizerError):
     """The evaluation data (a dataset file, its labels, the class-score outputs named) does not
     fit the dataset contract (validation/datasets.py) or the model."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field  # "dataset_id" when a job's inputs were resolved
 
 
 class PassError(OptimizerError):
@@ -97,6 +111,11 @@ class InferenceError(OptimizerError):
 
 class PluginNotFoundError(OptimizerError):
     """A fused op needs a plugin that is not registered."""
+
+
+class QuantizationError(OptimizerError):
+    """The model cannot be quantized as the job asks: its opset cannot be brought to the one
+    Q/DQ needs, calibration failed, or no quantized form loads and runs."""
 
 
 class AccuracyMismatchError(OptimizerError):

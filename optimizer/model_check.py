@@ -1,7 +1,7 @@
 """Check that an uploaded file is a self-contained ONNX model FuseForge can work on.
 
 The checks run cheapest and most defensive first: its protobuf framing holds (without loading
-it, optimizer/model_scan.py), the file parses, it has a model's fields, it
+it, optimizer/model/scan.py), the file parses, it has a model's fields, it
 stays within the structural `ModelLimits` and holds storable names, its opsets and operator
 domains are ones the installed runtimes load, it refers to no external data, and only then
 does the ONNX checker (which trusts the structure) see it.
@@ -16,11 +16,11 @@ import onnx
 from google.protobuf.message import DecodeError
 
 from optimizer.errors import InternalError, InvalidModelError, UnsupportedModelError
-from optimizer.graphs import iter_tensors
-from optimizer.model_limits import ModelLimits, check_limits
-from optimizer.model_scan import scan_model_file
+from optimizer.model.graphs import iter_tensors
+from optimizer.model.limits import ModelLimits, check_limits
+from optimizer.model.scan import scan_model_file
+from optimizer.model.tensor_specs import ModelSummary, summarize_model
 from optimizer.op_support import check_op_support
-from optimizer.tensor_specs import ModelSummary, summarize_model
 
 __all__ = ["check_model_file", "load_checked_model"]
 

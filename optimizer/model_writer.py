@@ -28,11 +28,11 @@ import onnxruntime as ort
 
 from optimizer.backends.onnxruntime.runner import OptimizationLevel, session_options
 from optimizer.errors import InferenceError, UnsupportedModelError
-from optimizer.input_ranges import infer_input_ranges
-from optimizer.inputs import random_feeds
-from optimizer.model_file import write_model_file
+from optimizer.model.file import write_model_file
+from optimizer.model.input_ranges import infer_input_ranges
+from optimizer.model.inputs import random_feeds
+from optimizer.model.tensor_specs import TensorSpec, summarize_model
 from optimizer.plugins.decompose import runnable_in_onnxruntime
-from optimizer.tensor_specs import TensorSpec, summarize_model
 
 __all__ = ["check_model_runs", "run_problem", "save_model"]
 
@@ -53,7 +53,7 @@ def save_model(model: onnx.ModelProto, path: Path, *, what: str,
     # Serialized once and written beside `path` first: ONNX Runtime loads the file there (twice
     # as fast as from bytes, and no second 100 MB serialization for a ResNet-50), and it takes
     # `path`'s place only once it loads and runs. Written a tensor at a time
-    # (optimizer/model_file.py), never held whole in memory; the bytes as they are: onnx.save
+    # (optimizer/model/file.py), never held whole in memory; the bytes as they are: onnx.save
     # would first walk every tensor looking for external data.
     checking = path.with_name(f".{path.name}.{os.getpid()}.checking")
     write_model_file(model, checking)

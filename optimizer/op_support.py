@@ -20,7 +20,7 @@ import onnx.defs
 import onnxruntime
 
 from optimizer.errors import UnsupportedModelError
-from optimizer.graphs import iter_nodes
+from optimizer.model.graphs import iter_nodes
 from optimizer.plugins import DOMAIN as PLUGIN_DOMAIN
 from optimizer.plugins import OPSET_VERSION as PLUGIN_OPSET_VERSION
 from optimizer.plugins import PLUGINS

@@ -13,6 +13,7 @@ from optimizer.errors import PassError
 from optimizer.fusion_report import FusionReport
 from optimizer.passes import DEFAULT_PASSES, FusionPass
 from optimizer.passes.engine import run_passes
+from optimizer.registries.backends import Backend
 
 __all__ = ["OptimizeOptions", "PassSelection", "optimize_model", "select_passes"]
 
@@ -25,13 +26,16 @@ class OptimizeOptions:
     ablation, `fuseforge validate --bisect`) takes these options whole, so it runs the same
     passes as the first optimization did."""
 
-    backend: str = "onnxruntime"
+    backend: str = Backend.ONNXRUNTIME
     passes: PassSelection = "all"
     excluded_rules: tuple[str, ...] = ()  # rule names never to apply (see passes.engine)
     # The passes `passes` selects from, in the order they run. A caller with passes of its own
     # (a test planting a wrong rule, an experiment) brings them here instead of patching
     # DEFAULT_PASSES.
     catalog: tuple[FusionPass, ...] = DEFAULT_PASSES
+    # The fused model is then quantized to int8: passes that hide ops from the quantizer
+    # (`FusionPass.hides_from_quantizer`) are left out, even when named.
+    for_quantization: bool = False
 
 
 def select_passes(options: OptimizeOptions) -> tuple[list[FusionPass], dict[str, str]]:
@@ -40,6 +44,15 @@ def select_passes(options: OptimizeOptions) -> tuple[list[FusionPass], dict[str,
     "all" leaves out passes measured slower on `options.backend`; naming a pass runs it
     regardless. Raises PassError for a name the catalog does not hold.
     """
+    chosen, skipped = _selected(options)
+    if not options.for_quantization:
+        return chosen, skipped
+    hidden = {p.name: f"left out before int8 quantization: {p.hides_from_quantizer}"
+              for p in chosen if p.hides_from_quantizer}
+    return [p for p in chosen if p.name not in hidden], {**skipped, **hidden}
+
+
+def _selected(options: OptimizeOptions) -> tuple[list[FusionPass], dict[str, str]]:
     selection, backend, catalog = options.passes, options.backend, options.catalog
     if selection == "none":
         return [], {}

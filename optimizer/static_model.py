@@ -18,11 +18,11 @@ from dataclasses import dataclass
 import onnx
 
 from optimizer.errors import InputShapeError, UnsupportedModelError
-from optimizer.input_ranges import infer_input_ranges
-from optimizer.inputs import random_feeds
+from optimizer.model.input_ranges import infer_input_ranges
+from optimizer.model.inputs import random_feeds
+from optimizer.model.shapes import fix_input_shapes, resolve_input_shapes
+from optimizer.model.tensor_specs import TensorSpec, summarize_model
 from optimizer.model_writer import run_problem
-from optimizer.shapes import fix_input_shapes, resolve_input_shapes
-from optimizer.tensor_specs import TensorSpec, summarize_model
 
 __all__ = ["StaticModel", "static_model"]
 

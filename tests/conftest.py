@@ -4,10 +4,12 @@ broker the API sends jobs to."""
 
 import os
 
+# Importing it points FUSEFORGE_BROKER_URL at this run's Redis database.
+from tests.support.broker import TEST_REDIS_URL
+
 # Settings are read once per process; point the broker at a test Redis database before any
 # api/worker module builds the Celery app from them.
 os.environ.setdefault("FUSEFORGE_ENV", "test")
-os.environ.setdefault("FUSEFORGE_BROKER_URL", "redis://127.0.0.1:6379/15")
 # Tests change jobs behind the API's back and read them at once: no read cache (the tests of
 # the cache build their app with one).
 os.environ.setdefault("FUSEFORGE_HTTP__READ_CACHE_S", "0")
@@ -29,12 +31,20 @@ from api.deps import get_api_settings, get_read_sessions, get_session  # noqa: E
 from api.main import create_app  # noqa: E402
 from core.settings import Settings  # noqa: E402
 from tests.support.api_keys import TEST_AUTH, bearer, new_key  # noqa: E402
-from tests.support.broker import TEST_REDIS_URL  # noqa: E402
 from tests.support.databases import (  # noqa: E402
     create_postgres_database,
     drop_postgres_database,
     migrated_engine,
 )
+from tests.support.markers import mark_tiers  # noqa: E402
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by them
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tiers (e2e, browser, pipeline, kernels, slow, second_dialect, both_dialects) go on
+    by path and fixture; the rule for which tests keep their PostgreSQL copy in `make test` is
+    BOTH_DIALECTS in tests/support/markers.py."""
+    mark_tiers(items)
 
 
 @pytest.fixture(scope="session", params=["sqlite", "postgresql"])

@@ -1,13 +1,15 @@
 """`python -m worker [--queues cpu,gpu] ...`: run a Celery worker on this machine.
 
 `fuseforge worker` hands over to this (the CLI never imports the worker). A worker asked for
-the "gpu" queues that can build TensorRT engines runs each job in a fresh pool process.
+a GPU backend's queues ("gpu": TensorRT's) that can run that backend runs each job in a fresh
+pool process.
 """
 
 import argparse
 import sys
 
 from core.logging_setup import configure_logging
+from core.queues import CPU_QUEUE, backend_queues, can_take_gpu_jobs
 from worker.celery_app import celery_app
 from worker.runtime import current_runtime
 
@@ -16,7 +18,8 @@ __all__ = ["main", "worker_parser"]
 
 def worker_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fuseforge worker", description="run a Celery worker")
-    parser.add_argument("--queues", default="cpu", help="comma-separated: cpu, gpu")
+    parser.add_argument("--queues", default=CPU_QUEUE,
+                        help=f"comma-separated: {', '.join(backend_queues())}")
     parser.add_argument("--concurrency", type=int, default=1,
                         help="jobs at once (each uses all cores)")
     parser.add_argument("--pool", default="prefork", choices=["prefork", "solo", "threads"])
@@ -42,8 +45,8 @@ def main(argv: list[str] | None = None) -> int:
         "--without-gossip",
         "--without-mingle",
     ]
-    wants_gpu = "gpu" in (queue.strip() for queue in args.queues.split(","))
-    if wants_gpu and runtime.capabilities.can_build_tensorrt:
+    requested = [queue.strip() for queue in args.queues.split(",")]
+    if can_take_gpu_jobs(runtime.capabilities, requested):
         # Each job in a fresh pool process: a CUDA error is sticky for the process that hit it,
         # and the GPU memory a job's engines held comes back whole.
         celery_argv.append("--max-tasks-per-child=1")

@@ -16,6 +16,7 @@ from celery.signals import (
     setup_logging,
     task_postrun,
     task_prerun,
+    worker_process_init,
     worker_ready,
     worker_shutdown,
 )
@@ -26,11 +27,13 @@ from core.queues import (
     DELIVER_WEBHOOK_TASK,
     RUN_JOB_TASK,
     WEBHOOK_QUEUE,
+    gpu_backend_of,
     worker_queues,
 )
 from core.settings import Settings, get_settings
 from worker.registration import WorkerHeartbeat
 from worker.runtime import current_runtime
+from worker.supervision.job_template import warm_job_template
 
 __all__ = ["celery_app", "make_celery_app"]
 
@@ -81,16 +84,25 @@ def _choose_queues(sender: str, instance: Any, **_: Any) -> None:
         queues.select_add(WEBHOOK_QUEUE)  # any worker delivers webhooks
     for name in drop:
         queues.deselect(name)
-    if drop:
+    for label, names in _by_backend(drop).items():
         logger.error(
-            "worker %s will not consume %s: it cannot build TensorRT engines (%s). TensorRT jobs "
+            "worker %s will not consume %s: it cannot build %s engines (%s). %s jobs "
             "stay queued for a worker that can.",
-            sender, ", ".join(drop), capabilities.describe(),
+            sender, ", ".join(names), label, capabilities.describe(), label,
         )
     logger.info(
         "worker %s capabilities: %s; queues: %s",
         sender, capabilities.describe(), ", ".join(sorted(queues.consume_from)),
     )
+
+
+def _by_backend(queues: list[str]) -> dict[str, list[str]]:
+    """GPU queues grouped by the label of the backend they belong to."""
+    grouped: dict[str, list[str]] = {}
+    for name in queues:
+        spec = gpu_backend_of(name)
+        grouped.setdefault(spec.label if spec else name, []).append(name)
+    return grouped
 
 
 def _start_heartbeat(sender: Any, **_: Any) -> None:
@@ -137,6 +149,9 @@ def _leave_job(task_id: str, **_: Any) -> None:
 
 setup_logging.connect(_setup_logging)
 task_prerun.connect(_enter_job)
+# Each pool process starts its jobs' template now, so that its first job does not wait for the
+# imports (a solo pool's starts with that first job).
+worker_process_init.connect(lambda **_: warm_job_template(), weak=False)
 task_postrun.connect(_leave_job)
 celeryd_after_setup.connect(_choose_queues)
 worker_ready.connect(_start_heartbeat)

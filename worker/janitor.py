@@ -65,7 +65,7 @@ __all__ = ["Janitor", "main"]
 
 logger = logging.getLogger(__name__)
 
-_STAGE_MARK_SUFFIX = ".stage.json"  # worker/pipeline/supervisor.py's per-job stage marks
+_STAGE_MARK_SUFFIX = ".stage.json"  # worker/supervision/supervisor.py's per-job stage marks
 # Store folders of uploads, and the rows that name their files.
 _UPLOAD_FOLDERS: dict[str, type[Model | Dataset]] = {"models": Model, "datasets": Dataset}
 _BATCH = 500  # names per IN list

@@ -20,7 +20,7 @@ from core.storage import ArtifactStore, artifact_store
 from optimizer.backends.tensorrt.toolkit import TensorRTToolkit, load_toolkit
 from optimizer.capabilities import HostCapabilities
 from optimizer.errors import InternalError
-from optimizer.memory_bandwidth import memory_bandwidth_gb_s
+from optimizer.measure.memory_bandwidth import memory_bandwidth_gb_s
 
 __all__ = ["WorkerRuntime", "current_runtime", "use_runtime"]
 
@@ -32,7 +32,7 @@ class WorkerRuntime:
     store: ArtifactStore
     toolkit: TensorRTToolkit  # TensorRT itself unless FUSEFORGE_TENSORRT_TOOLKIT names a stand-in
     capabilities: HostCapabilities  # detected once by the toolkit: GPU, TensorRT version
-    # Host memory's copy bandwidth, measured once at start-up (optimizer/memory_bandwidth.py):
+    # Host memory's copy bandwidth, measured once at start-up (optimizer/measure/memory_bandwidth.py):
     # what benchmark records' achieved GB/s are a fraction of. None: not measured (a job then
     # measures it in its own process).
     memory_bandwidth_gb_s: float | None = None

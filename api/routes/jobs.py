@@ -24,30 +24,31 @@ from api.deps import (
     StoreDep,
     get_current_project,
 )
-from api.idempotent_posts import (
+from api.http.idempotent_posts import (
     IdempotentRequestDep,
     JsonFingerprintDep,
     answer_response,
     idempotent_responses,
 )
-from api.path_ids import ArtifactNamePath, JobIdPath
+from api.http.path_ids import ArtifactNamePath, JobIdPath
 from api.schemas import examples
 from api.schemas.common import ErrorBody, PageParams
 from api.schemas.jobs import JobCreate, JobList, JobRead
-from api.services import deletions, idempotency, jobs
+from api.services import deletions, idempotency
 from api.services.errors import JobNotFound
 from api.services.idempotency import Answer
-from api.services.job_documents import (
+from api.services.jobs import commands as jobs
+from api.services.jobs.documents import (
     JobDocumentCache,
     job_document,
     job_key,
     job_list_document,
     list_key,
 )
-from api.services.job_event_stream import EVENT_TYPES, StreamTiming, open_job_event_stream
-from api.services.job_events import resume_point
-from api.services.job_list_stream import EVENT_TYPES as LIST_EVENT_TYPES
-from api.services.job_list_stream import open_job_list_stream, resume_since, utc_instant
+from api.services.jobs.event_stream import EVENT_TYPES, StreamTiming, open_job_event_stream
+from api.services.jobs.events import resume_point
+from api.services.jobs.list_stream import EVENT_TYPES as LIST_EVENT_TYPES
+from api.services.jobs.list_stream import open_job_list_stream, resume_since, utc_instant
 from core.db.models import JobStatus
 from core.job_config import Backend
 from optimizer.errors import InternalError
@@ -154,7 +155,7 @@ async def read_job(job_id: JobIdPath, cache: JobCacheDep, sessions: ReadSessions
     document = await cache.fetch(job_key(project_id=project, job_id=job_id), lambda: run_in_threadpool(
         _read, sessions, lambda session: job_document(session, project, job_id, cache)))
     if document is None:
-        raise JobNotFound(f"job {job_id} does not exist; GET /v1/jobs lists jobs")
+        raise JobNotFound.for_job(job_id)
     return _json(document)
 
 

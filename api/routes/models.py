@@ -14,15 +14,15 @@ from api.deps import (
     StoreDep,
     get_current_project,
 )
-from api.idempotent_posts import IdempotentRequestDep, answer_upload, idempotent_responses
-from api.path_ids import ModelIdPath
+from api.http.idempotent_posts import IdempotentRequestDep, answer_upload, idempotent_responses
+from api.http.path_ids import ModelIdPath
 from api.schemas.benchmarks import BenchmarkHistory
 from api.schemas.common import ErrorBody, PageParams
 from api.schemas.models import ModelList, ModelRead
 from api.schemas.uploads import UPLOAD_BODY
 from api.services import benchmark_history, deletions, models
 from api.services.idempotency import Answer
-from core.db.models import Model
+from core.db.models import BenchmarkSuite, BenchmarkVariant, Model
 
 router = APIRouter(prefix="/v1/models", tags=["models"],
                    dependencies=[Depends(get_current_project)])
@@ -90,9 +90,9 @@ def read_benchmark_history(
     model_id: ModelIdPath, session: SessionDep, project: CurrentProject,
     page: Annotated[PageParams, Query()],
     variant: Annotated[str, Query(max_length=64, description="whose records: \"engine\", "
-                                  "\"original\", or an ablation stage")] = "engine",
+                                  "\"original\", or an ablation stage")] = BenchmarkVariant.ENGINE,
     suite: Annotated[str, Query(max_length=16, description="\"comparison\" (original vs "
-                                "engine) or \"ablation\"")] = "comparison",
+                                "engine) or \"ablation\"")] = BenchmarkSuite.COMPARISON,
 ) -> BenchmarkHistory:
     """The model's benchmark records over time, grouped by configuration (`config_key`: the job
     settings that make two records the same measurement), the most recently measured first.

@@ -7,6 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from api.schemas import examples
 from api.schemas.common import Page
+from core.db.models import DatasetRole
 
 __all__ = ["DatasetArray", "DatasetList", "DatasetRead"]
 
@@ -15,6 +16,9 @@ class DatasetArray(BaseModel):
     name: str  # the model input it feeds
     dtype: str
     shape: list[int] = Field(description="one sample: the array's shape without the sample axis")
+    # None for datasets uploaded before ranges were recorded
+    min: float | None = Field(default=None, description="the least value over all samples")
+    max: float | None = Field(default=None, description="the greatest value over all samples")
 
 
 class DatasetRead(BaseModel):
@@ -29,6 +33,8 @@ class DatasetRead(BaseModel):
     size_bytes: int
     samples: int = Field(description="length of the leading sample axis shared by every array")
     arrays: list[DatasetArray]
+    role: DatasetRole = Field(description="`calibration`: an INT8 job's activation ranges are "
+                              "computed on it; `validation`: a job's accuracy is checked on it")
     has_labels: bool = Field(description="a 1-D integer `labels` array: the class of each sample")
     created_at: datetime
 

@@ -3,11 +3,12 @@ block and a validation set, and runs an onnxruntime job on it that succeeds and 
 webhook. Values are what the API answered for such a run (ids, hashes and timings shortened to
 fixed ones), so a client written against them meets the same shapes.
 
-tests/api/test_openapi_examples.py checks each against its schema and its pydantic model.
+tests/api/http/test_openapi_examples.py checks each against its schema and its pydantic model.
 """
 
 from typing import Any
 
+from core.db.models import BenchmarkSuite, BenchmarkVariant
 from core.job_config import JobConfig
 
 __all__ = [
@@ -56,7 +57,9 @@ DATASET: dict[str, Any] = {
     "sha256": "cdf3847bc57af88ab5e260d53911b6caf31d0fe72513f528f4b5d96de74a1094",
     "size_bytes": 49692,
     "samples": 4,
-    "arrays": [{"name": "input", "dtype": "float32", "shape": [1, 3, 32, 32]}],
+    "arrays": [{"name": "input", "dtype": "float32", "shape": [1, 3, 32, 32],
+                "min": -4.18, "max": 4.37}],
+    "role": "validation",
     "has_labels": True,
     "created_at": "2026-12-01T22:29:12.753915Z",
 }
@@ -84,6 +87,12 @@ JOB_CREATE: list[dict[str, Any]] = [
                                "max": [32, 3, 32, 32]}},
         "precision_search": True,
         "accuracy_budget": {"min_cosine": 0.999},
+    },
+    {
+        "model_id": MODEL_ID,
+        "precision": "int8",
+        "quantization": {"mode": "static", "calibration": DATASET_ID, "method": "auto"},
+        "accuracy_budget": {"min_cosine": 0.99, "min_top1_agreement": 0.99},
     },
 ]
 
@@ -125,7 +134,7 @@ def _artifact(name: str, kind: str, size: int, sha256: str) -> dict[str, Any]:
             "url": f"/v1/jobs/{JOB_ID}/artifacts/{name}", "expired_at": None}
 
 
-# Where a benchmark record was measured (optimizer/environment.py captures it on the worker).
+# Where a benchmark record was measured (optimizer/measure/environment.py captures it on the worker).
 ENVIRONMENT: dict[str, Any] = {
     "cpu": "AMD EPYC 9654 96-Core Processor", "cpu_cores": 2, "threads": 1, "memory_gib": 23.4,
     "os": "Linux-6.1.0-x86_64-with-glibc2.36", "python": "3.11.2", "onnxruntime": "1.23.2",
@@ -136,13 +145,13 @@ ENVIRONMENT: dict[str, Any] = {
 
 
 def _benchmark(variant: str, p50: float, p90: float, p99: float, mean: float,
-               speedup: float | None, *, suite: str = "comparison", batch: int = 1
+               speedup: float | None, *, suite: str = BenchmarkSuite.COMPARISON, batch: int = 1
                ) -> dict[str, Any]:
     verdict = None if speedup is None else "faster" if speedup > 1 else "slower"
     return {"suite": suite, "variant": variant, "backend": "onnxruntime", "batch_size": batch,
             "iterations": 30, "warmup": 5, "latency_ms_p50": p50, "latency_ms_p90": p90,
             "latency_ms_p99": p99, "latency_ms_mean": mean, "throughput_per_s": batch * 1000 / mean,
-            "peak_memory_mb": 41.3 if variant == "original" else 38.9,
+            "peak_memory_mb": 41.3 if variant == BenchmarkVariant.ORIGINAL else 38.9,
             "speedup_vs_reference": speedup, "slower_than_previous": None,
             "timing": "host_clock", "device_memory_mb": None,
             "speedup_ci_low": None if speedup is None else round(speedup * 0.97, 3),
@@ -194,8 +203,13 @@ JOB: dict[str, Any] = {
         "iterations": 2,
         "duration_s": 0.021,
         "notes": [],
+        "excluded_rules": [],
     },
     "accuracy_report": {
+        **dict.fromkeys(("precision", "precision_search", "quantization",
+                         "precision_evaluation", "bisection",
+                         "blame", "localization", "fallback", "larger_shape_check",
+                         "profile_checks")),
         "passed_first_time": True,
         "tolerances": {"atol": 0.0001, "rtol": 0.001, "min_cosine": 0.9999},
         "failures": [],
@@ -219,13 +233,17 @@ JOB: dict[str, Any] = {
     },
     "benchmarks": [
         # "original": the model at ONNX Runtime's default level, what its user runs today
-        _benchmark("original", 0.093, 0.104, 0.108, 0.0963, None),
-        _benchmark("original_unoptimized", 0.131, 0.139, 0.142, 0.133, 0.71),
-        _benchmark("engine", 0.069, 0.073, 0.074, 0.068, 1.419),
-        _benchmark("original", 0.093, 0.104, 0.108, 0.0963, None, suite="sweep"),
-        _benchmark("engine", 0.069, 0.073, 0.074, 0.068, 1.419, suite="sweep"),
-        _benchmark("original", 0.412, 0.436, 0.45, 0.419, None, suite="sweep", batch=8),
-        _benchmark("engine", 0.301, 0.318, 0.322, 0.305, 1.369, suite="sweep", batch=8),
+        _benchmark(BenchmarkVariant.ORIGINAL, 0.093, 0.104, 0.108, 0.0963, None),
+        _benchmark(BenchmarkVariant.ORIGINAL_UNOPTIMIZED, 0.131, 0.139, 0.142, 0.133, 0.71),
+        _benchmark(BenchmarkVariant.ENGINE, 0.069, 0.073, 0.074, 0.068, 1.419),
+        _benchmark(BenchmarkVariant.ORIGINAL, 0.093, 0.104, 0.108, 0.0963, None,
+                   suite=BenchmarkSuite.SWEEP),
+        _benchmark(BenchmarkVariant.ENGINE, 0.069, 0.073, 0.074, 0.068, 1.419,
+                   suite=BenchmarkSuite.SWEEP),
+        _benchmark(BenchmarkVariant.ORIGINAL, 0.412, 0.436, 0.45, 0.419, None,
+                   suite=BenchmarkSuite.SWEEP, batch=8),
+        _benchmark(BenchmarkVariant.ENGINE, 0.301, 0.318, 0.322, 0.305, 1.369,
+                   suite=BenchmarkSuite.SWEEP, batch=8),
     ],
     "events": [
         {"stage": None, "message": "queued", "created_at": "2026-12-01T22:30:00.801429Z"},
@@ -240,6 +258,8 @@ JOB: dict[str, Any] = {
             ("store", "2026-12-01T22:30:03.489656Z"))),
         {"stage": "done", "message": "succeeded", "created_at": "2026-12-01T22:30:03.704981Z"},
     ],
+    "stage_seconds": {"load": 0.025001, "optimize": 0.02274, "build_engine": 0.008719,
+                      "validate": 1.025608, "benchmark": 1.027254, "store": 0.212929},
     "webhook_deliveries": [{
         "attempt": 1, "event": "job.succeeded", "status_code": 200, "error": None,
         "duration_ms": 41.7, "at": "2026-12-01T22:30:03.812044Z",
@@ -302,7 +322,8 @@ def page(items: list[dict[str, Any]]) -> dict[str, Any]:
 def _history_entry(job_id: str, at: str, p50: float, onnxruntime: str,
                    differences: list[str], regression: dict[str, Any] | None) -> dict[str, Any]:
     speedup = round(0.093 / p50, 3)
-    return {"job_id": job_id, "created_at": at, "suite": "comparison", "variant": "engine",
+    return {"job_id": job_id, "created_at": at, "suite": BenchmarkSuite.COMPARISON,
+            "variant": BenchmarkVariant.ENGINE,
             "batch_size": 1, "latency_ms_p50": p50, "latency_ms_p50_ci_low": round(p50 * 0.98, 3),
             "latency_ms_p50_ci_high": round(p50 * 1.02, 3), "throughput_per_s": round(1000 / p50, 1),
             "speedup_vs_reference": speedup, "speedup_ci_low": round(speedup * 0.97, 3),

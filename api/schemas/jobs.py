@@ -11,6 +11,7 @@ from api.schemas import examples
 from api.schemas.common import Page
 from core.db.models import JobStatus
 from core.job_config import Backend, JobConfig, Precision
+from core.reports import FusionReportRead, JobReports
 
 __all__ = [
     "ArtifactRead",
@@ -73,10 +74,8 @@ class ValidationRead(BaseModel):
 class BenchmarkRead(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
-    # "comparison" (original, original_unoptimized on onnxruntime, engine), "ablation"
-    # (cumulative fusion stages) or "sweep" (original and engine at each benchmark.batch_sizes)
-    suite: str
-    variant: str
+    suite: str  # a BenchmarkSuite
+    variant: str  # a BenchmarkVariant, or an ablation stage
     backend: str
     batch_size: int
     iterations: int
@@ -111,27 +110,6 @@ class BenchmarkRead(BaseModel):
     achieved_gb_s: float | None = None
     bandwidth_fraction: float | None = None  # of the worker's measured memory bandwidth
     regression: dict[str, Any] | None = None  # slower than the best earlier engine: the figures
-
-
-class RuleStatsRead(BaseModel):
-    pass_name: str
-    rule: str
-    applied: int
-    refusals: list[dict[str, str]]  # [{"node": ..., "reason": ...}] near-misses the check refused
-
-
-class FusionReportRead(BaseModel):
-    backend: str
-    passes_run: list[str]
-    passes_skipped: dict[str, str]
-    nodes_before: int
-    nodes_after: int
-    ops_before: dict[str, int]
-    ops_after: dict[str, int]
-    rules: list[RuleStatsRead]
-    iterations: int
-    duration_s: float
-    notes: list[str]
 
 
 class JobEventRead(BaseModel):
@@ -187,23 +165,21 @@ class JobSummary(BaseModel):
     duration_s: float | None = None  # finished_at - started_at; null until both are set
 
 
-class JobRead(JobSummary):
+class JobRead(JobReports, JobSummary):
+    """A job with everything it recorded; its report fields are `core.reports.JobReports`'s."""
+
     model_config = ConfigDict(json_schema_extra={"examples": [examples.JOB]})
 
     config: JobConfig
     worker: str | None
     attempts: int
     artifacts: list[ArtifactRead]
-    fusion_report: FusionReportRead | None
-    # bisection of the rewrite rules when validation failed, who is to blame, the fallback taken
-    accuracy_report: dict[str, Any] | None
-    # tensorrt jobs: {"metadata": the engine's (TensorRT version, GPU, precision, profiles,
-    # plugins, build time, size...), "layers": the engine inspector's summary of TensorRT's
-    # layers and which ONNX nodes each fused, "reference_engine": the unfused model's metadata}
-    engine_report: dict[str, Any] | None = None
     validation: ValidationRead | None
     benchmarks: list[BenchmarkRead]
     events: list[JobEventRead]
+    # seconds spent in each stage, from its "stage <name> started" events (a stage entered
+    # again by a fallback counts once, both rounds summed); a running stage until read
+    stage_seconds: dict[str, float] = {}
     # every attempt to deliver the job's webhook (config.callback_url), oldest first
     webhook_deliveries: list[WebhookDeliveryRead] = []
 

@@ -1,5 +1,5 @@
 """How the upload routes' request body is documented: the routes read it as a stream
-(api/services/upload_form.py), so FastAPI cannot infer it from their parameters."""
+(api/services/uploads/form.py), so FastAPI cannot infer it from their parameters."""
 
 from typing import Any
 

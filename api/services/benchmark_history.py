@@ -1,5 +1,5 @@
 """A model's benchmark records over time, grouped by the configuration they measured
-(`config_key`, worker/pipeline/benchmark_keys.py), so a latency is read next to the others of the
+(`config_key`, worker/pipeline/records/benchmark_keys.py), so a latency is read next to the others of the
 same settings and a change of machine or library shows as such.
 
 Three queries a page, however many jobs: the configurations' count, the page of them (most
@@ -23,7 +23,7 @@ from api.schemas.benchmarks import (
 from api.services.models import get_model
 from core.db.models import BenchmarkRecord, Job
 from core.job_config import JobConfig
-from optimizer.environment import environment_differences
+from optimizer.measure.environment import environment_differences
 
 __all__ = ["benchmark_history"]
 

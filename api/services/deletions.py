@@ -1,5 +1,6 @@
 """Delete a project's model, job or dataset with what is recorded about it: the rows in one
-transaction, the files only after it commits.
+transaction, the files only after it commits. A model's or dataset's stored calibrations
+(core/db/calibrations.py) go with it, rows and files.
 
 A file that fails to go is left to the janitor (worker/janitor.py), which removes a job's stored
 files once no row records them and stored uploads no row names; so a failure leaves a file
@@ -25,6 +26,7 @@ from api.services.errors import (
 from core.db.models import (
     Artifact,
     BenchmarkRecord,
+    Calibration,
     Dataset,
     Job,
     JobEvent,
@@ -56,7 +58,7 @@ def delete_job(*, session: Session, store: ArtifactStore, project_id: uuid.UUID,
     job = session.scalars(select(Job).where(Job.id == job_id, Job.project_id == project_id)
                           .with_for_update()).one_or_none()
     if job is None:
-        raise JobNotFound(f"job {job_id} does not exist; GET /v1/jobs lists jobs")
+        raise JobNotFound.for_job(job_id)
     if job.status in _ACTIVE:
         status = job.status
         session.rollback()
@@ -94,23 +96,27 @@ def delete_model(*, session: Session, store: ArtifactStore, project_id: uuid.UUI
     of_model = select(Job.id).where(Job.model_id == model_id)
     job_ids = list(session.scalars(of_model))
     _delete_jobs(session, of_model)
+    calibration_uris = _delete_calibrations(session, Calibration.model_id == model_id)
     session.execute(delete(Model).where(Model.id == model_id)
                     .execution_options(synchronize_session=False))
     session.commit()
     _remove_job_files(store, job_ids)
+    _remove_calibration_files(store, calibration_uris)
     _remove_upload_file(session, store, Model, model.storage_uri)
     return job_ids
 
 
 def delete_dataset(*, session: Session, store: ArtifactStore, project_id: uuid.UUID,
                    dataset_id: uuid.UUID) -> None:
-    """Delete a dataset of the project, then its file (unless another project's dataset has
-    the same bytes). Finished jobs that validated on it keep their results: their reference
-    to it is cleared (`config.dataset_id` still says which one they used).
+    """Delete a dataset of the project and the calibrations computed on it, then its file
+    (unless another project's dataset has the same bytes) and theirs. Finished jobs that
+    validated on it keep their results: their reference to it is cleared (`config.dataset_id`
+    still says which one they used).
 
     Raises:
         DatasetNotFound: no such dataset in the project.
-        DatasetInUse: queued or running jobs validate on it (the message names them).
+        DatasetInUse: queued or running jobs validate or calibrate on it (`config.dataset_id`
+            or `config.quantization.calibration`; the message names them).
     """
     dataset = session.scalars(select(Dataset).where(Dataset.id == dataset_id,
                                                     Dataset.project_id == project_id)
@@ -118,7 +124,9 @@ def delete_dataset(*, session: Session, store: ArtifactStore, project_id: uuid.U
     if dataset is None:
         raise DatasetNotFound(
             f"dataset {dataset_id} does not exist; GET /v1/datasets lists the uploaded ones")
-    active = _active_jobs(session, Job.dataset_id == dataset_id)
+    # A job names its calibration dataset in its stored config only (no column, no foreign key).
+    calibrates = Job.config["quantization"]["calibration"].as_string() == str(dataset_id)
+    active = _active_jobs(session, (Job.dataset_id == dataset_id) | calibrates)
     if active:
         session.rollback()
         raise DatasetInUse(
@@ -126,9 +134,11 @@ def delete_dataset(*, session: Session, store: ArtifactStore, project_id: uuid.U
             "/v1/jobs/{id}/cancel) or let them end, then delete the dataset")
     session.execute(update(Job).where(Job.dataset_id == dataset_id).values(dataset_id=None)
                     .execution_options(synchronize_session=False))
+    calibration_uris = _delete_calibrations(session, Calibration.dataset_id == dataset_id)
     session.execute(delete(Dataset).where(Dataset.id == dataset_id)
                     .execution_options(synchronize_session=False))
     session.commit()
+    _remove_calibration_files(store, calibration_uris)
     _remove_upload_file(session, store, Dataset, dataset.storage_uri)
 
 
@@ -151,6 +161,24 @@ def _delete_jobs(session: Session, job_ids: Select[uuid.UUID]) -> None:
                         .execution_options(synchronize_session=False))
     session.execute(delete(Job).where(Job.id.in_(ids))
                     .execution_options(synchronize_session=False))
+
+
+def _delete_calibrations(session: Session, condition: ColumnElement[bool]) -> list[str]:
+    """Delete the calibration rows `condition` selects (explicitly: the cascade would too, but
+    then their URIs would be unknown); their files' URIs."""
+    uris = list(session.scalars(select(Calibration.storage_uri).where(condition)))
+    session.execute(delete(Calibration).where(condition)
+                    .execution_options(synchronize_session=False))
+    return uris
+
+
+def _remove_calibration_files(store: ArtifactStore, uris: Sequence[str]) -> None:
+    for uri in uris:
+        try:
+            store.delete(uri)
+        except OSError as err:
+            logger.warning("could not remove calibration file %s of a deleted model or "
+                           "dataset (%s)", uri, err)
 
 
 def _remove_job_files(store: ArtifactStore, job_ids: Sequence[uuid.UUID]) -> None:

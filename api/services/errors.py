@@ -1,5 +1,6 @@
 """Errors services raise; api/main.py renders each as {"error": <class name>, "detail": ...}."""
 
+import uuid
 from collections.abc import Mapping
 from typing import ClassVar
 
@@ -11,6 +12,7 @@ __all__ = [
     "DatabaseUnavailable",
     "DatasetInUse",
     "DatasetNotFound",
+    "DatasetRoleConflict",
     "IdempotencyKeyInProgress",
     "IdempotencyKeyReused",
     "InvalidDatasetFile",
@@ -71,6 +73,11 @@ class DatasetNotFound(ServiceError):
 class JobNotFound(ServiceError):
     status_code = 404
 
+    @classmethod
+    def for_job(cls, job_id: uuid.UUID) -> "JobNotFound":
+        """The refusal for a job id the project has no job of, with where to find its jobs."""
+        return cls(f"job {job_id} does not exist; GET /v1/jobs lists jobs")
+
 
 class ArtifactNotFound(ServiceError):
     status_code = 404
@@ -126,6 +133,13 @@ class DatasetInUse(ServiceError):
     status_code = 409
 
 
+class DatasetRoleConflict(ServiceError):
+    """The same bytes uploaded again with another role: one set of samples cannot both calibrate
+    a model and judge it."""
+
+    status_code = 409
+
+
 class InvalidJobConfig(ServiceError):
     status_code = 422
 
@@ -154,7 +168,7 @@ class MalformedRequest(ServiceError):
 
 
 class RequestBodyTimeout(ServiceError):
-    """The request body stalled or trickled (api/body_deadline.py); the connection is closed,
+    """The request body stalled or trickled (api/http/body_deadline.py); the connection is closed,
     since the rest of the body will not be read."""
 
     status_code = 408

@@ -21,7 +21,7 @@ import hashlib
 import json
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -32,7 +32,7 @@ from api.services.errors import (
     IdempotencyKeyReused,
     InvalidIdempotencyKey,
 )
-from api.services.uploads import ReceivedFile
+from api.services.uploads.receive import ReceivedFile
 from core.db import idempotency_keys
 from core.settings import IdempotencySettings
 
@@ -105,12 +105,14 @@ def json_fingerprint(body: bytes) -> str:
     return hashlib.sha256(canonical).hexdigest()
 
 
-def upload_fingerprint(received: ReceivedFile) -> str:
+def upload_fingerprint(received: ReceivedFile, query: Mapping[str, str] | None = None) -> str:
     """SHA-256 of what an upload sends: the file (by its SHA-256, made while it streamed to
-    disk), its filename and `name`. Not the raw multipart body: its boundary is random, and
-    clients (httpx, curl) draw a new one on every try of the same upload."""
+    disk), its filename, `name` and the query parameters that change the answer (a dataset's
+    `role`). Not the raw multipart body: its boundary is random, and clients (httpx, curl)
+    draw a new one on every try of the same upload."""
     described = json.dumps({"file_sha256": received.sha256, "size_bytes": received.size_bytes,
-                            "filename": received.filename, "name": received.name},
+                            "filename": received.filename, "name": received.name,
+                            **({"query": dict(query)} if query else {})},
                            sort_keys=True)
     return hashlib.sha256(described.encode()).hexdigest()
 

@@ -36,13 +36,14 @@ from sqlalchemy import case, func, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from api.services.stage_durations import StageDurations, StageTime
+from api.services.jobs.stage_durations import StageDurations, StageTime
 from core.db.models import Dataset, Job, JobStatus, Model, WebhookDelivery, Worker
 from core.db.types import utc_now
 from core.db.worker_registry import online_clause
 from core.dispatch import JobDispatcher
-from core.queues import CPU_QUEUE, GPU_QUEUE, JOB_QUEUE_BY_BACKEND, WEBHOOK_QUEUE, queue_for
+from core.queues import WEBHOOK_QUEUE, backend_queues, queue_for
 from core.settings import MetricsSettings
+from optimizer.registries.backends import BACKENDS
 
 __all__ = ["STAGE_BUCKETS_S", "ServiceMetrics"]
 
@@ -82,7 +83,7 @@ class ServiceMetrics:
         up = GaugeMetricFamily("fuseforge_metrics_source_up",
                                "1 when the source answered this scrape; 0 leaves its metrics out",
                                labels=["source"])
-        queues: set[str] = {CPU_QUEUE, GPU_QUEUE, WEBHOOK_QUEUE}
+        queues: set[str] = {*backend_queues(), WEBHOOK_QUEUE}
         try:
             with sessions() as session:  # all of them or none: a half-read set would mislead
                 consumed = _online_worker_queues(session)
@@ -126,9 +127,9 @@ def _jobs_by_status(session: Session) -> Metric:
     backend = Job.config["backend"].as_string()
     counts = {(status, name or "unknown"): count for status, name, count in session.execute(
         select(Job.status, backend, func.count()).group_by(Job.status, backend))}
-    for name in JOB_QUEUE_BY_BACKEND:  # every series exists from the start, at 0
+    for known in BACKENDS:  # every series exists from the start, at 0
         for status in JobStatus:
-            counts.setdefault((status.value, name), 0)
+            counts.setdefault((status.value, known.value), 0)
     family = GaugeMetricFamily("fuseforge_jobs", "Jobs in each status, by backend",
                                labels=["status", "backend"])
     for (status, name), count in sorted(counts.items()):
@@ -178,7 +179,7 @@ def _online_worker_queues(session: Session) -> list[list[str]]:
 
 
 def _workers_online(consumed: list[list[str]]) -> Metric:
-    per_queue = dict.fromkeys((CPU_QUEUE, GPU_QUEUE), 0)
+    per_queue = dict.fromkeys(backend_queues(), 0)
     for queues in consumed:
         for queue in set(queues):
             per_queue[queue] = per_queue.get(queue, 0) + 1
@@ -191,15 +192,15 @@ def _workers_online(consumed: list[list[str]]) -> Metric:
 
 
 def _known_queues(session: Session, consumed: list[list[str]]) -> set[str]:
-    """The queues jobs may wait in besides cpu and gpu: those online workers consume and those
-    queued jobs' `target_gpu` sends them to."""
+    """The queues jobs may wait in besides the backends' own ("cpu", "gpu"): those online
+    workers consume and those queued jobs' `target_gpu` sends them to."""
     queues = {queue for worker_queues in consumed for queue in worker_queues}
     backend, target_gpu = Job.config["backend"].as_string(), Job.config["target_gpu"].as_string()
     targets = session.execute(select(backend, target_gpu)
                               .where(Job.status == JobStatus.QUEUED.value)
                               .group_by(backend, target_gpu))
     for backend, target_gpu in targets:
-        if backend in JOB_QUEUE_BY_BACKEND:
+        if backend in BACKENDS:
             queues.add(queue_for(backend, target_gpu))
     return queues
 

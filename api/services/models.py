@@ -8,13 +8,13 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from api.services.errors import InvalidModelFile, ModelNotFound
-from api.services.model_checks import ModelCheckAborted, ModelChecker
-from api.services.stored_uploads import display_name, store_upload
-from api.services.uploads import ReceivedFile
+from api.services.uploads.model_checks import ModelCheckAborted, ModelChecker
+from api.services.uploads.receive import ReceivedFile
+from api.services.uploads.stored import display_name, store_upload
 from core.db.models import Job, Model
 from core.storage import ArtifactStore
 from optimizer.errors import InvalidModelError, ModelLimitError, UnsupportedModelError
-from optimizer.model_limits import ModelLimits
+from optimizer.model.limits import ModelLimits
 
 __all__ = ["get_model", "list_models", "register_upload"]
 

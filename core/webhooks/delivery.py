@@ -20,10 +20,10 @@ from sqlalchemy import case, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from core.callbacks.signing import SIGNATURE_HEADER, signature_header
 from core.db.models import Job, WebhookDelivery
 from core.settings import Settings
 from core.webhooks.payload import event_of, job_payload
-from core.webhooks.signing import SIGNATURE_HEADER, signature_header
 from core.webhooks.transport import Answer, post
 
 __all__ = ["EVENT_HEADER", "ID_HEADER", "Attempt", "deliver_attempt", "delivery_id"]

@@ -13,7 +13,14 @@ from pydantic_core import to_json
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from core.db.models import Artifact, BenchmarkRecord, Job, JobStatus
+from core.db.models import (
+    Artifact,
+    BenchmarkRecord,
+    BenchmarkSuite,
+    BenchmarkVariant,
+    Job,
+    JobStatus,
+)
 
 __all__ = ["EVENTS", "event_of", "job_payload"]
 
@@ -39,8 +46,9 @@ def job_payload(session: Session, job: Job) -> bytes:
     # the comparison suite's engine record, as the job's headline speed-up is read
     engine = session.execute(
         select(BenchmarkRecord.speedup_verdict, BenchmarkRecord.regression)
-        .where(BenchmarkRecord.job_id == job.id, BenchmarkRecord.suite == "comparison",
-               BenchmarkRecord.variant == "engine")
+        .where(BenchmarkRecord.job_id == job.id,
+               BenchmarkRecord.suite == BenchmarkSuite.COMPARISON,
+               BenchmarkRecord.variant == BenchmarkVariant.ENGINE)
         .order_by(BenchmarkRecord.id.desc()).limit(1)).one_or_none()
     document: dict[str, Any] = {
         "id": job.id, "model_id": job.model_id, "status": job.status, "stage": job.stage,

@@ -12,8 +12,8 @@ from typing import Any
 
 import httpcore
 
+from core.callbacks.addresses import CallbackRefused, allowed_addresses
 from core.settings import WebhookSettings
-from core.webhooks.addresses import CallbackRefused, allowed_addresses
 
 __all__ = ["Answer", "post"]
 

@@ -3,7 +3,16 @@
 from fastapi import APIRouter
 from fastapi.responses import RedirectResponse
 
-from dashboard.pages import compare, job_detail, jobs, models, new_job, sign_in, workers
+from dashboard.pages import (
+    compare,
+    datasets,
+    job_detail,
+    jobs,
+    models,
+    new_job,
+    sign_in,
+    workers,
+)
 
 __all__ = ["router"]
 
@@ -15,5 +24,5 @@ async def home() -> RedirectResponse:
     return RedirectResponse("/ui/jobs", status_code=303)
 
 
-for page in (sign_in, jobs, job_detail, models, new_job, compare, workers):
+for page in (sign_in, jobs, job_detail, models, datasets, new_job, compare, workers):
     router.include_router(page.router)

@@ -14,6 +14,7 @@ from fastapi.responses import HTMLResponse
 from markupsafe import Markup
 
 from core import svg_charts as charts
+from core.db.models import BenchmarkVariant
 from core.svg_charts import Series
 from dashboard.pages.job_detail import comparison_benchmarks, format_cosine
 from dashboard.signed_in import Browser, BrowserDep
@@ -114,11 +115,12 @@ def job_label(job: Job) -> str:
 
 def _engine(job: Job) -> Job | None:
     """The job's engine timing (its smallest batch size), None when not benchmarked."""
-    rows = [b for b in comparison_benchmarks(job.get("benchmarks", [])) if b["variant"] == "engine"]
+    rows = [b for b in comparison_benchmarks(job.get("benchmarks", []))
+            if b["variant"] == BenchmarkVariant.ENGINE]
     return rows[0] if rows else None
 
 
-def _bench(key: str, variant: str = "engine") -> Callable[[Job], Any]:
+def _bench(key: str, variant: str = BenchmarkVariant.ENGINE) -> Callable[[Job], Any]:
     def read(job: Job) -> Any:
         rows = [b for b in comparison_benchmarks(job.get("benchmarks", []))
                 if b["variant"] == variant]
@@ -178,7 +180,7 @@ METRICS: tuple[_Metric, ...] = (
     _Metric("Engine latency p50", _bench("latency_ms_p50"), "lower", "ms"),
     _Metric("Engine latency p90", _bench("latency_ms_p90"), "lower", "ms"),
     _Metric("Engine latency p99", _bench("latency_ms_p99"), "lower", "ms"),
-    _Metric("Original model latency p50", _bench("latency_ms_p50", "original"), None, "ms"),
+    _Metric("Original model latency p50", _bench("latency_ms_p50", BenchmarkVariant.ORIGINAL), None, "ms"),
     _Metric("Throughput", _bench("throughput_per_s"), "higher", "/s"),
     _Metric("Peak memory", _bench("peak_memory_mb"), "lower", "MB", optional=True),
     _Metric("Device memory", _bench("device_memory_mb"), "lower", "MB", optional=True),

@@ -17,10 +17,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from markupsafe import Markup
 
-from api.services.stage_durations import stage_times
 from core import svg_charts as charts
+from core.db.models import BenchmarkSuite, BenchmarkVariant
 from core.svg_charts import Segment, Series
-from dashboard.signed_in import Browser, BrowserDep
+from dashboard.signed_in import BrowserDep
 from dashboard.templating import render
 
 __all__ = ["CANCELLABLE", "JobView", "comparison_benchmarks", "format_cosine", "job_view", "router"]
@@ -56,24 +56,17 @@ class JobView:
     sweep_throughput_chart: Markup | None = None
     localization: Mapping[str, Any] | None = None
     build_log: Mapping[str, Any] | None = None
+    quantization_time_chart: Markup | None = None  # int8: each candidate's time over fp32's
+    quantization_nodes_chart: Markup | None = None  # int8: the engine's nodes by precision
 
 
 @router.get("/ui/jobs/{job_id}")
 async def job_page(request: Request, browser: BrowserDep, job_id: uuid.UUID) -> HTMLResponse:
     job = await browser.api.get(f"/v1/jobs/{job_id}")
     return render(request, browser, "job_detail.html", active="jobs", job=job,
-                  model_name=await _model_name(browser, job),
+                  model_name=job["model_name"],
                   view=job_view(job, now=datetime.now(UTC)), num=charts.format_number,
                   cosine=format_cosine)
-
-
-async def _model_name(browser: Browser, job: Mapping[str, Any]) -> str:
-    """The model's name: the job document's own once the API carries it, else the model's."""
-    name = job.get("model_name")
-    if name:
-        return str(name)
-    model = await browser.api.get(f"/v1/models/{job['model_id']}")
-    return str(model["name"])
 
 
 def job_view(job: Mapping[str, Any], *, now: datetime) -> JobView:
@@ -88,8 +81,9 @@ def job_view(job: Mapping[str, Any], *, now: datetime) -> JobView:
         build_log=next((a for a in job.get("artifacts", []) if a["name"] == BUILD_LOG), None),
     )
     _fusion(view, job.get("fusion_report"))
+    _quantization(view, (job.get("accuracy_report") or {}).get("quantization"))
     benchmarks = job.get("benchmarks", [])
-    view.ablation = [b for b in benchmarks if b["suite"] == "ablation"]
+    view.ablation = [b for b in benchmarks if b["suite"] == BenchmarkSuite.ABLATION]
     if view.ablation:
         view.ablation_chart = charts.bar_chart(
             "ablation", "Median latency of each cumulative fusion stage",
@@ -102,16 +96,34 @@ def job_view(job: Mapping[str, Any], *, now: datetime) -> JobView:
             "throughput", "Throughput, original model and engine",
             [(_variant_label(b), b["throughput_per_s"]) for b in view.comparison],
             unit="/s", axis_label="samples per second")
-        view.headline = next((b for b in view.comparison if b["variant"] == "engine"), None)
+        view.headline = next((b for b in view.comparison if b["variant"] == BenchmarkVariant.ENGINE),
+                             None)
     _sweep(view, benchmarks)
     return view
+
+
+def _quantization(view: JobView, report: Mapping[str, Any] | None) -> None:
+    """An int8 job's charts: the candidates' time relative to fp32, the nodes by precision."""
+    if not report:
+        return
+    timed = [(c["label"], c["speed"]["ratio"]) for c in report.get("tried") or []
+             if c.get("speed")]
+    if timed:
+        view.quantization_time_chart = charts.bar_chart(
+            "int8-time", "Each int8 candidate's time over the fp32 model's (median ratio)",
+            [("fp32", 1.0), *timed], axis_label="time / fp32 time")
+    counts = (report.get("node_precisions") or {}).get("node_counts") or {}
+    if counts:
+        view.quantization_nodes_chart = charts.bar_chart(
+            "int8-nodes", "Nodes of the fused model by the precision the engine runs them at",
+            sorted(counts.items()), axis_label="nodes")
 
 
 def _sweep(view: JobView, benchmarks: Sequence[Mapping[str, Any]]) -> None:
     """Original and engine per batch size (suite "sweep"): where the engine's lead grows or
     vanishes."""
-    view.sweep = sorted((b for b in benchmarks if b["suite"] == "sweep"),
-                        key=lambda b: (b["batch_size"], b["variant"] != "original"))
+    view.sweep = sorted((b for b in benchmarks if b["suite"] == BenchmarkSuite.SWEEP),
+                        key=lambda b: (b["batch_size"], b["variant"] != BenchmarkVariant.ORIGINAL))
     if not view.sweep:
         return
     sizes = sorted({b["batch_size"] for b in view.sweep})
@@ -133,7 +145,8 @@ def _sweep(view: JobView, benchmarks: Sequence[Mapping[str, Any]]) -> None:
 def stage_timeline(job: Mapping[str, Any], *, now: datetime
                    ) -> tuple[list[Segment], list[tuple[str, float]]]:
     """The job's stages as timeline segments (seconds since it was created), and the total
-    time of each stage (a stage entered again by a fallback counts once, both rounds summed).
+    time of each stage (the document's `stage_seconds`: a stage entered again by a fallback
+    counts once, both rounds summed).
 
     A stage lasts from its "stage <name> started" event until the next one starts, the last
     until the job finished (`now` while it runs); the wait before a worker claimed the job is
@@ -162,8 +175,7 @@ def stage_timeline(job: Mapping[str, Any], *, now: datetime
         if running and index == len(starts) - 1:
             note = "; ".join(part for part in (note, "in progress") if part)
         segments.append(Segment(stage, _seconds(created, at), _seconds(at, ended), note))
-    totals = stage_times([(stage, at) for stage, at, _ in starts], end)
-    return segments, list(totals.items())
+    return segments, list(job.get("stage_seconds", {}).items())
 
 
 def _fusion(view: JobView, report: Mapping[str, Any] | None) -> None:
@@ -187,8 +199,10 @@ def _fusion(view: JobView, report: Mapping[str, Any] | None) -> None:
 
 def comparison_benchmarks(benchmarks: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The original-vs-engine timings, by batch size then with the original first."""
-    rows = [b for b in benchmarks if b.get("suite", "comparison") == "comparison"]
-    return sorted(rows, key=lambda b: (b["batch_size"], b["variant"] != "original", b["variant"]))
+    rows = [b for b in benchmarks
+            if b.get("suite", BenchmarkSuite.COMPARISON) == BenchmarkSuite.COMPARISON]
+    return sorted(rows, key=lambda b: (b["batch_size"], b["variant"] != BenchmarkVariant.ORIGINAL,
+                                       b["variant"]))
 
 
 def latency_chart(name: str, rows: Sequence[Mapping[str, Any]]) -> Markup:

@@ -8,7 +8,7 @@ error page, so the page keeps no second copy of the rules.
 
 import uuid
 from datetime import UTC, datetime
-from typing import Annotated, Any, get_args
+from typing import Annotated, Any
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Query, Request
@@ -44,7 +44,7 @@ async def jobs_page(request: Request, browser: BrowserDep, status: FilterParam =
     return render(
         request, browser, "jobs.html", active="jobs", page=page, filters=filters,
         filtered=any(filters.values()), statuses=[s.value for s in JobStatus],
-        backends=list(get_args(Backend)), models=_model_choices(models["items"], filters["model_id"]),
+        backends=list(Backend), models=_model_choices(models["items"], filters["model_id"]),
         prev_url=_page_url(filters, offset - PAGE_SIZE) if offset > 0 else None,
         next_url=(_page_url(filters, offset + PAGE_SIZE)
                   if offset + PAGE_SIZE < page["total"] else None),

@@ -10,7 +10,7 @@ from fastapi.responses import HTMLResponse
 from dashboard.signed_in import BrowserDep
 from dashboard.templating import render
 
-__all__ = ["PAGE_SIZE", "router"]
+__all__ = ["PAGE_SIZE", "pager_of", "router"]
 
 router = APIRouter()
 
@@ -23,7 +23,7 @@ async def models_page(request: Request, browser: BrowserDep,
     page = await browser.api.get("/v1/models", {"limit": PAGE_SIZE, "offset": offset})
     counts = {model["id"]: model.get("job_count") or 0 for model in page["items"]}
     return render(request, browser, "models.html", active="models", page=page,
-                  job_counts=counts, pager=_pager(page))
+                  job_counts=counts, pager=pager_of(page))
 
 
 @router.get("/ui/models/{model_id}")
@@ -35,7 +35,7 @@ async def model_page(request: Request, browser: BrowserDep, model_id: uuid.UUID)
                   history=history)
 
 
-def _pager(page: dict[str, Any]) -> dict[str, int | None]:
+def pager_of(page: dict[str, Any]) -> dict[str, int | None]:
     """Offsets of the previous and next pages (None at either end)."""
     offset, limit, total = page["offset"], page["limit"], page["total"]
     return {"prev": max(offset - limit, 0) if offset > 0 else None,

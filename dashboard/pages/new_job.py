@@ -2,6 +2,7 @@
 the passes the API lists and the project's datasets; `?from_job=` fills it from a job's stored
 config ("Run again with…"). The browser's script (static/new_job.js) posts it to /v1/jobs."""
 
+import math
 import uuid
 from collections.abc import Mapping
 from typing import Annotated, Any
@@ -13,6 +14,8 @@ from core.job_config import JobConfig
 from dashboard.rest import RestError
 from dashboard.signed_in import BrowserDep
 from dashboard.templating import render
+from optimizer.registries.precisions import PRECISIONS
+from optimizer.registries.quantization import CalibrationMethod, QuantizationMode
 from optimizer.validation.tolerances import default_tolerances
 
 __all__ = ["router"]
@@ -20,7 +23,6 @@ __all__ = ["router"]
 router = APIRouter()
 
 _DATASETS_SHOWN = 500  # the API's largest page: the select lists at most this many
-_PRECISIONS = ("fp32", "fp16", "bf16")
 
 
 @router.get("/ui/models/{model_id}/new-job")
@@ -28,6 +30,7 @@ async def new_job_page(request: Request, browser: BrowserDep, model_id: uuid.UUI
                        from_job: Annotated[str | None, Query(max_length=100)] = None) -> HTMLResponse:
     model = await browser.api.get(f"/v1/models/{model_id}")  # 404 page for another project's
     passes = await browser.api.get("/v1/passes")
+    backends = await browser.api.get("/v1/backends")
     datasets = (await browser.api.get("/v1/datasets", {"limit": _DATASETS_SHOWN}))["items"]
     config: dict[str, Any] = JobConfig().model_dump(mode="json")
     source_job, source_problem = None, None
@@ -42,7 +45,10 @@ async def new_job_page(request: Request, browser: BrowserDep, model_id: uuid.UUI
             config = _merged(config, source_job.get("config") or {})
     return render(
         request, browser, "new_job.html", active="models", model=model, passes=passes,
+        backends=backends, precisions=_precision_choices(backends), taking=_taking(backends),
         datasets=datasets, config=config, source_job=source_job, source_problem=source_problem,
+        quantization_modes=list(QuantizationMode), calibration_methods=list(CalibrationMethod),
+        quantized_precisions=[str(p) for p, spec in PRECISIONS.items() if spec.quantizes],
         checked_passes=_checked_passes(config, passes),
         custom_passes=isinstance(config.get("passes"), list),
         dynamic_inputs=[t for t in model.get("inputs") or [] if _is_dynamic(t)],
@@ -50,8 +56,34 @@ async def new_job_page(request: Request, browser: BrowserDep, model_id: uuid.UUI
         profiles={name: {bound: _dims(profile.get(bound)) for bound in ("min", "opt", "max")}
                   for name, profile in (config.get("profiles") or {}).items()},
         ranges=config.get("input_ranges") or {},
-        tolerance_defaults={p: default_tolerances(p).to_dict() for p in _PRECISIONS},
+        tolerance_defaults={p: _finite(default_tolerances(p).to_dict()) for p in PRECISIONS},
     )
+
+
+def _finite(limits: Mapping[str, float]) -> dict[str, float]:
+    """The limits a field can show: an infinite one (int8's atol: elementwise error is not
+    checked) is left out, so the field reads "not checked" and the page's JSON stays JSON."""
+    return {name: value for name, value in limits.items() if math.isfinite(value)}
+
+
+def _taking(backends: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """The backends that take each backend-only option (/v1/backends' `options`): the form
+    shows an option's fields only while one of them is chosen."""
+    taking: dict[str, list[str]] = {}
+    for described in backends:
+        for option in described["options"]:
+            taking.setdefault(option, []).append(described["name"])
+    return taking
+
+
+def _precision_choices(backends: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(value, text) per precision: "bf16 (TensorRT only)" where some backends lack it."""
+    choices = []
+    for precision in PRECISIONS:
+        on = [b["label"] for b in backends if precision in b["precisions"]]
+        only = f" ({', '.join(on)} only)" if len(on) < len(backends) else ""
+        choices.append((str(precision), f"{precision}{only}"))
+    return choices
 
 
 def _merged(defaults: Mapping[str, Any], stored: Mapping[str, Any]) -> dict[str, Any]:
@@ -70,7 +102,7 @@ def _merged(defaults: Mapping[str, Any], stored: Mapping[str, Any]) -> dict[str,
 def _checked_passes(config: Mapping[str, Any], passes: list[dict[str, Any]]) -> set[str]:
     """The passes the config runs: "all" is every pass not measured slower on its backend (the
     optimizer's own reading of "all"), "none" none, a list those it names."""
-    selection, backend = config.get("passes", "all"), config.get("backend", "onnxruntime")
+    selection, backend = config.get("passes", "all"), config.get("backend", JobConfig().backend)
     if selection == "all":
         return {p["name"] for p in passes if backend not in (p.get("off_by_default") or {})}
     if isinstance(selection, list):

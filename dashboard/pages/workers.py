@@ -13,6 +13,7 @@ from fastapi.responses import HTMLResponse
 from dashboard.rest import RestApi, RestError
 from dashboard.signed_in import BrowserDep
 from dashboard.templating import render
+from optimizer.registries.backends import Backend
 
 __all__ = ["router"]
 
@@ -27,7 +28,7 @@ _RUNNING_LOOKED_UP = 50
 @router.get("/ui/workers")
 async def workers_page(request: Request, browser: BrowserDep) -> HTMLResponse:
     workers = await browser.api.get("/v1/workers")
-    waiting = await browser.api.get("/v1/jobs", {"status": "queued", "backend": "tensorrt",
+    waiting = await browser.api.get("/v1/jobs", {"status": "queued", "backend": Backend.TENSORRT,
                                                  "limit": _WAITING_SHOWN})
     return render(
         request, browser, "workers.html", active="workers",

@@ -20,7 +20,7 @@
   // --- what the backend and precision change on the page -------------------------------------
   function showBackendOptions() {
     for (const el of form.querySelectorAll("[data-backend-only]")) {
-      el.hidden = el.dataset.backendOnly !== backend();
+      el.hidden = !el.dataset.backendOnly.split(" ").includes(backend());
     }
   }
 
@@ -47,7 +47,12 @@
     showBackendOptions();
     if (!passesTouched) checkDefaultPasses();
   });
-  precisionSelect.addEventListener("change", showTolerancePlaceholders);
+  function showPrecisionOptions() {
+    for (const el of form.querySelectorAll("[data-precision-only]")) {
+      el.hidden = !el.dataset.precisionOnly.split(" ").includes(precisionSelect.value);
+    }
+  }
+  precisionSelect.addEventListener("change", () => { showTolerancePlaceholders(); showPrecisionOptions(); });
   for (const box of passBoxes()) box.addEventListener("change", () => { passesTouched = true; });
   document.getElementById("default-passes")?.addEventListener("click", () => {
     passesTouched = false;
@@ -127,6 +132,15 @@
     job.validation = group("validation", ["samples", "seed", "atol", "rtol", "min_cosine", "max_rel_err",
       "max_rmse", "min_snr_db", "min_top1_agreement", "min_top5_agreement", "max_accuracy_drop"]);
     job.precision_search = checked("precision_search");
+    const quantized = (form.querySelector("#quantization")?.dataset.precisionOnly || "").split(" ");
+    if (quantized.includes(job.precision)) {
+      job.quantization = { mode: text("quantization.mode") || "auto", method: text("quantization.method") || "auto",
+        ...group("quantization", ["max_kept_nodes"]) };
+      if (text("quantization.calibration")) job.quantization.calibration = text("quantization.calibration");
+      // Only the limits given: the others stay int8's defaults.
+      const budget = group("accuracy_budget", ["min_cosine", "min_top1_agreement", "max_abs_err"]);
+      if (Object.keys(budget).length) job.accuracy_budget = budget;
+    }
     if (job.precision_search) {
       // Every limit is sent, unset ones as null: the budget's own default (min_cosine) is
       // replaced by what the form shows, so clearing a field clears that limit.

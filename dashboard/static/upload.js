@@ -1,12 +1,15 @@
-// Models page: upload an ONNX model by dropping it on #upload-dropzone or choosing it in
-// #upload-file. XMLHttpRequest rather than fetch() because only XHR reports upload progress;
-// on success the browser goes on to the new-job form of that model, on refusal the API's own
-// detail (InvalidModelFile, UploadTooLarge...) is shown where the status is.
+// Models and datasets pages: upload a file by dropping it on #upload-dropzone or choosing it in
+// #upload-file, POSTed to the zone's data-upload-url (default /v1/models) with the role of
+// #upload-role where the page has one (datasets). XMLHttpRequest rather than fetch() because
+// only XHR reports upload progress; on success a model goes on to its new-job form and a
+// dataset's page reloads to list it, on refusal the API's own detail (InvalidModelFile,
+// DatasetRoleConflict, UploadTooLarge...) is shown where the status is.
 "use strict";
 (() => {
   const zone = document.getElementById("upload-dropzone");
   const input = document.getElementById("upload-file");
   const nameInput = document.getElementById("upload-name");
+  const roleInput = document.getElementById("upload-role");
   const progress = document.getElementById("upload-progress");
   const status = document.getElementById("upload-status");
   if (!zone || !input || !progress || !status) return;
@@ -54,7 +57,8 @@
     form.append("file", file, file.name);
 
     const xhr = new XMLHttpRequest();
-    xhr.open("POST", "/v1/models");
+    const url = zone.dataset.uploadUrl || "/v1/models";
+    xhr.open("POST", roleInput ? `${url}?role=${encodeURIComponent(roleInput.value)}` : url);
     xhr.setRequestHeader("X-CSRF-Token", window.FuseForge ? window.FuseForge.csrf() : "");
     xhr.setRequestHeader("Accept", "application/json");
     xhr.upload.onprogress = (event) => {
@@ -70,6 +74,11 @@
       const body = answerOf(xhr);
       if ((xhr.status === 201 || xhr.status === 200) && body && body.id) {
         progress.value = 100;
+        if (body.role) { // a dataset: list it
+          say(`${body.name} ${xhr.status === 200 ? "was uploaded before" : "uploaded"} as a ${body.role} dataset.`);
+          window.location.assign(`/ui/datasets?role=${encodeURIComponent(body.role)}`);
+          return;
+        }
         say(xhr.status === 200
           ? `${body.name} was uploaded before; opening its new-job form…`
           : `${body.name} uploaded; opening its new-job form…`);

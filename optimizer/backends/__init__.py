@@ -1,7 +1,8 @@
 """Inference backends: each builds an engine from an ONNX model and runs it behind `Runner`.
 
-`BACKENDS` names them; importing this package loads no backend (the CLI's --help reads it)."""
+optimizer/registries/backends.py declares them (`Backend`, `BACKENDS`), re-exported here;
+importing this package loads no backend (the CLI's --help reads it)."""
 
-__all__ = ["BACKENDS"]
+from optimizer.registries.backends import BACKENDS, Backend, BackendSpec
 
-BACKENDS = ("onnxruntime", "tensorrt")
+__all__ = ["BACKENDS", "Backend", "BackendSpec"]

@@ -1,6 +1,6 @@
 """Fusion passes, one family per module, and the order they run in."""
 
-from optimizer.passes.base import BACKENDS, FusionPass
+from optimizer.passes.base import BACKENDS, FusionPass, PassStage
 from optimizer.passes.cleanup import CLEANUP
 from optimizer.passes.fold_batch_norm import FOLD_BATCH_NORM
 from optimizer.passes.fuse_attention import FUSE_ATTENTION
@@ -16,7 +16,7 @@ from optimizer.passes.pack_attention_projections import PACK_ATTENTION_PROJECTIO
 from optimizer.passes.sink_reshapes import SINK_RESHAPES
 from optimizer.passes.upgrade_opset_for_layer_norm import UPGRADE_OPSET_FOR_LAYER_NORM
 
-__all__ = ["BACKENDS", "DEFAULT_PASSES", "FusionPass", "PASSES_BY_NAME"]
+__all__ = ["BACKENDS", "DEFAULT_PASSES", "FusionPass", "PASSES_BY_NAME", "PassStage"]
 
 # Order matters (the engine repeats the whole sequence until nothing changes, but a pass that
 # runs first can hide another's pattern):

@@ -9,13 +9,25 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 import onnx_ir as ir
 from onnxscript.rewriter.pattern import RewriteRule
 
 from optimizer.backends import BACKENDS
 
-__all__ = ["BACKENDS", "FusionPass", "GraphFunction", "LazyRules"]
+__all__ = ["BACKENDS", "FusionPass", "GraphFunction", "LazyRules", "PassStage", "on_every_backend"]
+
+
+class PassStage(StrEnum):
+    """The fusion family a pass belongs to, in the order the ablation adds them
+    (optimizer/measure/ablation.py): each stage's variant times every stage up to it."""
+
+    CLEANUP = "cleanup"  # constants and shape arithmetic folded, no-ops and dead code dropped
+    CONV_BN_ACT = "conv_bn_act"  # BN folded into Conv, Conv+activation
+    ADD_RELU = "add_relu"  # Conv+Add+Relu (residual blocks)
+    MATMUL_GEMM = "matmul_gemm"  # MatMul+Add into Gemm and its reshapes
+    OTHER = "other"  # LayerNorm, GELU, attention and the plugin fusions
 
 
 # A whole-graph transformation that returns how many changes it made.
@@ -28,7 +40,7 @@ class LazyRules(Mapping[str, Sequence[RewriteRule]]):
     Building a rule compiles its pattern (milliseconds each, ~100 rules): `fuseforge optimize`
     for one backend need not pay for the other's, nor for passes off by default.
 
-    >>> rules = LazyRules({"onnxruntime": lambda: [FuseX.rule()]})  # doctest: +SKIP
+    >>> rules = LazyRules({Backend.ONNXRUNTIME: lambda: [FuseX.rule()]})  # doctest: +SKIP
     """
 
     def __init__(self, builders: Mapping[str, Callable[[], Sequence[RewriteRule]]]) -> None:
@@ -47,6 +59,12 @@ class LazyRules(Mapping[str, Sequence[RewriteRule]]):
         return len(self._builders)
 
 
+def on_every_backend(builder: Callable[[], Sequence[RewriteRule]]) -> LazyRules:
+    """The same rules for every backend: a fusion written in standard ONNX ops that each
+    backend runs natively. Only a pass that lowers differently per backend names backends."""
+    return LazyRules(dict.fromkeys(BACKENDS, builder))
+
+
 @dataclass(frozen=True)
 class FusionPass:
     """One fusion family.
@@ -59,10 +77,13 @@ class FusionPass:
 
     name: str
     summary: str
-    stage: str  # ablation stage: "cleanup", "conv_bn_act", "add_relu", "matmul_gemm", "other"
+    stage: PassStage
     rules: Mapping[str, Sequence[RewriteRule]] = field(default_factory=dict)
     graph_function: GraphFunction | None = None  # for clean-ups that are not pattern rules
     off_by_default: Mapping[str, str] = field(default_factory=dict)
+    # Why the pass is left out of a model that is then quantized (None: it runs): its fused op
+    # has no integer kernel, so the quantizer would leave the ops it swallowed in float.
+    hides_from_quantizer: str | None = None
 
     def supports(self, backend: str) -> bool:
         return self.graph_function is not None or backend in self.rules

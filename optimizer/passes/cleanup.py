@@ -38,7 +38,7 @@ from onnxscript.optimizer._constant_folding import (
     Replacement,
 )
 
-from optimizer.passes.base import FusionPass
+from optimizer.passes.base import FusionPass, PassStage
 from optimizer.passes.checks import attr_int, perm
 from optimizer.passes.inline_constant_ifs import inline_constant_ifs
 from optimizer.passes.matching import MS_DOMAIN, ONNX_DOMAINS, default_opset
@@ -406,6 +406,6 @@ def cleanup_graph(model: ir.Model) -> int:
 CLEANUP = FusionPass(
     name="cleanup",
     summary="Lift constants, fold constant and shape arithmetic, drop no-ops and dead code",
-    stage="cleanup",
+    stage=PassStage.CLEANUP,
     graph_function=cleanup_graph,
 )

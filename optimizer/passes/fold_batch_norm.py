@@ -33,7 +33,7 @@ import numpy as np
 import onnx_ir as ir
 from onnxscript.rewriter.pattern import MatchResult, RewriteRule, RewriteRuleClassBase
 
-from optimizer.passes.base import BACKENDS, FusionPass, LazyRules
+from optimizer.passes.base import FusionPass, PassStage, on_every_backend
 from optimizer.passes.checks import (
     attr_float,
     attr_int,
@@ -263,6 +263,6 @@ FOLD_BATCH_NORM = FusionPass(
     name="fold_batch_norm",
     summary="Fold inference-mode BatchNormalization into the preceding Conv, ConvTranspose, "
     "Gemm or 2-D MatMul",
-    stage="conv_bn_act",
-    rules=LazyRules({backend: _rules for backend in BACKENDS}),
+    stage=PassStage.CONV_BN_ACT,
+    rules=on_every_backend(_rules),
 )

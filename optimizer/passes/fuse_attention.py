@@ -54,9 +54,10 @@ import onnx_ir as ir
 from onnxscript.rewriter.pattern import MatchResult, OrValue, RewriteRuleClassBase
 
 from optimizer.passes.attention_pattern import Attention, is_static, parse_attention
-from optimizer.passes.base import FusionPass
+from optimizer.passes.base import FusionPass, PassStage
 from optimizer.passes.checks import shared_constant, static_shape, unique_initializer_name
 from optimizer.passes.matching import MS_DOMAIN
+from optimizer.registries.backends import Backend
 
 __all__ = [
     "FUSE_ATTENTION",
@@ -178,6 +179,6 @@ FUSE_ATTENTION = FusionPass(
     name="fuse_attention",
     summary="Fuse scaled dot-product attention between the head split and merge into "
             "com.microsoft.MultiHeadAttention",
-    stage="other",
-    rules={"onnxruntime": [FuseMultiHeadAttention.rule()]},
+    stage=PassStage.OTHER,
+    rules={Backend.ONNXRUNTIME: [FuseMultiHeadAttention.rule()]},
 )

@@ -40,7 +40,7 @@ import numpy as np
 import onnx_ir as ir
 from onnxscript.rewriter.pattern import MatchResult, RewriteRuleClassBase
 
-from optimizer.passes.base import FusionPass
+from optimizer.passes.base import FusionPass, PassStage
 from optimizer.passes.checks import (
     attr_float,
     const_array,
@@ -51,6 +51,7 @@ from optimizer.passes.checks import (
     refuse_unknown_attributes,
 )
 from optimizer.passes.matching import MS_DOMAIN
+from optimizer.registries.backends import Backend
 
 __all__ = [
     "FUSE_CONV_ACTIVATION",
@@ -217,12 +218,15 @@ FUSE_CONV_ACTIVATION = FusionPass(
     name="fuse_conv_activation",
     summary="Fuse Conv + Relu / Clip / LeakyRelu / Sigmoid / HardSigmoid / Tanh into "
             "com.microsoft.FusedConv, and Conv + SiLU into Conv + com.microsoft.QuickGelu",
-    stage="conv_bn_act",
+    stage=PassStage.CONV_BN_ACT,
     rules={
-        "onnxruntime": [
+        Backend.ONNXRUNTIME: [
             FuseConvRelu.rule(), FuseConvClip.rule(), FuseConvLeakyRelu.rule(),
             FuseConvSigmoid.rule(), FuseConvHardSigmoid.rule(), FuseConvTanh.rule(),
             FuseConvSilu.rule(), FuseConvSiluSwapped.rule(),
         ],
     },
+    hides_from_quantizer="com.microsoft.FusedConv has no int8 kernel and ONNX Runtime's "
+                         "quantizer skips it; ONNX Runtime fuses the quantized Conv and its "
+                         "activation into QLinearConv itself",
 )

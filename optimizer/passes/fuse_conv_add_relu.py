@@ -35,10 +35,11 @@ from typing import Any, ClassVar
 import onnx_ir as ir
 from onnxscript.rewriter.pattern import MatchResult, RewriteRuleClassBase
 
-from optimizer.passes.base import FusionPass
+from optimizer.passes.base import FusionPass, PassStage
 from optimizer.passes.checks import first_refusal, refuse_if_escapes, refuse_unknown_attributes
 from optimizer.passes.fuse_conv_activation import refuse_unless_fused_conv_can_replace
 from optimizer.passes.matching import MS_DOMAIN
+from optimizer.registries.backends import Backend
 
 __all__ = ["FUSE_CONV_ADD_RELU", "FuseAddConvRelu", "FuseConvAddRelu"]
 
@@ -138,6 +139,9 @@ class FuseAddConvRelu(_FuseConvAddReluBase):
 FUSE_CONV_ADD_RELU = FusionPass(
     name="fuse_conv_add_relu",
     summary="Fuse Conv + residual Add + Relu into com.microsoft.FusedConv with the residual as Z",
-    stage="add_relu",
-    rules={"onnxruntime": [FuseConvAddRelu.rule(), FuseAddConvRelu.rule()]},
+    stage=PassStage.ADD_RELU,
+    rules={Backend.ONNXRUNTIME: [FuseConvAddRelu.rule(), FuseAddConvRelu.rule()]},
+    hides_from_quantizer="com.microsoft.FusedConv has no int8 kernel and ONNX Runtime's "
+                         "quantizer skips it; ONNX Runtime fuses the quantized Conv and its "
+                         "activation into QLinearConv itself",
 )

@@ -40,7 +40,7 @@ import numpy as np
 import onnx_ir as ir
 from onnxscript.rewriter.pattern import MatchResult, OrValue, RewriteRuleClassBase
 
-from optimizer.passes.base import FusionPass, LazyRules
+from optimizer.passes.base import FusionPass, LazyRules, PassStage
 from optimizer.passes.checks import (
     const_array,
     first_refusal,
@@ -48,6 +48,7 @@ from optimizer.passes.checks import (
     refuse_if_not_constant,
 )
 from optimizer.passes.matching import MS_DOMAIN, FormsRule, default_opset
+from optimizer.registries.backends import Backend
 
 __all__ = ["FUSE_GELU", "FuseBiasGelu", "FuseGeluErf", "FuseGeluTanh", "split_bias"]
 
@@ -297,17 +298,17 @@ FUSE_GELU = FusionPass(
     name="fuse_gelu",
     summary="Fuse GELU written out (erf or tanh form) into com.microsoft.Gelu / FastGelu "
             "(+ bias: BiasGelu) on ONNX Runtime, into Gelu-20 on TensorRT",
-    stage="other",
+    stage=PassStage.OTHER,
     rules=LazyRules({
         # GELU first: the bias rules then see the bias Add feeding one GELU op.
-        "onnxruntime": lambda: [
+        Backend.ONNXRUNTIME: lambda: [
             FuseGeluErf.rule(lowering="contrib"),
             FuseGeluTanh.rule(lowering="contrib"),
             FuseBiasGelu.rule("Gelu"),
             FuseBiasGelu.rule("FastGelu"),
             FuseBiasGelu.rule("OnnxGelu"),
         ],
-        "tensorrt": lambda: [FuseGeluErf.rule(lowering="onnx"),
+        Backend.TENSORRT: lambda: [FuseGeluErf.rule(lowering="onnx"),
                              FuseGeluTanh.rule(lowering="onnx")],
     }),
 )

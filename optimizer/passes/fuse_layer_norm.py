@@ -42,7 +42,7 @@ import numpy as np
 import onnx_ir as ir
 from onnxscript.rewriter.pattern import MatchResult, OrValue, RewriteRule
 
-from optimizer.passes.base import BACKENDS, FusionPass, LazyRules
+from optimizer.passes.base import FusionPass, PassStage, on_every_backend
 from optimizer.passes.checks import (
     attr_int,
     const_array,
@@ -183,6 +183,17 @@ class _LayerNormRule(FormsRule):
     def check(self, context: Any, x: ir.Value, two: ir.Value | None,
               epsilon: ir.Value | None, gamma: ir.Value | None, beta: ir.Value | None,
               mean: ir.Value, variance: ir.Value, deviation: ir.Value) -> MatchResult:
+        refusal = first_refusal(self._refuse_if_a_larger_rule_decides(context.output_values[0]),
+                                refuse_if_not_constant(epsilon, two, gamma, beta),
+                                refuse_if_intermediates_escape(context))
+        if refusal is not None:
+            return refusal
+        plan = self._plan(x, two, epsilon, gamma, beta, mean, variance, deviation)
+        if isinstance(plan, MatchResult):
+            return plan
+        # The opset last: upgrade_opset_for_layer_norm converts a model only for LayerNorms
+        # that pass every other check, so a refusal for the opset alone means that pass did not
+        # run or said why it left the model as it is (an unknown shape, say, is named above).
         opset = default_opset(context.model)
         if self.require_opset and opset < LAYER_NORM_OPSET:
             upgrade_refused = context.model.meta.get(UPGRADE_REFUSAL_KEY)
@@ -190,14 +201,9 @@ class _LayerNormRule(FormsRule):
                 f"the model imports opset {opset} of the default domain; LayerNormalization "
                 f"needs {LAYER_NORM_OPSET} and "
                 + (f"the model was not converted: {upgrade_refused}" if upgrade_refused else
-                   "pass 'upgrade_opset_for_layer_norm' (not run) converts the model to it"))
-        refusal = first_refusal(self._refuse_if_a_larger_rule_decides(context.output_values[0]),
-                                refuse_if_not_constant(epsilon, two, gamma, beta),
-                                refuse_if_intermediates_escape(context))
-        if refusal is not None:
-            return refusal
-        plan = self._plan(x, two, epsilon, gamma, beta, mean, variance, deviation)
-        return plan if isinstance(plan, MatchResult) else MatchResult()
+                   "pass 'upgrade_opset_for_layer_norm', which converts the model to it, is not "
+                   "among this run's passes"))
+        return MatchResult()
 
     def _refuse_if_a_larger_rule_decides(self, output: ir.Value) -> MatchResult | None:
         """A Mul or Add by a constant after the root is a gamma or beta the larger rule refused.
@@ -345,6 +351,6 @@ FUSE_LAYER_NORM = FusionPass(
     name="fuse_layer_norm",
     summary="Fuse LayerNorm written out (ReduceMean, Sub, Pow, Sqrt, Div, Mul, Add) into "
             "LayerNormalization-17",
-    stage="other",
-    rules=LazyRules({backend: layer_norm_rules for backend in BACKENDS}),
+    stage=PassStage.OTHER,
+    rules=on_every_backend(layer_norm_rules),
 )

@@ -32,7 +32,7 @@ import numpy as np
 import onnx_ir as ir
 from onnxscript.rewriter.pattern import MatchResult, RewriteRule, RewriteRuleClassBase
 
-from optimizer.passes.base import FusionPass, LazyRules
+from optimizer.passes.base import FusionPass, LazyRules, PassStage
 from optimizer.passes.checks import (
     const_array,
     const_shape,
@@ -43,6 +43,7 @@ from optimizer.passes.checks import (
     refuse_unless_same_float,
     unique_initializer_name,
 )
+from optimizer.registries.backends import Backend
 
 __all__ = [
     "FUSE_MATMUL_ADD",
@@ -288,7 +289,7 @@ def _rules(*, reshaped_gemm: bool) -> list[RewriteRule]:
 FUSE_MATMUL_ADD = FusionPass(
     name="fuse_matmul_add",
     summary="MatMul + bias Add → Gemm (rank 3+ through Reshape for small K); fold scales into W",
-    stage="matmul_gemm",
-    rules=LazyRules({"onnxruntime": lambda: _rules(reshaped_gemm=True),
-                     "tensorrt": lambda: _rules(reshaped_gemm=False)}),
+    stage=PassStage.MATMUL_GEMM,
+    rules=LazyRules({Backend.ONNXRUNTIME: lambda: _rules(reshaped_gemm=True),
+                     Backend.TENSORRT: lambda: _rules(reshaped_gemm=False)}),
 )

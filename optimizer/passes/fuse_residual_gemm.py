@@ -28,7 +28,7 @@ import numpy as np
 import onnx_ir as ir
 from onnxscript.rewriter.pattern import MatchResult, RewriteRule, RewriteRuleClassBase
 
-from optimizer.passes.base import FusionPass, LazyRules
+from optimizer.passes.base import FusionPass, PassStage, on_every_backend
 from optimizer.passes.checks import (
     const_array,
     first_refusal,
@@ -121,6 +121,6 @@ def _rules() -> list[RewriteRule]:
 FUSE_RESIDUAL_GEMM = FusionPass(
     name="fuse_residual_gemm",
     summary="Fold a linear layer's bias and residual Add into one Gemm (residual as its C input)",
-    stage="matmul_gemm",
-    rules=LazyRules({backend: _rules for backend in ("onnxruntime", "tensorrt")}),
+    stage=PassStage.MATMUL_GEMM,
+    rules=on_every_backend(_rules),
 )

@@ -36,7 +36,7 @@ from typing import Any
 import onnx_ir as ir
 from onnxscript.rewriter.pattern import MatchResult
 
-from optimizer.passes.base import FusionPass, LazyRules
+from optimizer.passes.base import FusionPass, LazyRules, PassStage
 from optimizer.passes.checks import (
     attr_float,
     attr_int,
@@ -45,6 +45,7 @@ from optimizer.passes.checks import (
 )
 from optimizer.passes.matching import MS_DOMAIN, FormsRule, node_label
 from optimizer.passes.symbolic_dims import DimTracer, describe_dims
+from optimizer.registries.backends import Backend
 
 __all__ = ["FUSE_SKIP_LAYER_NORM", "FuseSkipLayerNorm", "SkipPlan", "plan_skip_layer_norm"]
 
@@ -216,15 +217,15 @@ FUSE_SKIP_LAYER_NORM = FusionPass(
     name="fuse_skip_layer_norm",
     summary="Fuse residual Add (+ bias Add) + LayerNormalization into "
             "com.microsoft.SkipLayerNormalization",
-    stage="other",
+    stage=PassStage.OTHER,
     # Bias forms first, so the bias Add is taken in rather than left as the fused node's input.
     rules=LazyRules({
-        "onnxruntime": lambda: [
+        Backend.ONNXRUNTIME: lambda: [
             FuseSkipLayerNorm.rule("FuseSkipLayerNormBias", bias=True, keep_sum=False),
             FuseSkipLayerNorm.rule("FuseSkipLayerNormBiasKeepSum", bias=True, keep_sum=True),
             FuseSkipLayerNorm.rule("FuseSkipLayerNorm", bias=False, keep_sum=False),
             FuseSkipLayerNorm.rule("FuseSkipLayerNormKeepSum", bias=False, keep_sum=True),
         ],
     }),
-    off_by_default={"onnxruntime": SLOWER_ON_ORT_CPU},
+    off_by_default={Backend.ONNXRUNTIME: SLOWER_ON_ORT_CPU},
 )

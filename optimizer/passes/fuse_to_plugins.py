@@ -36,7 +36,7 @@ from typing import Any
 import onnx_ir as ir
 from onnxscript.rewriter.pattern import MatchResult, RewriteRule
 
-from optimizer.passes.base import FusionPass, LazyRules
+from optimizer.passes.base import FusionPass, LazyRules, PassStage
 from optimizer.passes.checks import const_array
 from optimizer.passes.fuse_attention import FuseMultiHeadAttention, merged_inputs, merged_output
 from optimizer.passes.fuse_gelu import FuseBiasGelu, FuseGeluErf, FuseGeluTanh, split_bias
@@ -54,6 +54,7 @@ from optimizer.passes.plugin_nodes import (
 )
 from optimizer.passes.retarget_contrib_ops import retarget_contrib_rules
 from optimizer.plugins.skip_layer_norm import MAX_HIDDEN
+from optimizer.registries.backends import Backend
 
 __all__ = [
     "FUSE_TO_PLUGINS",
@@ -217,6 +218,6 @@ FUSE_TO_PLUGINS = FusionPass(
     summary="Rewrite Add + LayerNormalization, bias Add + GELU and scaled dot-product "
             "attention (written out, or as the com.microsoft ops) into fuseforge plugin nodes "
             "for TensorRT",
-    stage="other",
-    rules=LazyRules({"tensorrt": _rules}),
+    stage=PassStage.OTHER,
+    rules=LazyRules({Backend.TENSORRT: _rules}),
 )

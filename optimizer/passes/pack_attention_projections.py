@@ -33,7 +33,7 @@ import numpy as np
 import onnx_ir as ir
 from onnxscript.rewriter.pattern import MatchResult, RewriteRuleClassBase
 
-from optimizer.passes.base import FusionPass
+from optimizer.passes.base import FusionPass, PassStage
 from optimizer.passes.checks import (
     attr_float,
     attr_int,
@@ -47,6 +47,7 @@ from optimizer.passes.checks import (
     unique_initializer_name,
 )
 from optimizer.passes.matching import MS_DOMAIN
+from optimizer.registries.backends import Backend
 
 __all__ = ["PACK_ATTENTION_PROJECTIONS", "PackAttentionProjections"]
 
@@ -220,6 +221,6 @@ PACK_ATTENTION_PROJECTIONS = FusionPass(
     name="pack_attention_projections",
     summary="Pack self-attention's Q, K, V projection Gemms and MultiHeadAttention into "
             "com.microsoft.Attention (one GEMM for the three)",
-    stage="other",
-    rules={"onnxruntime": [PackAttentionProjections.rule()]},
+    stage=PassStage.OTHER,
+    rules={Backend.ONNXRUNTIME: [PackAttentionProjections.rule()]},
 )

@@ -31,7 +31,7 @@ import numpy as np
 import onnx_ir as ir
 from onnxscript.rewriter import RULE_NAME_TAG
 
-from optimizer.passes.base import FusionPass
+from optimizer.passes.base import FusionPass, PassStage
 from optimizer.passes.checks import attr_int, known_shape, unique_initializer_name
 from optimizer.passes.matching import MS_DOMAIN, ONNX_DOMAINS
 
@@ -195,6 +195,6 @@ SINK_RESHAPES = FusionPass(
     name=SINK_RESHAPES_NAME,
     summary="Keep the hidden state 2-D between GEMMs: move row-to-3-D Reshapes below ops along "
             "the last axis and cancel the round trips that meet",
-    stage="matmul_gemm",
+    stage=PassStage.MATMUL_GEMM,
     graph_function=sink_reshapes,
 )

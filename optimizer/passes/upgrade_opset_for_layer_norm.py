@@ -43,7 +43,7 @@ import onnx.version_converter
 import onnx_ir as ir
 from onnxscript.rewriter.pattern import MatchingTracer, MatchStatus, RewriteRule, RewriteRuleSet
 
-from optimizer.passes.base import FusionPass
+from optimizer.passes.base import FusionPass, PassStage
 from optimizer.passes.fuse_layer_norm import (
     LAYER_NORM_OPSET,
     UPGRADE_REFUSAL_KEY,
@@ -177,6 +177,6 @@ UPGRADE_OPSET_FOR_LAYER_NORM = FusionPass(
     name=PASS_NAME,
     summary="Convert a model at opset 11-16 to opset 17 (onnx.version_converter) when its "
             "written-out LayerNorms would then fuse into LayerNormalization-17",
-    stage="other",
+    stage=PassStage.OTHER,
     graph_function=upgrade_opset_for_layer_norm,
 )

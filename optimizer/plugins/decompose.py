@@ -22,6 +22,7 @@ import onnx
 import onnx_ir as ir
 
 from optimizer.errors import InternalError
+from optimizer.model.graphs import fresh_name
 from optimizer.plugins.base import DOMAIN
 from optimizer.plugins.registry import plugin_for_op
 
@@ -142,16 +143,7 @@ def _names(model: ir.Model) -> set[str]:
 
 def _name_new(nodes: Sequence[ir.Node], base: str, taken: set[str]) -> None:
     """Name the decomposition's nodes and values after the node they replace, avoiding `taken`."""
-
-    def fresh(stem: str) -> str:
-        name, n = stem, 1
-        while name in taken:
-            n += 1
-            name = f"{stem}_{n}"
-        taken.add(name)
-        return name
-
     for i, node in enumerate(nodes):
-        node.name = fresh(f"{base}/decomposed/{node.op_type}_{i}")
+        node.name = fresh_name(f"{base}/decomposed/{node.op_type}_{i}", taken)
         for j, value in enumerate(node.outputs):
-            value.name = fresh(f"{base}/decomposed/{node.op_type}_{i}_out{j}")
+            value.name = fresh_name(f"{base}/decomposed/{node.op_type}_{i}_out{j}", taken)

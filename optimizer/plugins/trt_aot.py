@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 __all__ = [
     "CompiledKernel",
     "compile_kernel",
-    "next_power_of_two",
     "pointer_type",
     "require_constant",
     "same_type_combination",
@@ -42,10 +41,6 @@ class CompiledKernel:
     ptx: bytes
     num_warps: int
     shared_mem: int
-
-
-def next_power_of_two(n: int) -> int:
-    return 1 << max(0, n - 1).bit_length()
 
 
 def same_type_combination(count: int) -> str:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import time
 from collections.abc import Collection, Iterator
 from dataclasses import asdict, dataclass
-from typing import Any, Literal, get_args
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -43,16 +43,27 @@ from optimizer.precision.keep_list import (
 from optimizer.precision.names import NameAllocator
 from optimizer.precision.plan import NodePlan, Role, cast_goes_low, plan_nodes
 from optimizer.precision.signatures import model_opsets, with_inferred_types
+from optimizer.registries.precisions import PRECISIONS, Precision
 
-__all__ = ["KeptNode", "LOW_DTYPES", "Precision", "PrecisionReport", "convert_precision"]
+__all__ = ["KeptNode", "LOW_DTYPES", "Precision", "PrecisionReport", "convert_precision",
+           "low_type_limits"]
 
-Precision = Literal["fp16", "bf16"]
-LOW_DTYPES: dict[str, ir.DataType] = {"fp16": ir.DataType.FLOAT16, "bf16": ir.DataType.BFLOAT16}
-_NUMPY_LOW = {ir.DataType.FLOAT16: np.dtype(np.float16),
-              ir.DataType.BFLOAT16: np.dtype(ml_dtypes.bfloat16)}
-# Largest finite values: float16 (2 - 2**-10) * 2**15, bfloat16 (2 - 2**-7) * 2**127.
-_LOW_MAX = {ir.DataType.FLOAT16: 65504.0, ir.DataType.BFLOAT16: (2 - 2**-7) * 2.0**127}
-_SUFFIX = {ir.DataType.FLOAT16: "fp16", ir.DataType.BFLOAT16: "bf16", ir.DataType.FLOAT: "fp32"}
+# The precisions this step converts to, each to the ONNX type its registry entry names.
+LOW_DTYPES: dict[str, ir.DataType] = {
+    precision: ir.DataType[spec.onnx_type] for precision, spec in PRECISIONS.items()
+    if spec.onnx_type is not None}
+_NUMPY_LOW = {low: np.dtype(low.numpy()) for low in LOW_DTYPES.values()}  # ml_dtypes' bfloat16
+
+
+def low_type_limits(low: ir.DataType) -> tuple[float, float]:
+    """(largest finite value, unit roundoff: half the spacing just above 1) of a low type:
+    float16 65504 and 2**-11, bfloat16 (2 - 2**-7) * 2**127 and 2**-8."""
+    info = ml_dtypes.finfo(_NUMPY_LOW[low])  # type: ignore[no-untyped-call]  # ml_dtypes has no stubs
+    return float(info.max), float(info.eps) / 2
+
+
+_LOW_MAX = {low: low_type_limits(low)[0] for low in _NUMPY_LOW}
+_SUFFIX = {**{low: str(name) for name, low in LOW_DTYPES.items()}, ir.DataType.FLOAT: "fp32"}
 FLOAT = ir.DataType.FLOAT
 
 
@@ -100,7 +111,8 @@ def convert_precision(
     keep_io_types: bool = True,
     extra_fp32_nodes: Collection[str] = (),
 ) -> tuple[onnx.ModelProto, PrecisionReport]:
-    """A copy of `model` computing in `precision` ("fp16" or "bf16"), and what was done.
+    """A copy of `model` computing in `precision` (one of `LOW_DTYPES`: fp16, bf16), and what
+    was done.
 
     `keep_fp32` says which numerically sensitive ops stay float32 (`NO_KEEP` converts all it
     can); `extra_fp32_nodes` names further nodes to keep. Unnamed nodes are named
@@ -110,12 +122,12 @@ def convert_precision(
     >>> [(k.name, k.reason) for k in report.kept]                 # doctest: +SKIP
 
     Raises:
-        ValueError: `precision` is not "fp16" or "bf16", or `extra_fp32_nodes` names a node the
+        ValueError: `precision` is not one of `LOW_DTYPES`, or `extra_fp32_nodes` names a node the
             model does not have.
     """
     if precision not in LOW_DTYPES:
         raise ValueError(f"Cannot convert to precision {precision!r}; expected one of "
-                         f"{', '.join(get_args(Precision))}.")
+                         f"{', '.join(LOW_DTYPES)}.")
     started = time.perf_counter()
     ir_model = ir.from_proto(with_inferred_types(model))
     graph = ir_model.graph

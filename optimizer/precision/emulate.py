@@ -57,6 +57,7 @@ import onnx
 import onnx_ir as ir
 
 from optimizer.passes.matching import ONNX_DOMAINS
+from optimizer.precision.convert import LOW_DTYPES
 from optimizer.precision.names import NameAllocator
 from optimizer.precision.signatures import (
     infer_output_dtypes,
@@ -67,7 +68,7 @@ from optimizer.precision.signatures import (
 
 __all__ = ["LOW_PRECISION_TYPES", "emulate_precision"]
 
-LOW_PRECISION_TYPES = frozenset({ir.DataType.FLOAT16, ir.DataType.BFLOAT16})
+LOW_PRECISION_TYPES = frozenset(LOW_DTYPES.values())
 FLOAT = ir.DataType.FLOAT
 _TYPE_ATTRIBUTES = ("to", "dtype")  # attributes that set an output type (EyeLike, RandomNormal)
 

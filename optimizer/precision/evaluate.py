@@ -21,11 +21,11 @@ import numpy as np
 import onnx
 
 from optimizer.backends.onnxruntime.runner import runner_for_model
+from optimizer.backends.runner import Runner
 from optimizer.errors import InternalError
+from optimizer.model.tensor_specs import numpy_dtype
 from optimizer.precision.convert import Precision
 from optimizer.precision.emulate import emulate_precision
-from optimizer.runner import Runner
-from optimizer.tensor_specs import numpy_dtype
 from optimizer.validation.compare import ValidationReport, compare_outputs
 from optimizer.validation.tolerances import Tolerances, default_tolerances
 

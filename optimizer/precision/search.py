@@ -32,11 +32,11 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import get_args
 
 import numpy as np
 import onnx
 
+from optimizer.model.tensor_specs import numpy_dtype, summarize_model
 from optimizer.precision.convert import LOW_DTYPES, Precision, convert_precision
 from optimizer.precision.evaluate import evaluate_precision, run_outputs
 from optimizer.precision.keep_list import DEFAULT_KEEP, KeepPolicy
@@ -48,7 +48,6 @@ from optimizer.precision.search_result import (
     PrecisionSearchResult,
 )
 from optimizer.precision.sensitivity import SensitivityProbe, SensitivityUnit
-from optimizer.tensor_specs import numpy_dtype, summarize_model
 from optimizer.validation.compare import ValidationReport
 from optimizer.validation.metrics import looks_like_class_scores
 
@@ -80,7 +79,7 @@ def search_precision(
     """
     if precision not in LOW_DTYPES:
         raise ValueError(f"Cannot search precision {precision!r}; expected one of "
-                         f"{', '.join(get_args(Precision))}.")
+                         f"{', '.join(LOW_DTYPES)}.")
     if max_evaluations < 1:
         raise ValueError(f"max_evaluations must be at least 1 (the default conversion is "
                          f"always evaluated), got {max_evaluations}.")

@@ -38,7 +38,7 @@ import onnx
 import onnx_ir as ir
 
 from optimizer.passes.matching import ONNX_DOMAINS
-from optimizer.precision.convert import LOW_DTYPES, Precision
+from optimizer.precision.convert import LOW_DTYPES, Precision, low_type_limits
 from optimizer.precision.emulate import emulate_precision
 from optimizer.precision.keep_list import is_constant
 from optimizer.validation.intermediates import IntermediateReader, topological_nodes
@@ -50,8 +50,7 @@ AMPLIFY = 4.0  # added error (in units of rounding) and output/input error ratio
 CHUNK_SIZE = 32  # tensors read at once from each model
 FLOATS = frozenset({ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16})
 # Largest finite value and unit roundoff (half the spacing just above 1) of each low type.
-_LIMITS: dict[str, tuple[float, float]] = {"fp16": (65504.0, 2.0**-11),
-                                           "bf16": ((2 - 2**-7) * 2.0**127, 2.0**-8)}
+_LIMITS: dict[str, tuple[float, float]] = {name: low_type_limits(low) for name, low in LOW_DTYPES.items()}
 # Ops whose low-precision output is exactly their input's values: keeping them in float32 helps
 # only together with what produces their input.
 EXACT_OPS = frozenset({"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Identity",

@@ -7,12 +7,17 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-__all__ = ["IR_VERSION", "OPSET", "large_model", "mlp", "model_bytes", "small_cnn"]
+__all__ = [
+    "IR_VERSION", "NP_TO_ONNX", "OPSET", "declared_dims", "large_model", "mlp", "model_bytes",
+    "small_cnn", "token_embedding",
+]
 
 OPSET = 17
 # helper.make_model stamps the newest IR version this onnx knows, which can be newer than
 # onnxruntime loads; 10 covers opset 17 and loads in every onnxruntime we support.
 IR_VERSION = 10
+# The element types the builders write, by the numpy dtype a test asks for.
+NP_TO_ONNX: dict[type, int] = {np.float32: TensorProto.FLOAT, np.float16: TensorProto.FLOAT16}
 
 
 def small_cnn(seed: int = 0, batch: int | str = "N") -> onnx.ModelProto:

@@ -10,14 +10,20 @@ import onnx_ir as ir
 import onnxruntime as ort
 
 from optimizer.fusion_report import FusionReport
+from optimizer.passes import DEFAULT_PASSES
 from optimizer.passes.base import FusionPass
 from optimizer.passes.engine import run_passes
+from optimizer.passes.fuse_layer_norm import FUSE_LAYER_NORM
+from optimizer.passes.fuse_to_plugins import FUSE_TO_PLUGINS
+from optimizer.registries.backends import Backend
 
-__all__ = ["apply_pass", "assert_outputs_close", "op_types", "random_inputs", "run_model"]
+__all__ = [
+    "apply_pass", "assert_outputs_close", "op_types", "random_inputs", "run_model", "tensorrt_passes",
+]
 
 
 def apply_pass(
-    model: onnx.ModelProto, fusion_pass: FusionPass, *, backend: str = "onnxruntime",
+    model: onnx.ModelProto, fusion_pass: FusionPass, *, backend: str = Backend.ONNXRUNTIME,
     expect_count: int | None = None,
 ) -> tuple[onnx.ModelProto, FusionReport]:
     """Run one pass on a copy of `model`; check it fired `expect_count` times when given."""
@@ -72,3 +78,10 @@ def assert_outputs_close(original: onnx.ModelProto, fused: onnx.ModelProto, *, a
     for want, got in zip(expected, actual, strict=True):
         assert got.shape == want.shape and got.dtype == want.dtype
         np.testing.assert_allclose(got, want, atol=atol, rtol=rtol)
+
+
+def tensorrt_passes() -> list[FusionPass]:
+    """DEFAULT_PASSES with FUSE_TO_PLUGINS right after FUSE_LAYER_NORM (the order wired in)."""
+    passes = [p for p in DEFAULT_PASSES if p is not FUSE_TO_PLUGINS]
+    at = passes.index(FUSE_LAYER_NORM) + 1
+    return [*passes[:at], FUSE_TO_PLUGINS, *passes[at:]]

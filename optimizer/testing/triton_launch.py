@@ -3,10 +3,11 @@
 For the GPU checks (tests/gpu/, bench/plugins_gpu.py), which compare the kernels with their
 numpy references and time them; a test harness, so it lives in optimizer.testing. Each
 launch function checks its tensors, allocates the outputs and launches the kernel as the
-plugin's trt_registration.py has TensorRT launch it: same
-constexprs, grid, warps and int32 arguments (tests/gpu/test_launch_matches_registration.py
-holds the two equal). CUDA tensors run the compiled kernel; CPU tensors run it through Triton's
-interpreter (enable_interpreter), so the kernels execute, slowly, on machines without a GPU.
+plugin's trt_registration.py has TensorRT launch it: the constexprs, warps and limits come from
+the plugin's geometry.py, which both load (tests/optimizer/plugins/test_geometry.py), and the
+grid and int32 arguments are held equal by tests/gpu/test_launch_matches_registration.py.
+CUDA tensors run the compiled kernel; CPU tensors run it through Triton's interpreter
+(enable_interpreter), so the kernels execute, slowly, on machines without a GPU.
 
     out, total = skip_layer_norm(x, skip, gamma, beta, bias, epsilon=1e-5)
     out = bias_gelu(x, bias, approximate="none", alignment_hints=False)
@@ -19,8 +20,8 @@ on them. The default (True) is Triton's JIT specialization, what a torch caller 
 Loads without the optimizer.plugins package, whose __init__ needs onnx and onnx_ir (absent on a
 GPU machine that only has numpy, torch and triton): this module imports no optimizer module
 (optimizer/__init__.py and optimizer/testing/__init__.py import nothing, so importing it as
-`optimizer.testing.triton_launch` is safe there) and reads a plugin's kernel.py or reference.py
-by path (load_plugin_file). torch and triton are imported when first needed.
+`optimizer.testing.triton_launch` is safe there) and reads a plugin's kernel.py, reference.py
+or geometry.py by path (load_plugin_file). torch and triton are imported when first needed.
 """
 
 from __future__ import annotations
@@ -59,14 +60,6 @@ __all__ = [
     "skip_layer_norm_parameters",
 ]
 
-# Mirrors of the registrations' values (tests/gpu checks they agree): the registrations import
-# the optimizer.plugins package, which this module must not.
-MAX_HIDDEN = 16384  # skip_layer_norm/__init__.py: one row is one program
-BIAS_GELU_BLOCK = 1024  # bias_gelu/trt_registration.py: elements per program, 4 warps
-_BIAS_GELU_WARPS = 4
-MAX_HEAD_SIZE = 256  # multi_head_attention/__init__.py
-_ATTENTION_WARPS = 4
-
 _PLUGINS_DIR = Path(__file__).resolve().parents[1] / "plugins"
 _INTERPRET = "TRITON_INTERPRET"
 
@@ -88,10 +81,6 @@ class LaunchParameters:
     grid: tuple[int, ...]
     constexprs: dict[str, int | float | bool | str]
     num_warps: int
-
-
-def _next_power_of_two(n: int) -> int:
-    return 1 << max(0, n - 1).bit_length()
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -176,6 +165,19 @@ def load_plugin_file(plugin: str, module: str, *, interpret: bool = False) -> Mo
     return loaded
 
 
+def _geometry(plugin: str) -> ModuleType:
+    """optimizer/plugins/<plugin>/geometry.py: the launch sizes and constants its
+    trt_registration.py builds engines with (one definition; it imports only the stdlib)."""
+    return load_plugin_file(plugin, "geometry")
+
+
+# The plugins' limits and block size, read from their geometry (not their packages, which this
+# module must not import).
+MAX_HIDDEN: int = _geometry("skip_layer_norm").MAX_HIDDEN
+BIAS_GELU_BLOCK: int = _geometry("bias_gelu").BLOCK
+MAX_HEAD_SIZE: int = _geometry("multi_head_attention").MAX_HEAD_SIZE
+
+
 @functools.cache
 def _kernel(plugin: str, interpret: bool, alignment_hints: bool) -> Any:
     """The plugin's @triton.jit kernel: interpreted, JIT-specialized, or unspecialized."""
@@ -241,19 +243,17 @@ def _check_vectors(op: str, hidden: int, vectors: Mapping[str, torch.Tensor]) ->
 
 def skip_layer_norm_parameters(rows: int, hidden: int, epsilon: float, *,
                                store_sum: bool = True) -> LaunchParameters:
-    """One program per row; BLOCK the next power of two >= hidden; warps = clamp(BLOCK/256,
-    1, 16). TensorRT always stores the sum (store_sum=True).
+    """One program per row; the plugin's geometry gives the constexprs and warps. TensorRT
+    always stores the sum (store_sum=True).
 
     Raises:
         ValueError: `hidden` is not in 1..MAX_HIDDEN.
     """
-    if not 1 <= hidden <= MAX_HIDDEN:
-        raise ValueError(f"SkipLayerNorm hidden size {hidden} is outside the kernel's "
-                         f"1..{MAX_HIDDEN} (one row is one program)")
-    block = _next_power_of_two(hidden)
-    return LaunchParameters(grid=(rows,),
-                            constexprs={"EPS": epsilon, "BLOCK": block, "STORE_SUM": store_sum},
-                            num_warps=max(1, min(16, block // 256)))
+    geometry = _geometry("skip_layer_norm")
+    constexprs: dict[str, int | float | bool | str] = geometry.kernel_constexprs(
+        hidden, epsilon, store_sum=store_sum)
+    return LaunchParameters(grid=(rows,), constexprs=constexprs,
+                            num_warps=geometry.row_warps(int(constexprs["BLOCK"])))
 
 
 def skip_layer_norm(input: torch.Tensor, skip: torch.Tensor, gamma: torch.Tensor,
@@ -300,10 +300,10 @@ def bias_gelu_parameters(n_elements: int, approximate: str) -> LaunchParameters:
     if n_elements >= 2**31:
         raise ValueError(f"BiasGelu input has {n_elements} elements; the kernel's int32 "
                          "arguments take fewer than 2**31")
+    geometry = _geometry("bias_gelu")
     return LaunchParameters(grid=(_cdiv(n_elements, BIAS_GELU_BLOCK),),
-                            constexprs={"APPROXIMATE_TANH": approximate == "tanh",
-                                        "BLOCK": BIAS_GELU_BLOCK},
-                            num_warps=_BIAS_GELU_WARPS)
+                            constexprs=geometry.kernel_constexprs(approximate),
+                            num_warps=geometry.NUM_WARPS)
 
 
 def bias_gelu(input: torch.Tensor, bias: torch.Tensor, *, approximate: str,
@@ -330,45 +330,30 @@ def bias_gelu(input: torch.Tensor, bias: torch.Tensor, *, approximate: str,
 
 
 def bias_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    """Strides (in elements) of a contiguous 4-D bias, 0 along its size-1 (broadcast) dims.
+    """Strides (in elements) of a contiguous 4-D bias, 0 along its size-1 (broadcast) dims:
+    the plugin geometry's, as TensorRT passes them.
 
     >>> bias_strides((2, 1, 8, 16))
     (128, 0, 16, 1)
     """
-    strides, later = [], 1
-    for dim in reversed(shape):
-        strides.append(0 if dim == 1 else later)
-        later *= dim
-    return tuple(reversed(strides))
-
-
-def _attention_tiles(head_size: int, head_size_v: int) -> tuple[int, int, int, int]:
-    if not 1 <= max(head_size, head_size_v) <= MAX_HEAD_SIZE or min(head_size, head_size_v) < 1:
-        raise ValueError(f"MultiHeadAttention head sizes {head_size}/{head_size_v} are outside "
-                         f"the kernel's 1..{MAX_HEAD_SIZE}")
-    block_d, block_dv = (max(16, _next_power_of_two(h)) for h in (head_size, head_size_v))
-    widest = max(block_d, block_dv)
-    block_m, block_n = (64, 64) if widest <= 64 else (64, 32) if widest <= 128 else (32, 32)
-    return block_m, block_n, block_d, block_dv
+    return tuple(_geometry("multi_head_attention").bias_strides(shape))
 
 
 def multi_head_attention_parameters(*, batch: int, seq_q: int, num_heads: int, head_size: int,
                                     head_size_v: int, scale: float,
                                     float32: bool) -> LaunchParameters:
-    """Grid (ceil(S / BLOCK_M), B*N), 4 warps; tiles as trt_registration.tiles; IEEE dot
-    products for float32 (no TF32).
+    """Grid (ceil(S / BLOCK_M), B*N); the constexprs (tiles, IEEE dot products for float32)
+    and warps of the plugin's geometry.
 
     Raises:
         ValueError: a head size outside 1..MAX_HEAD_SIZE.
     """
-    block_m, block_n, block_d, block_dv = _attention_tiles(head_size, head_size_v)
-    return LaunchParameters(
-        grid=(_cdiv(seq_q, block_m), batch * num_heads),
-        constexprs={"NUM_HEADS": num_heads, "HEAD_DIM": head_size, "HEAD_DIM_V": head_size_v,
-                    "SCALE": scale, "BLOCK_M": block_m, "BLOCK_N": block_n,
-                    "BLOCK_D": block_d, "BLOCK_DV": block_dv,
-                    "DOT_PRECISION": "ieee" if float32 else "tf32"},
-        num_warps=_ATTENTION_WARPS)
+    geometry = _geometry("multi_head_attention")
+    constexprs: dict[str, int | float | bool | str] = geometry.kernel_constexprs(
+        num_heads=num_heads, head_size=head_size, head_size_v=head_size_v, scale=scale,
+        float32=float32)
+    return LaunchParameters(grid=(_cdiv(seq_q, int(constexprs["BLOCK_M"])), batch * num_heads),
+                            constexprs=constexprs, num_warps=geometry.NUM_WARPS)
 
 
 def multi_head_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,

@@ -14,10 +14,10 @@ from typing import Any, Literal
 
 import numpy as np
 
+from optimizer.backends.runner import Runner
 from optimizer.errors import AccuracyMismatchError, DatasetError, InternalError
-from optimizer.input_ranges import InputRange
 from optimizer.jsonable import json_safe
-from optimizer.runner import Runner
+from optimizer.model.input_ranges import InputRange
 from optimizer.validation.metrics import (
     class_metrics,
     error_metrics,

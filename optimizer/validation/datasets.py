@@ -11,9 +11,11 @@ If the model has an input called `labels`, that array feeds the input and there 
 
 `inspect_dataset` checks a file while no model is known (what `POST /v1/datasets` does with an
 upload): it reads each member's .npy header (dtype, shape) and only the small `labels` array, so
-checking a large file costs little memory. `load_dataset` applies the same rules, checks the
-headers against the model's inputs, and only then loads the arrays. Nothing is unpickled: an
-object array is refused from its header before any of its data is read.
+checking a large file costs little memory. `value_ranges` then reads the input arrays one at a
+time for their least and greatest values (what a calibration's ranges start from).
+`load_dataset` applies the same rules, checks the headers against the model's inputs, and only
+then loads the arrays. Nothing is unpickled: an object array is refused from its header before
+any of its data is read.
 """
 
 from __future__ import annotations
@@ -32,9 +34,10 @@ import numpy as np
 from numpy.lib import format as npy_format
 
 from optimizer.errors import DatasetError
-from optimizer.tensor_specs import Dim, TensorSpec, numpy_dtype, shared_dim_conflict
+from optimizer.model.tensor_specs import Dim, TensorSpec, numpy_dtype, shared_dim_conflict
 
-__all__ = ["LABELS", "Dataset", "DatasetContents", "inspect_dataset", "load_dataset"]
+__all__ = ["LABELS", "Dataset", "DatasetContents", "ValueRange", "inspect_dataset", "load_dataset",
+           "value_ranges"]
 
 LABELS = "labels"
 
@@ -59,6 +62,15 @@ class DatasetContents:
     samples: int
     arrays: tuple[TensorSpec, ...]  # in archive order, `labels` excluded
     has_labels: bool
+
+
+@dataclass(frozen=True)
+class ValueRange:
+    """The least and greatest value of one array (a bool array's are 0.0 and 1.0)."""
+
+    name: str
+    min: float
+    max: float
 
 
 @dataclass(frozen=True)
@@ -103,6 +115,32 @@ def inspect_dataset(source: Source, *, name: str | None = None) -> DatasetConten
                      if h.name != LABELS),
         has_labels=has_labels,
     )
+
+
+def value_ranges(source: Source, *, name: str | None = None) -> tuple[ValueRange, ...]:
+    """The value range of each input array (in archive order, `labels` excluded), loading one
+    array at a time. Call it on a file `inspect_dataset` accepted. `name` as for it.
+
+    Raises:
+        DatasetError: the file cannot be read, or an array holds NaN or an infinity (a range
+            computed over it, and any calibration from it, would be meaningless).
+    """
+    shown = _shown(source, name)
+    ranges = []
+    with _opened(source, shown) as (archive, headers):
+        for header in headers:
+            if header.name == LABELS:
+                continue
+            array = _load(archive, [header.name], shown)[header.name]
+            if array.dtype.kind == "f" and not np.isfinite(array).all():
+                nans = int(np.isnan(array).sum())
+                infs = int(np.isinf(array).sum())
+                raise DatasetError(
+                    f"Array {header.name!r} holds {nans} NaN and {infs} infinite value(s); "
+                    "datasets hold finite values only: replace them (np.nan_to_num) or drop "
+                    "those samples.")
+            ranges.append(ValueRange(header.name, float(array.min()), float(array.max())))
+    return tuple(ranges)
 
 
 def load_dataset(source: Source, inputs: Sequence[TensorSpec], *,

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from optimizer.errors import InputShapeError
-from optimizer.shapes import resolve_input_shapes
-from optimizer.tensor_specs import Dim, TensorSpec
+from optimizer.model.shapes import resolve_input_shapes
+from optimizer.model.tensor_specs import Dim, TensorSpec
 
 __all__ = ["LARGER_BATCH", "LARGER_DIM", "InputShapes", "validation_shapes"]
 

@@ -6,6 +6,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 
+from optimizer.registries.precisions import PRECISIONS
+
 __all__ = ["Tolerances", "default_tolerances"]
 
 
@@ -75,15 +77,13 @@ _LIMIT_RANGES = {
     "max_accuracy_drop": (0.0, 1.0),
 }
 
-_DEFAULT_TOLERANCES = {
-    "fp32": Tolerances(atol=1e-4, rtol=1e-3, min_cosine=0.9999),
-    "fp16": Tolerances(atol=1e-2, rtol=1e-2, min_cosine=0.999),
-    "bf16": Tolerances(atol=5e-2, rtol=5e-2, min_cosine=0.995),
-}
+# Each precision's defaults are its registry entry's (optimizer/registries/precisions.py).
+_DEFAULT_TOLERANCES: dict[str, Tolerances] = {precision: Tolerances(**spec.tolerances)
+                       for precision, spec in PRECISIONS.items()}
 
 
 def default_tolerances(precision: str) -> Tolerances:
-    """The tolerances for an engine built at `precision` ("fp32", "fp16" or "bf16").
+    """The tolerances for an engine built at `precision` (a `Precision`, or its name).
 
     Raises:
         ValueError: any other precision.

@@ -57,10 +57,13 @@ def _user_namespaces_work(tmp_path: Path) -> str | None:
     return None if probe.returncode == 0 else f"unshare cannot mount a tmpfs: {probe.stderr}"
 
 
-@pytest.fixture
-def rlimited_server(tmp_path: Path) -> Iterator[ApiServer]:
+@pytest.fixture(scope="module")
+def rlimited_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
+    """One server for both routes: a refused upload leaves nothing (each test checks), so the
+    second route meets the same empty server as the first."""
     argv = [sys.executable, "-c", _SERVE_UNDER_RLIMIT, str(FILE_SIZE_LIMIT)]
-    with running_api(tmp_path, broker_url=os.environ["FUSEFORGE_BROKER_URL"],
+    with running_api(tmp_path_factory.mktemp("rlimited"),
+                     broker_url=os.environ["FUSEFORGE_BROKER_URL"],
                      serve_argv=argv) as server:
         yield server
 

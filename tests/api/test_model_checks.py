@@ -14,11 +14,11 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from api.deps import get_model_checker
-from api.services.model_checks import ModelCheckAborted, ModelChecker
+from api.services.uploads.model_checks import ModelCheckAborted, ModelChecker
 from core.db.models import Model
 from core.settings import ModelCheckSettings, Settings
 from optimizer.errors import InvalidModelError
-from optimizer.model_limits import ModelLimits
+from optimizer.model.limits import ModelLimits
 from optimizer.testing.models import large_model, model_bytes, small_cnn
 
 

@@ -14,8 +14,8 @@ from sqlalchemy.orm import Session
 from core.db.models import Artifact, Job, JobStatus
 from core.settings import Settings
 from optimizer.testing.models import model_bytes, small_cnn
-from tests.api.routes.test_datasets import npz_bytes
 from tests.support.api_keys import bearer, new_key
+from tests.support.npz_files import npz_bytes
 
 CNN = model_bytes(small_cnn())
 DATA = npz_bytes(input=np.zeros((2, 1, 3, 32, 32), np.float32))

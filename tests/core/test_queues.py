@@ -28,11 +28,11 @@ def test_job_queue_follows_backend_and_target_gpu(config: dict[str, str], queue:
 
 
 def test_gpu_worker_consumes_any_gpu_its_compute_capability_and_its_model() -> None:
-    assert gpu_queues(H200) == ["gpu", "gpu.sm90", "gpu.h200"]
-    assert gpu_queues(GpuInfo(0, "Tesla T4", None, 15360)) == ["gpu", "gpu.tesla-t4"]
+    assert gpu_queues(H200, "gpu") == ["gpu", "gpu.sm90", "gpu.h200"]
+    assert gpu_queues(GpuInfo(0, "Tesla T4", None, 15360), "gpu") == ["gpu", "gpu.tesla-t4"]
     # Each queue a job can name is one this worker consumes.
     for target in ("9.0", "sm90", "H200", "NVIDIA H200"):
-        assert job_queue(JobConfig(backend="tensorrt", target_gpu=target)) in gpu_queues(H200)
+        assert job_queue(JobConfig(backend="tensorrt", target_gpu=target)) in gpu_queues(H200, "gpu")
 
 
 def test_capable_worker_asked_for_gpu_adds_its_gpus_queues() -> None:

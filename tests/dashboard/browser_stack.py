@@ -1,7 +1,7 @@
 """Fixtures of the dashboard's browser tests: one real FuseForge (PostgreSQL database, Redis
 broker, a worker and `fuseforge serve`, each its own process, API keys on) and one headless
 Chromium for the whole tests/dashboard package, and per test a project of its own (a key made
-with `fuseforge apikey create`) signed in through the sign-in page.
+as `fuseforge apikey create` makes one) signed in through the sign-in page.
 
 Projects keep the tests apart on the one stack: each sees only its own models and jobs, so a
 test can still find an empty jobs page after others ran jobs."""
@@ -9,7 +9,6 @@ test can still find an empty jobs page after others ran jobs."""
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -21,14 +20,18 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 from sqlalchemy import insert
+from sqlalchemy.orm import Session
 
+from core.api_keys import create_key, get_or_create_project
 from core.db.models import Job
 from core.db.session import make_engine
 from core.job_config import JobConfig
 from optimizer.testing.models import model_bytes, small_cnn
 from tests.dashboard.browser import SCREENSHOT_DIR, launch_chromium, no_browser, sign_in
 from tests.e2e.stacks import Stack, running_stack
-from tests.support.processes import FUSEFORGE, REPO_ROOT
+from tests.support.api_keys import TEST_AUTH
+from tests.support.broker import redis_url
+from tests.support.waiting import POLL_S
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, BrowserContext, Page
@@ -51,11 +54,13 @@ __all__ = [
 
 # Its own Redis database: the stack lives while other tests of the package use (and empty) the
 # unit tests' broker database; tests/e2e use 12 to 14.
-BROWSER_REDIS_URL = os.environ.get("FUSEFORGE_BROWSER_REDIS_URL", "redis://127.0.0.1:6379/11")
+BROWSER_REDIS_URL = os.environ.get("FUSEFORGE_BROWSER_REDIS_URL", redis_url("browser"))
 FINAL = ("succeeded", "failed", "cancelled")
 # What the browser tests measured, printed at the end of the run (the screenshots' folder,
 # the jobs page's weight and load time).
 NOTES: list[str] = []
+# The stack's HMAC secret, set (as production must) so that this process can make its keys.
+_STACK_SECRET = TEST_AUTH.secret.get_secret_value() if TEST_AUTH.secret else ""
 
 
 @dataclass
@@ -94,17 +99,25 @@ class Project:
                     f"job {job_id} still {job['status']} (stage {job['stage']}, "
                     f"{job.get('status_detail')}) after {timeout:.0f} s; worker log tail:\n"
                     + self.stack.worker.output()[-3000:])
-            time.sleep(0.5)
+            time.sleep(POLL_S)
             job = self.job(job_id)
         return job
 
 
 def _apikey_create(stack: Stack, project: str) -> str:
-    done = subprocess.run([*FUSEFORGE, "apikey", "create", "--project", project, "--name", "browser"],
-                          capture_output=True, text=True, env=stack.environment, cwd=REPO_ROOT,
-                          timeout=120)
-    assert done.returncode == 0, f"fuseforge apikey create failed:\n{done.stdout}{done.stderr}"
-    return done.stdout.strip()
+    """A key of the new project `project`, made as `fuseforge apikey create` makes one (the
+    same core.api_keys calls, with the stack's secret), in this process: a CLI start per test
+    cost seconds (tests/e2e/test_api_keys.py covers the command itself)."""
+    engine = make_engine(stack.database_url)
+    try:
+        with Session(engine) as session:
+            row, _ = get_or_create_project(session=session, name=project)
+            created = create_key(session=session, secret=_STACK_SECRET.encode(), project=row,
+                                 name="browser")
+            session.commit()
+    finally:
+        engine.dispose()
+    return created.key
 
 
 @pytest.fixture(scope="package")
@@ -131,7 +144,8 @@ def dashboard_stack(dashboard_browser: Browser,
     one skips before starting anything."""
     with running_stack(tmp_path_factory.mktemp("dashboard"), name="dashboard",
                        redis_url=BROWSER_REDIS_URL, queues="cpu", FUSEFORGE_ENV="test",
-                       FUSEFORGE_AUTH__ENABLED="true") as stack:
+                       FUSEFORGE_AUTH__ENABLED="true",
+                       FUSEFORGE_AUTH__SECRET=_STACK_SECRET) as stack:
         yield stack
 
 

@@ -33,7 +33,7 @@ def empty_project(dashboard_stack: Stack) -> Project:
 
 @pytest.mark.parametrize(("path", "name"), [
     ("/ui/jobs", "jobs-empty"), ("/ui/models", "models-empty"), ("/ui/compare", "compare-empty"),
-    ("/ui/workers", "workers"),
+    ("/ui/workers", "workers"), ("/ui/datasets", "datasets-empty"),
 ])
 def test_pages_of_a_project_without_models_are_accessible_and_say_so(
         open_page: OpenPage, empty_project: Project, path: str, name: str) -> None:

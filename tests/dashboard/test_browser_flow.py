@@ -109,3 +109,49 @@ def test_model_dropped_on_the_drop_zone_is_uploaded(open_page: OpenPage, fresh_p
     model_id = _new_job_form_url(page)
     [model] = fresh_project.api.get("/v1/models").json()["items"]
     assert model["id"] == model_id and model["name"].startswith("dropped_cnn")
+
+
+def test_an_int8_job_started_from_the_form_calibrates_on_the_chosen_dataset(
+        open_page: OpenPage, fresh_project: Project, tmp_path: Path) -> None:
+    import io
+
+    import numpy as np
+
+    from optimizer.testing.models import model_bytes
+    from optimizer.testing.quantization_models import calibration_images, conv_stack
+
+    model = conv_stack(seed=41, size=16, blocks=1)
+    uploaded = fresh_project.api.post("/v1/models", files={"file": ("convnet.onnx",
+                                                                    model_bytes(model))})
+    assert uploaded.status_code in (200, 201), uploaded.text
+    buffer = io.BytesIO()
+    np.savez(buffer, input=calibration_images(model, 5, seed=2))
+    dataset = fresh_project.api.post("/v1/datasets", params={"role": "calibration"},
+                                     files={"file": ("calib.npz", buffer.getvalue())})
+    assert dataset.status_code == 201, dataset.text
+    page = open_page(fresh_project, f"/ui/models/{uploaded.json()['id']}/new-job")
+
+    form = page.locator("form#new-job")
+    quantization = form.locator("fieldset#quantization")
+    expect(quantization).to_be_hidden()  # fp32 by default: nothing to quantize
+    form.locator("select[name=precision]").select_option("int8")
+    expect(quantization).to_be_visible()
+    quantization.locator("select[name='quantization.mode']").select_option("static")
+    quantization.locator("select[name='quantization.calibration']").select_option(
+        dataset.json()["id"])
+    quantization.locator("select[name='quantization.method']").select_option("minmax")
+    assert_accessible(page, "new-job form, int8")
+    form.get_by_role("button", name="Start job").click()
+    page.wait_for_url(re.compile(rf"/ui/jobs/{UUID}$"), timeout=30_000)
+    job_id = page.url.rsplit("/", 1)[1]
+
+    config = fresh_project.job(job_id)["config"]
+    assert config["precision"] == "int8"
+    assert config["quantization"]["mode"] == "static"
+    assert config["quantization"]["calibration"] == dataset.json()["id"]
+    job = fresh_project.wait_for_job(job_id, timeout=JOB_TIMEOUT_MS / 1000)
+    assert job["status"] == "succeeded", job["error"]
+    page.reload()
+    panel = page.locator("#quantization")
+    expect(panel.locator("h3")).to_contain_text("shipped")
+    screenshot(page, "flow-int8-job")

@@ -388,3 +388,55 @@ def test_benchmarks_show_interval_verdict_regression_sweep_and_environment(
         chart = tree.one("svg", class_="chart", data_chart=name)
         assert len(chart.find_all("circle", class_="point")) == 2 * len(sizes)
     assert len(body_rows(tree.by_id("sweep-table"))) == 2 * len(sizes)
+
+
+@pytest.fixture(scope="module")
+def int8_report(tmp_path_factory: pytest.TempPathFactory) -> dict:  # type: ignore[type-arg]
+    """A real int8 step's report (optimizer/quantization on a convnet built in code), as the
+    worker stores it under accuracy_report.quantization."""
+    import onnx
+
+    from optimizer.optimize import OptimizeOptions, optimize_model
+    from optimizer.precision import run_outputs
+    from optimizer.quantization.calibration import calibrate
+    from optimizer.quantization.node_precision import engine_node_precisions
+    from optimizer.quantization.search import QuantizationRequest, quantize_within_budget
+    from optimizer.registries.quantization import CalibrationMethod
+    from optimizer.testing.quantization_models import calibration_images, outlier_channel
+    from optimizer.validation.tolerances import default_tolerances
+
+    model = outlier_channel(seed=5)  # int8 meets the budget only with nodes kept in float
+    feeds = [{"input": x} for x in calibration_images(model, 6, seed=1)]
+    fused, _ = optimize_model(model, OptimizeOptions(for_quantization=True))
+    result = quantize_within_budget(
+        fused, request=QuantizationRequest(method=CalibrationMethod.MINMAX, timing_rounds=3),
+        tolerances=default_tolerances("int8").with_overrides({"min_cosine": 0.999}),
+        validation_feeds=feeds[4:], reference=run_outputs(model, feeds[4:]),
+        calibration_feeds=feeds[:4], tables=lambda method, g: calibrate(g, feeds[:4], method))
+    report = result.to_dict()
+    path = tmp_path_factory.mktemp("int8") / "int8.onnx"
+    onnx.save(result.model or fused, path)
+    report["node_precisions"] = engine_node_precisions(fused, path, level="all",
+                                                       kept=result.kept_reasons).to_dict()
+    return report
+
+
+def test_an_int8_job_shows_what_shipped_its_candidates_kept_nodes_and_nodes_by_precision(
+        signed_in_site: TestClient, db_session: Session, project: uuid.UUID,
+        model_id: uuid.UUID, int8_report: dict) -> None:  # type: ignore[type-arg]
+    doc = document("onnxruntime_ablation")
+    doc["config"] = {**doc["config"], "precision": "int8"}
+    doc["accuracy_report"] = {**doc["accuracy_report"], "quantization": int8_report}
+
+    panel = section(page(signed_in_site, insert_job(db_session, project, model_id, doc)),
+                    "quantization")
+
+    assert f"{int8_report['shipped']} shipped" in panel.one("h3").text
+    assert panel.by_id("quantization-why").text == int8_report["why"]
+    candidates = body_rows(panel.one("table", class_="int8-candidates"))
+    assert [row.find_all("td")[0].text for row in candidates] == [
+        c["label"] for c in int8_report["tried"]]
+    kept = [row.find_all("td")[0].text for row in body_rows(panel.one("table", class_="kept-nodes"))]
+    assert kept == [n["name"] for n in int8_report["kept_nodes"]] and kept
+    counts = int8_report["node_precisions"]["node_counts"]
+    assert len(chart_bars(panel, "int8-nodes")) == len(counts)

@@ -15,10 +15,10 @@ from api.deps import get_api_settings
 from api.schemas.jobs import JobCreate
 from core.settings import Settings, WebhookSettings
 from optimizer.testing.models import model_bytes, small_cnn
-from tests.api.routes.test_datasets import npz_bytes
 from tests.dashboard.html_tree import Element, parse
 from tests.dashboard.uploads import browser_headers, start_job, token_model, upload_model
 from tests.support.api_keys import bearer, new_key
+from tests.support.npz_files import npz_bytes
 
 
 @pytest.fixture
@@ -80,7 +80,8 @@ def test_backend_and_precision_offer_what_the_job_config_accepts(
     assert [o.attrs["value"] for o in backend.find_all("option")] == ["onnxruntime", "tensorrt"]
     assert _selected(backend) == "onnxruntime"
     precision = form.one("select", name="precision")
-    assert [o.attrs["value"] for o in precision.find_all("option")] == ["fp32", "fp16", "bf16"]
+    assert [o.attrs["value"] for o in precision.find_all("option")] == ["fp32", "fp16", "bf16",
+                                                                        "int8", "fp8"]
     assert _selected(precision) == "fp32"
 
 

@@ -3,7 +3,6 @@ project, and this project's TensorRT jobs that wait for a capable worker, with t
 
 import re
 import uuid
-from datetime import timedelta
 
 import pytest
 from fastapi.testclient import TestClient
@@ -11,23 +10,12 @@ from sqlalchemy.orm import Session
 
 from core.db.models import Job, JobStatus, Model
 from core.db.types import utc_now
-from core.db.worker_registry import record_heartbeat
 from core.job_config import JobConfig
 from core.settings import Settings
-from optimizer.capabilities import GpuInfo, HostCapabilities
 from tests.support.api_keys import new_key
+from tests.support.worker_heartbeats import CPU_ONLY, H200, beat
 
-H200 = HostCapabilities(gpus=(GpuInfo(0, "NVIDIA H200", "9.0", 143771),), tensorrt_version="10.8.0")
-CPU_ONLY = HostCapabilities(notes=("nvidia-smi not found",))
 WAITING = "waiting for a worker: no online worker has a GPU of compute capability 8.9"
-
-
-def _beat(session: Session, name: str, capabilities: HostCapabilities, queues: list[str],
-          minutes_ago: float = 0) -> None:
-    now = utc_now() - timedelta(minutes=minutes_ago)
-    record_heartbeat(session, name=name, queues=queues, capabilities=capabilities,
-                     started_at=now, interval_s=30, now=now, hostname="host-1", pid=42)
-    session.commit()
 
 
 def _job(session: Session, project_id: uuid.UUID, status: JobStatus, *, backend: str,
@@ -65,9 +53,9 @@ def project(api_key: tuple[uuid.UUID, str]) -> uuid.UUID:
 
 def test_online_workers_show_gpu_compute_capability_and_tensorrt(
         signed_in_site: TestClient, db_session: Session) -> None:
-    _beat(db_session, "celery@gpu", H200, ["gpu", "gpu.sm90"])
-    _beat(db_session, "celery@cpu", CPU_ONLY, ["cpu"], minutes_ago=1)
-    _beat(db_session, "celery@gone", H200, ["gpu"], minutes_ago=30)
+    beat(db_session, "celery@gpu", H200, ["gpu", "gpu.sm90"])
+    beat(db_session, "celery@cpu", CPU_ONLY, ["cpu"], minutes_ago=1)
+    beat(db_session, "celery@gone", H200, ["gpu"], minutes_ago=30)
 
     response = signed_in_site.get("/ui/workers")
 
@@ -76,7 +64,7 @@ def test_online_workers_show_gpu_compute_capability_and_tensorrt(
     assert re.findall(r'<tr data-worker="([^"]+)"', table) == ["celery@gpu", "celery@cpu"]
     gpu_row = re.search(r'<tr data-worker="celery@gpu".*?</tr>', table, re.S)
     assert gpu_row
-    for shown in ("NVIDIA H200", "9.0", "10.8.0", "gpu.sm90", ">online<"):
+    for shown in ("NVIDIA H200", "9.0", "11.4.0", "gpu.sm90", ">online<"):
         assert shown in gpu_row.group(0)
     assert "none (CPU only)" in table
     # an offline worker is listed apart, never as a row of table#workers
@@ -87,8 +75,8 @@ def test_online_workers_show_gpu_compute_capability_and_tensorrt(
 def test_a_workers_current_job_of_this_project_is_linked(
         signed_in_site: TestClient, db_session: Session, project: uuid.UUID,
         settings: Settings) -> None:
-    _beat(db_session, "celery@gpu", H200, ["gpu"])
-    _beat(db_session, "celery@gpu2", H200, ["gpu"])
+    beat(db_session, "celery@gpu", H200, ["gpu"])
+    beat(db_session, "celery@gpu2", H200, ["gpu"])
     ours = _job(db_session, project, JobStatus.RUNNING, backend="tensorrt", worker="celery@gpu")
     other_project, _ = new_key(db_session, settings)
     theirs = _job(db_session, other_project, JobStatus.RUNNING, backend="tensorrt",

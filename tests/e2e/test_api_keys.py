@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -16,10 +15,15 @@ import pytest
 from optimizer.testing.models import model_bytes, small_cnn
 from tests.support.api_server import running_api
 from tests.support.processes import REPO_ROOT, fuseforge_env
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
 KEY_CACHE_S = 1.0  # FUSEFORGE_AUTH__KEY_CACHE_S's default
+
+
+def _refused(response: httpx.Response) -> httpx.Response | None:
+    return response if response.status_code == 401 else None
 
 
 def test_a_key_from_the_cli_opens_the_api_until_it_is_revoked(tmp_path: Path) -> None:
@@ -46,9 +50,10 @@ def test_a_key_from_the_cli_opens_the_api_until_it_is_revoked(tmp_path: Path) ->
 
         [row] = apikey("list", "--project", "ci").splitlines()[1:]
         apikey("revoke", row.split()[0])
-        time.sleep(KEY_CACHE_S + 0.2)  # the API trusts a key it checked this long
-
-        refused = httpx.get(models, headers=headers, timeout=10)
+        # The API trusts a key it checked this long: refused within it, once it has passed.
+        refused = wait_until(lambda: _refused(httpx.get(models, headers=headers, timeout=10)),
+                             KEY_CACHE_S + 0.2, interval_s=0.05,
+                             what="the revoked key to be refused")
         assert refused.status_code == 401
         assert refused.json() == httpx.get(models, timeout=10).json()  # one message for all
         log = server.service.output()

@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
+import redis
 from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 
@@ -29,6 +30,7 @@ from tests.e2e.flows import upload
 from tests.e2e.stacks import Stack, running_stack
 from tests.support.private_services import PrivatePostgres, PrivateRedis, private_postgres, private_redis
 from tests.support.processes import wait_for_job
+from tests.support.waiting import POLL_S, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -103,12 +105,23 @@ def _wait_stage(stack: Stack, job_id: str, stage: str, timeout_s: float = 120) -
         time.sleep(0.1)
 
 
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
 def _job_process(stack: Stack, job_id: str) -> int:
-    """The pid of the process running job `job_id` (worker/pipeline/job_process.py)."""
+    """The pid of the process running job `job_id` (worker/supervision/job_process.py): a child of
+    the pool process's job template (worker/supervision/job_template.py), whose command line the
+    child inherits."""
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        for pid in stack.worker.descendant_pids("core.isolation"):
-            return pid
+        forked = stack.worker.descendant_pids("core.process_template")
+        for pid in forked:
+            try:
+                if _parent(pid) in forked:
+                    return pid
+            except (OSError, IndexError, ValueError):
+                continue  # gone meanwhile
         time.sleep(0.1)
     raise AssertionError(f"no process runs job {job_id}")
 
@@ -135,9 +148,24 @@ def _assert_nothing_half_written(stack: Stack) -> None:
             assert time.monotonic() < deadline, (
                 f"half-written: rows without files {rows - files}, files without rows "
                 f"{stray_files}, scratch left {leftovers}")
-            time.sleep(0.5)
+            time.sleep(POLL_S)
     finally:
         engine.dispose()
+
+
+def _retried_and_acknowledged(stack: Stack, job_id: str) -> bool:
+    """The worker took job `job_id`'s message (it logged a claim retry) and no longer holds it
+    (Celery's acks_late keeps a running task's message in Redis's `unacked` hash). Only this
+    job's message counts: another task (a webhook delivery of an earlier test's job) may be
+    held through the outage too."""
+    if f"job {job_id}: database unavailable" not in stack.worker.output():
+        return False
+    broker = redis.Redis.from_url(stack.broker_url)
+    try:
+        held = [*broker.lrange("cpu", 0, -1), *broker.hvals("unacked")]
+    finally:
+        broker.close()
+    return not any(job_id.encode() in message for message in held)
 
 
 def _claims(stack: Stack, job_id: str) -> int:
@@ -163,8 +191,7 @@ def test_killing_the_pool_process_fails_its_job_on_redelivery(live: Stack) -> No
     model = _cnn(live, 42)
     job_id = _job(live, model, **SLOW)
     _wait_stage(live, job_id, "benchmark")
-    pool = int(Path(f"/proc/{_job_process(live, job_id)}/stat").read_text()
-               .rsplit(")", 1)[1].split()[1])  # the job process's parent
+    pool = _parent(_parent(_job_process(live, job_id)))  # the parent of the job's template
     killed_at = time.monotonic()
     os.kill(pool, signal.SIGKILL)
     job = wait_for_job(live.base_url, job_id, timeout=60)
@@ -193,7 +220,9 @@ def test_the_same_message_six_times_runs_the_job_once(live: Stack) -> None:
     for _ in range(5):
         dispatcher.send_job(uuid.UUID(job_id), JobConfig())
     job = wait_for_job(live.base_url, job_id)
-    time.sleep(3)  # the duplicates meet a finished job
+    wait_until(lambda: live.worker.output().count(
+        f"job {job_id} is not queued any more; skipping this delivery") >= 5, 30,
+        what="the five duplicates to meet the finished job")
 
     assert job["status"] == "succeeded"
     assert _claims(live, job_id) == 1
@@ -222,7 +251,7 @@ def test_redis_down_20_s_answers_503_and_the_worker_reconnects(
         assert refused.status_code == 503, refused.text
         assert refused.json()["error"] == "BrokerUnavailable"
         assert httpx.get(f"{live.base_url}/healthz", timeout=30).status_code == 503
-        time.sleep(20)
+        time.sleep(20)  # the outage itself (what the worker must outlast), not a wait for a state
     finally:
         broker.start()
     job = wait_for_job(live.base_url, _job(live, model, **FAST), timeout=180)
@@ -245,9 +274,10 @@ def test_a_message_that_meets_a_postgres_outage_is_sent_again_by_the_janitor(
     postgres.stop()
     try:
         JobDispatcher(live.broker_url).send_job(job.id, config)
-        # The worker takes the message and retries the claim until it gives up: the message is
-        # acknowledged, and only the database still knows the job.
-        time.sleep(DATABASE_RETRY_S + 5)
+        # The worker takes the message and retries the claim until it gives up (within
+        # DATABASE_RETRY_S): the message is acknowledged, and only the database still knows the job.
+        wait_until(lambda: _retried_and_acknowledged(live, str(job.id)), DATABASE_RETRY_S + 30,
+                   what=lambda: "the worker to give the claim up:\n" + live.worker.output()[-3000:])
     finally:
         postgres.start()
     started = time.monotonic()
@@ -330,7 +360,7 @@ def test_an_upload_cut_off_by_an_api_crash_leaves_no_file(live: Stack) -> None:
     deadline = time.monotonic() + 30
     while any(uploads.iterdir()):  # the janitor's round, once the file is 3 s old
         assert time.monotonic() < deadline, f"left behind: {list(uploads.iterdir())}"
-        time.sleep(0.5)
+        time.sleep(POLL_S)
     with Session(create_engine(live.database_url)) as session:
         assert session.scalar(select(Model).where(Model.name == "cut.onnx")) is None
         _ = session.scalars(select(JobEvent)).first()

@@ -18,6 +18,7 @@ from optimizer.capabilities import detect_capabilities
 from optimizer.testing.models import model_bytes, small_cnn
 from tests.e2e.flows import assert_optimize_flow_succeeds, upload
 from tests.e2e.stacks import running_stack
+from tests.support.broker import redis_url
 
 pytestmark = [
     pytest.mark.e2e,
@@ -27,7 +28,7 @@ pytestmark = [
     ),
 ]
 
-E2E_REDIS_URL = "redis://127.0.0.1:6379/13"
+E2E_REDIS_URL = redis_url("e2e-gpu-routing")
 
 
 @pytest.fixture(scope="module")

@@ -12,11 +12,12 @@ from onnx import TensorProto, helper
 from optimizer.testing.models import model_bytes, small_cnn
 from tests.e2e.flows import assert_optimize_flow_succeeds, upload
 from tests.e2e.stacks import running_stack
+from tests.support.broker import redis_url
 from tests.support.processes import wait_for_job
 
 pytestmark = pytest.mark.e2e
 
-E2E_REDIS_URL = "redis://127.0.0.1:6379/14"
+E2E_REDIS_URL = redis_url("e2e-postgres-redis")
 
 
 @pytest.fixture(scope="module")

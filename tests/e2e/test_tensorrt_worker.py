@@ -20,12 +20,13 @@ from optimizer.testing.models import model_bytes, small_cnn
 from optimizer.testing.real_models import bert_encoder
 from tests.e2e.flows import upload
 from tests.e2e.stacks import running_stack
+from tests.support.broker import redis_url
 from tests.support.fake_tensorrt import FAKE_GPU
 from tests.support.processes import wait_for_job
 
 pytestmark = pytest.mark.e2e
 
-E2E_REDIS_URL = "redis://127.0.0.1:6379/12"
+E2E_REDIS_URL = redis_url("e2e-tensorrt")
 BUILD_TIMEOUT_S = 20
 
 

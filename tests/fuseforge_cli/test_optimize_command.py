@@ -10,9 +10,9 @@ import pytest
 
 from fuseforge_cli.main import main
 from optimizer.testing.models import small_cnn
+from optimizer.testing.norm_models import layer_norm
 from optimizer.testing.passes import op_types, run_model
 from optimizer.testing.shape_models import lstm_in_nested_ifs, strided_convnet
-from tests.optimizer.passes.test_fuse_layer_norm import layer_norm
 
 
 @pytest.fixture

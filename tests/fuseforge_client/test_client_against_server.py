@@ -102,7 +102,7 @@ def test_invalid_job_config_is_an_invalid_request_naming_the_field(
 ) -> None:
     model = client.upload_model(cnn)
     with pytest.raises(InvalidRequestError) as caught:
-        client.submit_job(model.id, {"precision": "fp8", "benchmrk": {}})
+        client.submit_job(model.id, {"precision": "fp4", "benchmrk": {}})
     assert caught.value.status_code == 422
     assert "precision" in caught.value.detail and "benchmrk" in caught.value.detail
 

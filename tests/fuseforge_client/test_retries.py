@@ -211,7 +211,7 @@ def test_error_statuses_map_to_the_tree_and_keep_the_server_text() -> None:
         with pytest.raises(NotFoundError, match="job x does not exist"):
             c.get_job("x")
         with pytest.raises(InvalidRequestError) as invalid:
-            c.submit_job("m1", precision="fp8")
+            c.submit_job("m1", precision="fp4")
         with pytest.raises(InvalidRequestError) as plain:
             c.get_job("y")
     assert invalid.value.error == "ValidationError" and invalid.value.detail == "precision: bad"

@@ -2,7 +2,7 @@
 
 import pytest
 
-from core.webhooks.signing import signature_header
+from core.callbacks.signing import signature_header
 from fuseforge_client.webhooks import SignatureError, verify_signature
 
 SECRET = "s3cr3t-" + "x" * 40

@@ -58,10 +58,10 @@ def _registration_call(plugin: str, pointer: str,
         warps = registration.row_warps(int(constexprs["BLOCK"]))
     elif plugin == "bias_gelu":
         constexprs = registration.kernel_constexprs(options["approximate"])
-        warps = registration._NUM_WARPS
+        warps = registration.NUM_WARPS
     else:
         constexprs = registration.kernel_constexprs(**options)
-        warps = registration._NUM_WARPS
+        warps = registration.NUM_WARPS
     return kernel, signature, constexprs, warps
 
 

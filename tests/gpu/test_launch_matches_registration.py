@@ -58,7 +58,7 @@ def test_bias_gelu_launch_matches_registration(launch: Any, approximate: str,
     params = launch.bias_gelu_parameters(n_elements, approximate)
     assert params.constexprs == bias_gelu_registration.kernel_constexprs(approximate)
     assert launch.BIAS_GELU_BLOCK == bias_gelu_registration.BLOCK
-    assert params.num_warps == bias_gelu_registration._NUM_WARPS
+    assert params.num_warps == bias_gelu_registration.NUM_WARPS
     assert params.grid == (math.ceil(n_elements / bias_gelu_registration.BLOCK),)
 
 
@@ -76,7 +76,7 @@ def test_multi_head_attention_launch_matches_registration(launch: Any, head_size
         num_heads=4, head_size=head_size, head_size_v=head_size_v, scale=0.125,
         float32=float32)
     assert params.constexprs == constexprs
-    assert params.num_warps == attention_registration._NUM_WARPS
+    assert params.num_warps == attention_registration.NUM_WARPS
     # grid_x = cdiv(seq_q, BLOCK_M), grid_y = batch * num_heads
     assert params.grid == (math.ceil(100 / int(constexprs["BLOCK_M"])), 12)
 

@@ -19,10 +19,10 @@ from onnx import helper, numpy_helper
 
 from optimizer.backends.tensorrt.profiles import resolve_profiles
 from optimizer.fusion_report import FusionReport
+from optimizer.model.shapes import fix_input_shapes, fix_input_shapes_except
+from optimizer.model.tensor_specs import summarize_model
 from optimizer.optimize import OptimizeOptions, optimize_model
 from optimizer.plugins import decompose_for_onnxruntime
-from optimizer.shapes import fix_input_shapes, fix_input_shapes_except
-from optimizer.tensor_specs import summarize_model
 from optimizer.testing.passes import run_model
 from optimizer.testing.real_models import BERT_FORMS, bert_encoder, resnet50
 
@@ -90,7 +90,7 @@ def dynamic_bert(form: str) -> onnx.ModelProto:
 
 
 def profiled_model(model: onnx.ModelProto, profiles: Mapping[str, Any]) -> onnx.ModelProto:
-    """What the load stage writes as model.profiled.onnx (worker/pipeline/load.py)."""
+    """What the load stage writes as model.profiled.onnx (worker/pipeline/steps/load.py)."""
     inputs = summarize_model(model).inputs
     resolved = resolve_profiles(inputs, profiles)
     shapes = {name: profile.opt for name, profile in resolved.items()}

@@ -9,8 +9,8 @@ import pytest
 
 from optimizer.backends.tensorrt.profiles import resolve_profiles
 from optimizer.errors import InputShapeError
-from optimizer.shapes import fix_input_shapes, fix_input_shapes_except, resolve_input_shapes
-from optimizer.tensor_specs import TensorSpec, summarize_model
+from optimizer.model.shapes import fix_input_shapes, fix_input_shapes_except, resolve_input_shapes
+from optimizer.model.tensor_specs import TensorSpec, summarize_model
 from optimizer.testing.models import declared_dims
 from optimizer.testing.passes import run_model
 from optimizer.testing.shape_models import strided_convnet

@@ -19,9 +19,9 @@ from optimizer.errors import (
     OptimizerError,
     UnsupportedModelError,
 )
+from optimizer.model.limits import ModelLimits
+from optimizer.model.tensor_specs import TensorSpec
 from optimizer.model_check import check_model_file, load_checked_model
-from optimizer.model_limits import ModelLimits
-from optimizer.tensor_specs import TensorSpec
 from optimizer.testing import models
 from tests.support import hostile_models
 

@@ -12,8 +12,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from optimizer.errors import InferenceError, UnsupportedModelError
+from optimizer.model.shapes import fix_input_shapes
 from optimizer.model_writer import save_model
-from optimizer.shapes import fix_input_shapes
 from optimizer.testing.models import IR_VERSION, small_cnn
 from optimizer.testing.passes import run_model
 from optimizer.testing.shape_models import lstm_in_nested_ifs, strided_convnet

@@ -7,9 +7,9 @@ import numpy as np
 import onnx
 import pytest
 
+from optimizer.model.shapes import fix_input_shapes, resolve_input_shapes
+from optimizer.model.tensor_specs import summarize_model
 from optimizer.optimize import OptimizeOptions, optimize_model
-from optimizer.shapes import fix_input_shapes, resolve_input_shapes
-from optimizer.tensor_specs import summarize_model
 from optimizer.testing.passes import run_model
 from optimizer.testing.real_models import BERT_FORMS, bert_encoder, resnet50
 

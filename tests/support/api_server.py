@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.databases import migrated_sqlite_file
 from tests.support.processes import FUSEFORGE, Service, free_port, fuseforge_env, wait_healthy
 
 __all__ = ["ApiServer", "raw_request", "running_api"]
@@ -29,9 +30,10 @@ class ApiServer:
 @contextmanager
 def running_api(tmp: Path, *, broker_url: str, serve_argv: list[str] | None = None,
                 **env: str) -> Iterator[ApiServer]:
-    """Migrate a SQLite database in `tmp` and serve the API on a free port with the extra
-    environment `env`; `serve_argv` replaces `fuseforge serve` (e.g. to set process limits
-    first). Stops the server afterwards."""
+    """Put a migrated SQLite database in `tmp` (a copy, see tests/support/databases.py:
+    migrated_sqlite_file) and serve the API on a free port with the extra environment `env`;
+    `serve_argv` replaces `fuseforge serve` (e.g. to set process limits first). Stops the
+    server afterwards."""
     port = free_port()
     environment = fuseforge_env(
         FUSEFORGE_ENV="test",
@@ -40,8 +42,7 @@ def running_api(tmp: Path, *, broker_url: str, serve_argv: list[str] | None = No
         FUSEFORGE_PORT=str(port),
         **env,
     )
-    migrate = Service([*FUSEFORGE, "migrate"], environment, tmp / "migrate.log")
-    assert migrate.process.wait(timeout=120) == 0, migrate.output()
+    migrated_sqlite_file(tmp / "data" / "fuseforge.sqlite")  # where Settings put it by default
     api = Service(serve_argv or [*FUSEFORGE, "serve"], environment, tmp / "api.log")
     server = ApiServer("127.0.0.1", port, tmp / "data", api)
     try:

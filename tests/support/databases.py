@@ -12,6 +12,7 @@ from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 
 from core.db.session import make_engine
+from tests.support.database_templates import copy_migrated_postgres, copy_migrated_sqlite
 
 __all__ = [
     "PG_ADMIN_URL",
@@ -20,6 +21,8 @@ __all__ = [
     "drop_postgres_database",
     "fresh_database",
     "migrated_engine",
+    "migrated_postgres_database",
+    "migrated_sqlite_file",
     "run_alembic",
 ]
 
@@ -64,6 +67,23 @@ def run_alembic(engine: Engine, *revision_command: str) -> None:
         getattr(command, verb)(config, revision)
 
 
+def _upgrade(engine: Engine) -> None:
+    run_alembic(engine, "upgrade", "head")
+
+
+def migrated_sqlite_file(path: Path) -> str:
+    """Write a migrated SQLite database to `path` (as `fuseforge migrate` would leave it, but a
+    copy of one migrated per test process, without starting the CLI); its URL."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return copy_migrated_sqlite(path, _upgrade)
+
+
+def migrated_postgres_database(name: str) -> str:
+    """Create the database `name` on the test PostgreSQL at the schema's head (a copy of one
+    migrated per test process); its URL. Drop it with drop_postgres_database."""
+    return copy_migrated_postgres(PG_ADMIN_URL, name, _upgrade)
+
+
 def migrated_engine(url: str) -> Engine:
     engine = make_engine(url)
     run_alembic(engine, "upgrade", "head")
@@ -75,12 +95,16 @@ def fresh_database(dialect: str, directory: Path, *, name: str,
                    migrated: bool = True) -> Iterator[Engine]:
     """An engine on a new, empty database of its own ("sqlite": a file in `directory`;
     "postgresql": a database called `name` plus a random suffix), at the schema's head when
-    `migrated`; disposed (and the PostgreSQL database dropped) afterwards."""
-    if dialect == "sqlite":
-        url = f"sqlite:///{directory / f'{name}.sqlite'}"
+    `migrated` (a copy of one migrated database, tests/support/database_templates.py);
+    disposed (and the PostgreSQL database dropped) afterwards."""
+    path = directory / f"{name}.sqlite"
+    database = f"{name}_{uuid.uuid4().hex[:8]}"
+    if migrated:
+        url = (copy_migrated_sqlite(path, _upgrade) if dialect == "sqlite"
+               else copy_migrated_postgres(PG_ADMIN_URL, database, _upgrade))
     else:
-        url = create_postgres_database(f"{name}_{uuid.uuid4().hex[:8]}")
-    engine = migrated_engine(url) if migrated else make_engine(url)
+        url = f"sqlite:///{path}" if dialect == "sqlite" else create_postgres_database(database)
+    engine = make_engine(url)
     try:
         yield engine
     finally:

@@ -1,7 +1,7 @@
 """The embedded worker's handle and a stage's run: what pipeline tests drive.
 
 `EmbeddedWorker` is the API (TestClient) and a worker thread on the real Redis broker (the
-`embedded` fixture in tests/worker/pipeline/conftest.py builds one); `job_run` is what a
+`embedded` fixture in tests/worker/conftest.py builds one); `job_run` is what a
 stage function is handed, for tests that call one stage directly.
 """
 

@@ -22,7 +22,9 @@ SIGABRT, as a native crash would), "hang" (never returns) or "error" (TensorRT r
 engine), "build_seconds": extra seconds a build takes (progress keeps flowing), and
 "corrupt_batches_above": N, which makes the runner add 1 to every float output for a first
 input batch above N (a shape-dependent kernel bug), and "crash_inference": true, which makes
-the runner's process die from SIGSEGV at its first inference (a native crash at run time).
+the runner's process die from SIGSEGV at its first inference (a native crash at run time),
+and "infer_delay_s": {precision: seconds}, added to every inference of an engine built at that
+precision (a GPU on which, say, the int8 kernels lose to fp16).
 """
 
 from __future__ import annotations
@@ -31,14 +33,15 @@ import json
 import os
 import signal
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 import onnx
 
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
+from optimizer.backends.runner import RunnerSpec
 from optimizer.backends.tensorrt import (
     ENGINE_FILE,
     METADATA_FILE,
@@ -56,13 +59,13 @@ from optimizer.backends.tensorrt import (
     resolve_profiles,
     save_engine,
 )
+from optimizer.backends.tensorrt.build import TrtBuildArguments
 from optimizer.backends.tensorrt.toolkit import TensorRTToolkit
 from optimizer.capabilities import GpuInfo, HostCapabilities
 from optimizer.errors import EngineBuildError
+from optimizer.model.tensor_specs import summarize_model
 from optimizer.plugins import decompose_for_onnxruntime
 from optimizer.precision import emulate_precision
-from optimizer.runner import RunnerSpec
-from optimizer.tensor_specs import summarize_model
 
 __all__ = ["FAKE_GPU", "FAKE_TENSORRT", "FAKE_TENSORRT_VERSION", "FakeTensorRTRunner"]
 
@@ -84,17 +87,14 @@ def fake_build_engine(
     out_dir: Path,
     *,
     options: TrtBuildOptions,
-    input_shapes: Mapping[str, Sequence[int]] | None = None,
-    profiles: Mapping[str, Any] | None = None,
-    timing_cache: bytes | None = None,
-    on_progress: Callable[[float, str], None] | None = None,
-    on_log: Callable[[LogLine], None] | None = None,
-    gpu: GpuIdentity | None = None,
+    **given: Unpack[TrtBuildArguments],
 ) -> TrtEngine:
     """`build_trt_engine`'s contract, with ONNX Runtime standing in for the engine."""
     model_path, out_dir = Path(model_path), Path(out_dir)
-    gpu = gpu or FAKE_GPU
-    log = _Log(on_log)
+    input_shapes, profiles = given.get("input_shapes"), given.get("profiles")
+    timing_cache, on_progress = given.get("timing_cache"), given.get("on_progress")
+    gpu = given.get("gpu") or FAKE_GPU
+    log = _Log(given.get("on_log"))
     model = onnx.load(model_path)
     check_model_precision(model, options.precision, model_name=model_path.name)
     resolved = resolve_profiles(summarize_model(model).inputs, profiles, input_shapes=input_shapes)
@@ -152,6 +152,8 @@ class FakeTensorRTRunner(OnnxRuntimeRunner):
     runner it is a DeviceTimedRunner: its "device clock" is the host's around each run, and its
     "device memory" the plan's size."""
 
+    precision = "fp32"  # the engine's, from its metadata (open_fake_runner)
+
     @property
     def timing_clock(self) -> str:
         return "fake_device_clock"
@@ -175,6 +177,8 @@ class FakeTensorRTRunner(OnnxRuntimeRunner):
         control = _control()
         if control.get("crash_inference"):
             os.kill(os.getpid(), signal.SIGSEGV)
+        # a test's stand-in for a GPU on which one precision's kernels are slow
+        time.sleep(float(control.get("infer_delay_s", {}).get(self.precision, 0)))
         outputs = super().infer(feeds)
         limit = control.get("corrupt_batches_above")
         first = next(iter(feeds.values()))
@@ -196,7 +200,9 @@ def open_fake_runner(engine_dir: Path, /, *, gpu: GpuIdentity | None = None) -> 
     metadata_path = path / METADATA_FILE if path.is_dir() else path
     metadata = EngineMetadata.from_json(metadata_path.read_text())
     check_compatible(metadata, gpu or FAKE_GPU, FAKE_TENSORRT_VERSION)
-    return FakeTensorRTRunner(metadata_path.parent / metadata.engine_file)
+    runner = FakeTensorRTRunner(metadata_path.parent / metadata.engine_file)
+    runner.precision = metadata.precision
+    return runner
 
 
 FAKE_TENSORRT = TensorRTToolkit(
@@ -258,7 +264,13 @@ def _inspector_layers(model: onnx.ModelProto, precision: str) -> dict[str, Any]:
         for name in node.input:
             readers[name] = readers.get(name, 0) + 1
     graph_outputs = {value.name for value in graph.output}
-    datatype = {"fp32": "FP32", "fp16": "FP16", "bf16": "BF16"}[precision]
+    datatype = {"fp32": "FP32", "fp16": "FP16", "bf16": "BF16", "int8": "Int8",
+                "fp8": "FP8"}[precision]
+    # A quantized engine computes in int8/fp8 only where a layer reads a DequantizeLinear (as
+    # TensorRT fuses the DQ into its consumer); every other layer stays fp32.
+    dequantized = {out for node in graph.node if node.op_type == "DequantizeLinear"
+                   for out in node.output}
+    quantized = precision in ("int8", "fp8")
     layers: list[dict[str, Any]] = []
     nodes = list(graph.node)
     index = 0
@@ -272,12 +284,16 @@ def _inspector_layers(model: onnx.ModelProto, precision: str) -> dict[str, Any]:
                 and nodes[index].output[0] not in graph_outputs):
             group.append(follower)
         index += len(group)
+        kind = datatype
+        if quantized and not (group[0].op_type not in ("QuantizeLinear", "DequantizeLinear")
+                              and any(name in dequantized for name in group[0].input)):
+            kind = "FP32"
         layers.append({
             "Name": " + ".join(node.name or f"{node.op_type}_{id(node)}" for node in group),
             "LayerType": "FakeKernel" if len(group) == 1 else "FakeFusedKernel",
-            "Inputs": [{"Name": name, "Format/Datatype": f"Row major linear {datatype}"}
+            "Inputs": [{"Name": name, "Format/Datatype": f"Row major linear {kind}"}
                        for name in group[0].input if name],
-            "Outputs": [{"Name": name, "Format/Datatype": f"Row major linear {datatype}"}
+            "Outputs": [{"Name": name, "Format/Datatype": f"Row major linear {kind}"}
                         for name in group[-1].output if name],
             "Origin": "FAKE",
             "TacticValue": "0x0",

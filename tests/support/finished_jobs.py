@@ -8,8 +8,8 @@ import uuid
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from optimizer.benchmark import BenchmarkResult
-from worker.pipeline.recorder import JobRecorder
+from optimizer.measure.benchmark import BenchmarkResult
+from worker.pipeline.records.recorder import JobRecorder
 from worker.pipeline.results import JobOutcome
 
 __all__ = ["finish_with_engine_timing", "timed"]

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import httpx
 
+from tests.support.waiting import POLL_S
+
 __all__ = ["REPO_ROOT", "Service", "fuseforge_env", "free_port", "wait_for_job", "wait_healthy"]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -119,7 +121,7 @@ def wait_healthy(base_url: str, service: Service, timeout: float = 120.0) -> Non
                 return
         except httpx.HTTPError:
             pass
-        time.sleep(0.5)
+        time.sleep(POLL_S)
     raise AssertionError(f"{base_url} not healthy after {timeout} s:\n{service.output()[-4000:]}")
 
 
@@ -130,5 +132,5 @@ def wait_for_job(base_url: str, job_id: str, timeout: float = 180.0) -> dict:  #
         job = httpx.get(f"{base_url}/v1/jobs/{job_id}", timeout=10).json()
         if job["status"] in ("succeeded", "failed", "cancelled"):
             return job  # type: ignore[no-any-return]
-        time.sleep(0.5)
+        time.sleep(POLL_S)
     raise AssertionError(f"job {job_id} not finished after {timeout} s: {job}")

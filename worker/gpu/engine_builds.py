@@ -28,7 +28,8 @@ from core.storage import ArtifactStore
 from optimizer.backends.tensorrt import TimingCacheKey, TrtBuildOptions, TrtEngine
 from optimizer.backends.tensorrt.toolkit import load_toolkit
 from optimizer.capabilities import GpuInfo
-from optimizer.precision import Precision, convert_precision
+from optimizer.precision import convert_precision
+from optimizer.registries.precisions import PRECISIONS, REFERENCE_PRECISION, Precision
 from worker.gpu.build_events import BuildEventRelay, BuildEventWriter, JobChannel
 from worker.gpu.file_lock import one_at_a_time
 from worker.gpu.timing_caches import load_stored_cache, save_cache
@@ -62,9 +63,12 @@ class EngineBuilds:
     on_gpu_wait: Callable[[bool], None] = _ignore  # the job waits for the GPU (True), or has it
 
     def build(self, model_path: Path, out_dir: Path, *, input_shapes: Mapping[str, Sequence[int]],
-              label: str, stage: str, progress_span: tuple[float, float]) -> TrtEngine:
+              label: str, stage: str, progress_span: tuple[float, float],
+              precision: Precision | None = None) -> TrtEngine:
         """Build `model_path` into `out_dir`; the builder's progress moves the job's within
         `progress_span`, its warnings become job events in `stage` prefixed by `label`.
+        `precision`: the one `model_path` carries when it is not the job's (an int8 job's
+        fp16 reference, or the fp32 model it ships when int8 did not pay).
 
         Raises:
             EngineBuildError: the build failed, ran past `jobs.trt_build_timeout_s`, exceeded
@@ -73,7 +77,7 @@ class EngineBuilds:
         """
         jobs = self.settings.jobs
         cache_key = TimingCacheKey.for_gpu(self.gpu, self.tensorrt_version)
-        options = TrtBuildOptions(precision=self.precision or "fp32",
+        options = TrtBuildOptions(precision=precision or self.precision or REFERENCE_PRECISION,
                                   workspace_bytes=int(jobs.trt_workspace_gib * _GIB),
                                   log_severity="INFO")
         limits = ChildLimits(timeout_s=jobs.trt_build_timeout_s,
@@ -121,13 +125,22 @@ class EngineBuilds:
                 self.on_gpu_wait(False)
             yield
 
+    @property
+    def reference_precision(self) -> Precision | None:
+        """The precision unfused reference engines are built at: the job's, except that an int8
+        job is compared with fp16, what a GPU user runs without calibration data."""
+        if self.precision is not None and PRECISIONS[self.precision].quantizes:
+            return Precision.FP16
+        return self.precision
+
     def at_job_precision(self, model_path: Path) -> Path:
-        """`model_path` itself for an fp32 job; else its conversion to the job's precision,
+        """`model_path` itself for an fp32 job; else its conversion to `reference_precision`,
         saved next to it (TensorRT builds strongly typed: the graph must carry the precision)."""
-        if self.precision is None:
+        precision = self.reference_precision
+        if precision is None:
             return model_path
-        converted, _ = convert_precision(onnx.load(model_path), self.precision)
-        target = model_path.with_name(f"{model_path.stem}.{self.precision}.onnx")
+        converted, _ = convert_precision(onnx.load(model_path), precision)
+        target = model_path.with_name(f"{model_path.stem}.{precision}.onnx")
         onnx.save(converted, target)
         return target
 

@@ -1,7 +1,7 @@
 """Move a running job from stage to stage, and tell the supervisor which stage runs.
 
 The job's process records each stage in the database (the job's `stage` and progress) and in a
-small file the supervisor (worker/pipeline/supervisor.py) reads to hold the stage to its limits
+small file the supervisor (worker/supervision/supervisor.py) reads to hold the stage to its limits
 without asking the database: `StageMark` says which stage runs, since when (the monotonic clock,
 shared by every process on the host), and whether it is waiting for the GPU (time the supervisor
 does not count against the stage).
@@ -13,7 +13,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from worker.pipeline.recorder import JobRecorder
+from worker.pipeline.records.recorder import JobRecorder
 from worker.pipeline.stages import ProgressSpan, span_of
 
 __all__ = ["JobStopped", "StageMark", "StageProgress", "read_stage_mark"]

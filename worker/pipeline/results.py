@@ -5,28 +5,37 @@ once what it needs exists. `JobOutcome` gathers what gets recorded, success or f
 """
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
+from core.db.models import BenchmarkSuite
 from core.job_config import JobConfig, OrtLevel
+from core.reports import AccuracyReport, EngineReport, JobReports
 from core.settings import Settings
 from core.storage import ArtifactStore
-from optimizer.benchmark import BenchmarkResult
 from optimizer.fusion_report import FusionReport
-from optimizer.input_ranges import InputRange
+from optimizer.measure.benchmark import BenchmarkResult
+from optimizer.measure.environment import environment_key
+from optimizer.measure.traffic import ModelTraffic
+from optimizer.model.input_ranges import InputRange
+from optimizer.model.tensor_specs import TensorSpec
 from optimizer.optimize import OptimizeOptions
-from optimizer.tensor_specs import TensorSpec
+from optimizer.quantization.calibration import CalibrationTable
+from optimizer.registries.backends import Backend
+from optimizer.registries.precisions import Precision
+from optimizer.registries.quantization import CalibrationMethod
 from optimizer.validation import ValidationReport
-
-if TYPE_CHECKING:
-    from worker.pipeline.benchmark_context import BenchmarkContext
 
 __all__ = [
     "Attempt",
+    "BenchmarkContext",
     "BuiltEngine",
+    "CalibrationSplit",
+    "CalibrationStore",
     "JobOutcome",
     "JobRun",
     "LoadedModel",
@@ -36,6 +45,15 @@ __all__ = [
 ]
 
 EngineT = TypeVar("EngineT")
+
+
+class CalibrationStore(Protocol):
+    """Where an int8 job finds and keeps the calibration tables of its model and dataset."""
+
+    def find(self, method: CalibrationMethod, graph_sha256: str,
+             samples: int) -> CalibrationTable | None: ...
+
+    def record(self, table: CalibrationTable) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -51,6 +69,8 @@ class JobRun:
     store: ArtifactStore
     worker: str | None = None  # the worker that claimed it ("host:pid"), for the records
     memory_bandwidth_gb_s: float | None = None  # the worker's, measured when it started
+    calibration_path: Path | None = None  # an int8 job's calibration dataset (.npz)
+    calibrations: CalibrationStore | None = None  # its stored tables (records/calibrations.py)
 
     @property
     def ort_check_level(self) -> OrtLevel:
@@ -58,7 +78,7 @@ class JobRun:
         (`model_writer.save_model`): the engine's for an onnxruntime job; "disabled" for a
         tensorrt job, whose models ONNX Runtime only runs as the reference and the emulated
         engine, at that level."""
-        if self.config.backend == "onnxruntime":
+        if self.config.backend == Backend.ONNXRUNTIME:
             return self.config.ort_optimization_level or "all"
         return "disabled"
 
@@ -70,6 +90,22 @@ class PendingArtifact:
     name: str
     kind: str
     path: Path
+
+
+@dataclass(frozen=True)
+class CalibrationSplit:
+    """An int8 job's calibration samples (steps/calibration_feeds.py)."""
+
+    calibration: list[dict[str, np.ndarray]]
+    # Set when no validation dataset was named: the held-apart samples and their labels.
+    validation: list[dict[str, np.ndarray]] | None
+    labels: np.ndarray | None
+    note: str
+
+    def to_dict(self) -> dict[str, object]:
+        return {"calibration_samples": len(self.calibration),
+                "validation_samples": None if self.validation is None else len(self.validation),
+                "note": self.note}
 
 
 @dataclass(frozen=True)
@@ -90,6 +126,8 @@ class LoadedModel:
     # why, and the engine is then fused and built from the upload, its inputs left dynamic.
     inputs_left_dynamic: str | None = None
     dynamic_path: Path | None = None
+    # An int8 job's calibration samples (and, without dataset_id, where `feeds` came from).
+    calibration: CalibrationSplit | None = None
 
     @property
     def fusion_source(self) -> Path:
@@ -130,8 +168,11 @@ class OptimizedModel:
     fused_path: Path
     fusion_report: FusionReport
     engine_source: Path  # the fused model, converted to the job's precision when not fp32
-    accuracy: dict[str, Any]  # the precision conversion's (and search's) report, if any
+    accuracy: AccuracyReport  # the precision conversion's (and search's) report, if any
     artifacts: tuple[PendingArtifact, ...]
+    # The precision engine_source carries when it is not the job's: an int8 job that ships
+    # its fp32 model (int8 out of budget or not faster); None: the job's precision.
+    engine_precision: Precision | None = None
 
 
 @dataclass(frozen=True)
@@ -140,8 +181,13 @@ class BuiltEngine(Generic[EngineT]):
 
     engine: EngineT
     artifacts: tuple[PendingArtifact, ...]
-    report: dict[str, Any] | None = None  # tensorrt: metadata + TensorRT's layer summary
+    report: EngineReport | None = None  # tensorrt: metadata + TensorRT's layer summary
     attempt: Attempt | None = None  # what it was built with (an onnxruntime sweep rebuilds it)
+    # int8 engines the backend reports itself (TensorRT's inspector): each node's precision
+    node_precisions: dict[str, Any] | None = None
+    # what the backend decided of a quantized engine, into the job's quantization report:
+    # TensorRT's timing against the fp16 engine, and `shipped`/`why` when fp16 ships instead
+    quantization: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -149,7 +195,7 @@ class Validation:
     """Stage `validate`: the verdict on the engine against the original model."""
 
     report: ValidationReport
-    accuracy: dict[str, Any]  # how it was judged (e.g. precision evaluation)
+    accuracy: AccuracyReport  # how it was judged (e.g. precision evaluation)
     subject: str  # what was judged, for the error message: "the engine of job ..."
 
     @property
@@ -157,20 +203,53 @@ class Validation:
         return self.report.passed
 
 
+@dataclass(frozen=True)
+class BenchmarkContext:
+    """What the job's benchmark records share beside their timings (pipeline/benchmark_context
+    gathers it): the environment, and each timed model's traffic by variant (a BenchmarkVariant;
+    the ablation's stages apart, for the records of its suite)."""
+
+    environment: dict[str, Any]
+    traffic: Mapping[str, ModelTraffic] = field(default_factory=dict)
+    ablation_traffic: Mapping[str, ModelTraffic] = field(default_factory=dict)
+
+    def columns(self, suite: str, variant: str, batch_size: int,
+                latency_ms_p50: float) -> dict[str, Any]:
+        """The record's environment, key and traffic columns (None where the model's traffic or
+        the bandwidth is unknown, or the latency is not positive)."""
+        columns: dict[str, Any] = {
+            "environment": self.environment,
+            "environment_key": environment_key(self.environment),
+            "bytes_per_inference": None, "achieved_gb_s": None, "bandwidth_fraction": None,
+        }
+        by_variant = self.ablation_traffic if suite == BenchmarkSuite.ABLATION else self.traffic
+        traffic = by_variant.get(variant)
+        if traffic is None:
+            return columns
+        moved = traffic.bytes_per_inference(max(batch_size, 1))
+        columns["bytes_per_inference"] = float(moved)
+        if latency_ms_p50 > 0:
+            achieved = moved / (latency_ms_p50 / 1000) / 1e9
+            columns["achieved_gb_s"] = achieved
+            bandwidth = self.environment.get("memory_bandwidth_gb_s")
+            if bandwidth:
+                columns["bandwidth_fraction"] = achieved / bandwidth
+        return columns
+
+
 @dataclass
 class JobOutcome:
     """What the run records: with `succeeded`, or with a failure (whatever exists by then)."""
 
     artifacts: dict[str, PendingArtifact] = field(default_factory=dict)  # by name: reruns replace
-    fusion_report: FusionReport | None = None
-    engine_report: dict[str, Any] | None = None
+    # the fusion, accuracy (verdicts, bisection, fallback...) and engine reports
+    reports: JobReports = field(default_factory=JobReports)
     validation: ValidationReport | None = None
-    accuracy: dict[str, Any] = field(default_factory=dict)  # verdicts, bisection, fallback...
     benchmarks: list[BenchmarkResult] = field(default_factory=list)
     ablation: list[BenchmarkResult] = field(default_factory=list)
     sweep: list[BenchmarkResult] = field(default_factory=list)  # original and engine per batch
     # where the benchmarks ran and what they moved, for every record (pipeline/benchmark_context)
-    benchmark_context: "BenchmarkContext | None" = None
+    benchmark_context: BenchmarkContext | None = None
 
     def add_artifacts(self, artifacts: tuple[PendingArtifact, ...]) -> None:
         self.artifacts.update((artifact.name, artifact) for artifact in artifacts)

@@ -3,10 +3,10 @@
     load → (optimize → build_engine → validate)+ → benchmark → [ablation] → store
 
 The bracket is the fallback: when the engine fails validation and the job asks to fall back,
-the pipeline loops over more conservative attempts (worker/pipeline/attempts.py) until one
+the pipeline loops over more conservative attempts (worker/pipeline/backends/fallbacks.py) until one
 validates. Stages hand typed results to the next (worker/pipeline/results.py); every database
 write goes through the run's `JobRecorder`, each in a short transaction of its own. It runs in
-the job's own process (worker/pipeline/job_process.py), which the supervisor kills on cancel or
+the job's own process (worker/supervision/job_process.py), which the supervisor kills on cancel or
 when a stage breaks its limits.
 """
 
@@ -14,22 +14,17 @@ import logging
 import shutil
 from typing import Any
 
+from core.reports import FusionReportRead
 from optimizer.errors import OptimizerError
-from worker.pipeline.ablation import benchmark_ablation
-from worker.pipeline.attempts import fallback_record
-from worker.pipeline.backend import JobBackend
-from worker.pipeline.benchmark import benchmark_engine
-from worker.pipeline.benchmark_context import benchmark_context
-from worker.pipeline.benchmark_plots import benchmark_plots
-from worker.pipeline.diagnose import diagnose_failure
-from worker.pipeline.larger_shape_check import check_rewrites_at_larger_shape
-from worker.pipeline.load import load_model
-from worker.pipeline.onnxruntime_backend import OnnxRuntimeBackend
-from worker.pipeline.optimize import optimize_graph
-from worker.pipeline.outcome import StoredArtifacts, benchmark_rows, store_artifacts_then
-from worker.pipeline.profile_checks import check_profile_extremes
+from optimizer.registries.precisions import PRECISIONS
+from worker.pipeline.backends.base import JobBackend
+from worker.pipeline.backends.fallbacks import fallback_record
+from worker.pipeline.backends.registry import JOB_BACKENDS
 from worker.pipeline.progress import JobStopped, StageProgress
-from worker.pipeline.recorder import JobRecorder
+from worker.pipeline.records.benchmark_context import benchmark_context
+from worker.pipeline.records.benchmark_plots import benchmark_plots
+from worker.pipeline.records.outcome import StoredArtifacts, benchmark_rows, store_artifacts_then
+from worker.pipeline.records.recorder import JobRecorder
 from worker.pipeline.results import (
     Attempt,
     BuiltEngine,
@@ -39,8 +34,14 @@ from worker.pipeline.results import (
     Validation,
 )
 from worker.pipeline.stages import ABLATION, BENCHMARK, BUILD_ENGINE, LOAD, OPTIMIZE, STORE, VALIDATE
-from worker.pipeline.tensorrt_backend import TensorRTBackend
-from worker.pipeline.validate import job_tolerances, validate_engine
+from worker.pipeline.steps.ablation import benchmark_ablation
+from worker.pipeline.steps.benchmark import benchmark_engine
+from worker.pipeline.steps.diagnose import diagnose_failure
+from worker.pipeline.steps.larger_shape_check import check_rewrites_at_larger_shape
+from worker.pipeline.steps.load import load_model
+from worker.pipeline.steps.optimize import optimize_graph
+from worker.pipeline.steps.profile_checks import check_profile_extremes
+from worker.pipeline.steps.validate import job_tolerances, validate_engine
 from worker.runtime import WorkerRuntime
 
 __all__ = ["backend_for", "run_claimed_job"]
@@ -51,7 +52,7 @@ logger = logging.getLogger(__name__)
 def run_claimed_job(run: JobRun, runtime: WorkerRuntime, recorder: JobRecorder,
                     progress: StageProgress) -> None:
     """Run every stage of a claimed job and record how it ended (in the job's own process,
-    which worker/pipeline/supervisor.py starts, watches and kills). The scratch folder goes
+    which worker/supervision/supervisor.py starts, watches and kills). The scratch folder goes
     before the job's end is recorded, so an ended job has none."""
     outcome = JobOutcome()
 
@@ -73,12 +74,7 @@ def run_claimed_job(run: JobRun, runtime: WorkerRuntime, recorder: JobRecorder,
     except Exception as err:
         logger.exception("job %s hit an internal error", run.job_id)
         _remove_scratch(run)
-        recorder.fail(
-            "InternalError",
-            f"FuseForge failed internally ({type(err).__name__}: {err}); this is not a fault in "
-            f"your model. The worker log has the traceback for job {run.job_id}.",
-            outcome,
-        )
+        recorder.fail_internally(err, outcome)
     finally:
         _remove_scratch(run)
 
@@ -95,10 +91,7 @@ def backend_for(run: JobRun, runtime: WorkerRuntime, recorder: JobRecorder,
         EngineBuildError: before any work, when this worker cannot build the job's backend
             (a tensorrt job on a worker started with a hand-written queue list).
     """
-    if run.config.backend == "tensorrt":
-        return TensorRTBackend(run, toolkit=runtime.toolkit, capabilities=runtime.capabilities,
-                               recorder=recorder, on_gpu_wait=progress.waiting)
-    return OnnxRuntimeBackend(run)
+    return JOB_BACKENDS[run.config.backend](run, runtime, recorder, progress)
 
 
 def _run_stages(run: JobRun, backend: JobBackend[Any], outcome: JobOutcome,
@@ -115,8 +108,8 @@ def _run_stages(run: JobRun, backend: JobBackend[Any], outcome: JobOutcome,
     span = progress.enter(BENCHMARK)
     timed = benchmark_engine(run, backend, loaded, engine, span, progress.note)
     outcome.benchmarks, outcome.sweep = timed.comparison, timed.sweep
-    if timed.reference_engine is not None and outcome.engine_report is not None:
-        outcome.engine_report["reference_engine"] = timed.reference_engine
+    if timed.reference_engine is not None and outcome.reports.engine_report is not None:
+        outcome.reports.engine_report.reference_engine = timed.reference_engine
     if run.config.ablation:
         span = progress.enter(ABLATION)
         outcome.ablation = benchmark_ablation(run, backend, loaded, span)
@@ -135,33 +128,40 @@ def _validated_engine(run: JobRun, backend: JobBackend[Any], loaded: LoadedModel
             left dynamic), or the engine fails at a profile's end.
     """
     attempt = Attempt.the_jobs_own(run.config)
+    reports, accuracy = outcome.reports, outcome.reports.accuracy()
     fallbacks: list[Attempt] | None = None  # decided after the first failure
     first_failure: Validation | None = None
     while True:
         note = None if first_failure is None else f"fallback: {attempt.kept}"
         progress.enter(OPTIMIZE, note)
-        optimized = optimize_graph(run, loaded, attempt)
-        outcome.fusion_report = optimized.fusion_report
-        outcome.accuracy.update(optimized.accuracy)
+        optimized = optimize_graph(run, loaded, attempt, note=progress.note)
+        reports.fusion_report = FusionReportRead.model_validate(optimized.fusion_report.to_dict())
+        accuracy.update(optimized.accuracy)
         outcome.add_artifacts(optimized.artifacts)
         span = progress.enter(BUILD_ENGINE, note)
         engine = backend.build_engine(loaded, optimized, attempt, span)
-        outcome.engine_report = engine.report
+        reports.engine_report = engine.report
+        if engine.node_precisions is not None and accuracy.quantization is not None:
+            accuracy.quantization["node_precisions"] = engine.node_precisions
+        if engine.quantization is not None and accuracy.quantization is not None:
+            accuracy.quantization.update(engine.quantization)
+            if "why" in engine.quantization:
+                progress.note(f"{run.config.precision}: fp16 ships: {engine.quantization['why']}")
         outcome.add_artifacts(engine.artifacts)
         progress.enter(VALIDATE, note)
         validation = validate_engine(run, backend, loaded, optimized, engine)
         outcome.validation = validation.report
-        outcome.accuracy.update(validation.accuracy)
-        if first_failure is None and run.config.precision == "fp32":
-            outcome.accuracy["passed_first_time"] = validation.passed
+        accuracy.update(validation.accuracy)
+        if first_failure is None and not PRECISIONS[run.config.precision].rewrites:
+            accuracy.passed_first_time = validation.passed
         if validation.passed:
             break
         if fallbacks is None:
-            if run.config.precision != "fp32":  # low precision: judged, never bisected
+            if PRECISIONS[run.config.precision].rewrites:  # judged, never bisected
                 validation.report.raise_if_failed(validation.subject)
             diagnosis = diagnose_failure(run, backend, loaded, optimized,
                                          job_tolerances(run.config))
-            outcome.accuracy.update(diagnosis.to_accuracy())
+            accuracy.update(diagnosis.to_accuracy())
             if run.config.on_validation_failure != "fallback":
                 diagnosis.raise_failure(validation)
             fallbacks = backend.fallback_attempts(diagnosis.blamed_rules)
@@ -170,15 +170,15 @@ def _validated_engine(run: JobRun, backend: JobBackend[Any], loaded: LoadedModel
             backend.raise_no_attempt_passed(validation)
         attempt = fallbacks.pop(0)
     if first_failure is not None:
-        outcome.accuracy["fallback"] = fallback_record(attempt, first_failure)
+        accuracy.fallback = fallback_record(attempt, first_failure)
     larger = check_rewrites_at_larger_shape(run, loaded,
                                             attempt.optimize_options(run.config.backend))
     if larger is not None:  # dims left dynamic: the rewrites are also checked at a larger shape
-        outcome.accuracy["larger_shape_check"] = larger.record
+        accuracy.larger_shape_check = larger.record
         larger.raise_if_failed(run.job_id)
     if run.config.profiles:  # an engine built for a range of shapes: check both ends too
         with backend.open_runner(engine) as runner:
             checks = check_profile_extremes(run, loaded, runner, job_tolerances(run.config))
-        outcome.accuracy["profile_checks"] = checks.results
+        accuracy.profile_checks = checks.results
         checks.raise_if_failed()
     return engine

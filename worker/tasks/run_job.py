@@ -5,8 +5,8 @@ import uuid
 
 from core.queues import RUN_JOB_TASK
 from worker.celery_app import celery_app
-from worker.pipeline.supervisor import supervise_job
 from worker.runtime import current_runtime
+from worker.supervision.supervisor import supervise_job
 
 logger = logging.getLogger(__name__)
 

@@ -30,9 +30,9 @@ from optimizer.backends.onnxruntime.runner import (
     session_options,
 )
 from optimizer.errors import EngineBuildError, InternalError
-from optimizer.graphs import op_histogram
-from optimizer.shapes import fix_input_shapes, resolve_input_shapes
-from optimizer.tensor_specs import summarize_model
+from optimizer.model.graphs import op_histogram
+from optimizer.model.shapes import fix_input_shapes, resolve_input_shapes
+from optimizer.model.tensor_specs import summarize_model
 
 __all__ = [
     "ENGINE_FILE",

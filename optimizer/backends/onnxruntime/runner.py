@@ -19,10 +19,11 @@ import onnxruntime as ort
 from onnx import TensorProto
 
 from optimizer.backends.onnxruntime.denormals import denormals_flushed, thread_float_state_kept
+from optimizer.backends.runner import ClosesOnExit, LoadedIO, RunnerSpec
 from optimizer.errors import EngineBuildError, InferenceError, InternalError
+from optimizer.model.tensor_specs import TensorSpec, dtype_name
 from optimizer.plugins.decompose import runnable_in_onnxruntime
-from optimizer.runner import ClosesOnExit, RunnerSpec
-from optimizer.tensor_specs import TensorSpec, dtype_name
+from optimizer.registries.backends import Backend
 
 __all__ = [
     "BACKEND",
@@ -33,7 +34,7 @@ __all__ = [
     "session_options",
 ]
 
-BACKEND = "onnxruntime"
+BACKEND = Backend.ONNXRUNTIME
 PROVIDERS = ("CPUExecutionProvider",)
 
 OptimizationLevel = Literal["disabled", "basic", "extended", "all"]
@@ -65,7 +66,7 @@ def session_options(level: OptimizationLevel, intra_op_threads: int | None) -> o
     return options
 
 
-class OnnxRuntimeRunner(ClosesOnExit):
+class OnnxRuntimeRunner(ClosesOnExit, LoadedIO):
     """An ONNX Runtime CPU session for one model file, created on construction.
 
     >>> with OnnxRuntimeRunner("model.onnx", optimization_level="all") as runner:  # doctest: +SKIP
@@ -107,14 +108,6 @@ class OnnxRuntimeRunner(ClosesOnExit):
                 f"level {optimization_level!r}: {err}") from err
         self._inputs = tuple(_tensor_spec(arg) for arg in self._session.get_inputs())
         self._output_names = tuple(arg.name for arg in self._session.get_outputs())
-
-    @property
-    def inputs(self) -> tuple[TensorSpec, ...]:
-        return self._inputs
-
-    @property
-    def output_names(self) -> tuple[str, ...]:
-        return self._output_names
 
     def infer(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Run once; returns output name -> array.

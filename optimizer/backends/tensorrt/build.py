@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import onnx
 from google.protobuf.message import DecodeError
@@ -39,11 +39,11 @@ from optimizer.backends.tensorrt.progress import BuildProgress, trt_progress_mon
 from optimizer.backends.tensorrt.runner import require_tensorrt
 from optimizer.backends.tensorrt.timing_cache import TimingCacheLoad, serialize_timing_cache
 from optimizer.errors import EngineBuildError, InternalError
-from optimizer.graphs import iter_nodes
 from optimizer.jsonable import json_safe
+from optimizer.model.graphs import iter_nodes
+from optimizer.model.tensor_specs import summarize_model
 from optimizer.plugins.base import DOMAIN as PLUGIN_DOMAIN
 from optimizer.plugins.trt_registry import register_with_tensorrt
-from optimizer.tensor_specs import summarize_model
 
 if TYPE_CHECKING:
     import tensorrt as trt
@@ -52,6 +52,7 @@ __all__ = [
     "ENGINE_FILE",
     "METADATA_FILE",
     "REPORT_FILE",
+    "TrtBuildArguments",
     "TrtEngine",
     "build_trt_engine",
     "engine_from_network",
@@ -135,17 +136,24 @@ def plugin_ops(model: onnx.ModelProto) -> tuple[str, ...]:
                          if node.domain == PLUGIN_DOMAIN}))
 
 
+class TrtBuildArguments(TypedDict, total=False):
+    """The optional arguments of every engine builder, declared once: `build_trt_engine`,
+    the toolkit's `EngineBuilder` and the tests' FakeTensorRT take them as `**given`."""
+
+    input_shapes: Mapping[str, Sequence[int]] | None
+    profiles: Mapping[str, Any] | None
+    timing_cache: bytes | None
+    on_progress: Callable[[float, str], None] | None
+    on_log: Callable[[LogLine], None] | None
+    gpu: GpuIdentity | None
+
+
 def build_trt_engine(
     model_path: Path,
     out_dir: Path,
     *,
     options: TrtBuildOptions,
-    input_shapes: Mapping[str, Sequence[int]] | None = None,
-    profiles: Mapping[str, Any] | None = None,
-    timing_cache: bytes | None = None,
-    on_progress: Callable[[float, str], None] | None = None,
-    on_log: Callable[[LogLine], None] | None = None,
-    gpu: GpuIdentity | None = None,
+    **given: Unpack[TrtBuildArguments],
 ) -> TrtEngine:
     """Build `model_path` into `out_dir`/engine.plan with metadata.json and engine_report.json.
 
@@ -163,6 +171,8 @@ def build_trt_engine(
         InternalError: TensorRT or cuda-python is not installed on this worker.
     """
     model_path, out_dir = Path(model_path), Path(out_dir)
+    input_shapes, profiles = given.get("input_shapes"), given.get("profiles")
+    timing_cache, gpu = given.get("timing_cache"), given.get("gpu")
     _check_options(options)
     # Everything checkable without TensorRT comes first, so a bad job fails fast anywhere.
     model = _model_facts(model_path, options.precision, profiles, input_shapes)
@@ -173,8 +183,8 @@ def build_trt_engine(
         register_with_tensorrt()
     gpu = _this_gpu() if gpu is None else gpu
     compute_capability = capability_of(gpu)  # refused before the long build, not after it
-    log = BuildLog(on_log, min_severity=options.log_severity)
-    progress = BuildProgress(on_progress)
+    log = BuildLog(given.get("on_log"), min_severity=options.log_severity)
+    progress = BuildProgress(given.get("on_progress"))
     built = _plan_from_onnx(model_path, options, model.profiles, timing_cache, log, progress)
     out_dir.mkdir(parents=True, exist_ok=True)
     engine_path = save_engine(built.plan, out_dir / ENGINE_FILE)

@@ -11,11 +11,11 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from optimizer.backends.tensorrt.model_precision import Precision
 from optimizer.backends.tensorrt.profiles import OptimizationProfileSpec
 from optimizer.backends.tensorrt.runner import require_tensorrt
 from optimizer.backends.tensorrt.timing_cache import TimingCacheLoad, load_timing_cache
 from optimizer.errors import EngineBuildError, InputShapeError
+from optimizer.registries.precisions import Precision
 
 if TYPE_CHECKING:
     import tensorrt as trt
@@ -27,7 +27,7 @@ __all__ = ["TrtBuildOptions", "add_optimization_profile", "builder_config"]
 class TrtBuildOptions:
     """How to build. `precision` is the job's; the model must already carry it."""
 
-    precision: Precision = "fp32"
+    precision: Precision = Precision.FP32
     workspace_bytes: int = 8 * 2**30  # scratch memory the builder's tactics may use
     builder_optimization_level: int | None = None  # 0-5; None keeps TensorRT's default (3)
     # TF32 matmuls/convs keep fp32 range but round to a 10-bit mantissa (~1e-3 relative); off

@@ -36,7 +36,7 @@ import onnx
 
 from optimizer.backends.tensorrt.profiles import OptimizationProfileSpec
 from optimizer.errors import InternalError
-from optimizer.graphs import iter_nodes
+from optimizer.model.graphs import iter_nodes
 
 __all__ = [
     "EngineLayer",

@@ -20,6 +20,7 @@ from optimizer.backends.tensorrt.profiles import (
     profiles_to_dict,
 )
 from optimizer.errors import EngineBuildError, InternalError
+from optimizer.registries.backends import Backend
 
 __all__ = [
     "BACKEND",
@@ -34,7 +35,7 @@ __all__ = [
     "release_of",
 ]
 
-BACKEND = "tensorrt"
+BACKEND = Backend.TENSORRT
 ENGINE_FILE = "engine.plan"
 METADATA_FILE = "metadata.json"  # next to the engine file
 METADATA_VERSION = 1

@@ -18,7 +18,7 @@ import onnx
 from onnx import TensorProto
 
 from optimizer.errors import EngineBuildError
-from optimizer.graphs import iter_nodes, iter_tensors
+from optimizer.model.graphs import iter_nodes, iter_tensors
 
 __all__ = ["Precision", "ModelPrecision", "check_model_precision", "model_precision"]
 

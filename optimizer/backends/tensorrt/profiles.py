@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from optimizer.errors import InputShapeError
-from optimizer.shapes import resolve_input_shapes
-from optimizer.tensor_specs import TensorSpec
+from optimizer.model.shapes import resolve_input_shapes
+from optimizer.model.tensor_specs import TensorSpec, unknown_input_message
 
 __all__ = ["OptimizationProfileSpec", "profiles_to_dict", "profiles_from_dict", "resolve_profiles"]
 
@@ -83,12 +83,10 @@ def resolve_profiles(
     requested = requested or {}
     input_shapes = input_shapes or {}
     by_name = {spec.name: spec for spec in inputs}
-    known = ", ".join(repr(spec.name) for spec in inputs) or "none"
     for name in requested:
         if name not in by_name:
-            raise InputShapeError(
-                f"An optimization profile was given for input {name!r}, but the model has no "
-                f"input of that name; its inputs are: {known}.", input_name=name)
+            raise InputShapeError(unknown_input_message(
+                inputs, f"An optimization profile was given for input {name!r}"), input_name=name)
     # Every given input shape is checked (name, rank, fixed dims) by resolve_input_shapes.
     shapes = resolve_input_shapes(inputs, input_shapes)
     profiles: dict[str, OptimizationProfileSpec] = {}

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import ml_dtypes  # noqa: F401  (registers numpy's bfloat16 and float8 dtypes)
 import numpy as np
 
+from optimizer.backends.runner import ClosesOnExit, LoadedIO, Runner, RunnerSpec
 from optimizer.backends.tensorrt.logger import BuildLog, trt_logger
 from optimizer.backends.tensorrt.metadata import (
     BACKEND,
@@ -31,8 +32,7 @@ from optimizer.backends.tensorrt.metadata import (
     check_compatible,
 )
 from optimizer.errors import EngineBuildError, InferenceError, InternalError
-from optimizer.runner import ClosesOnExit, Runner, RunnerSpec
-from optimizer.tensor_specs import TensorSpec
+from optimizer.model.tensor_specs import TensorSpec
 
 if TYPE_CHECKING:
     import tensorrt as trt
@@ -73,7 +73,7 @@ def numpy_dtype_name(trt_dtype_name: str) -> str:
             f"{', '.join(sorted(_NUMPY_DTYPES))}.") from None
 
 
-class TensorRTRunner(ClosesOnExit):
+class TensorRTRunner(ClosesOnExit, LoadedIO):
     """A deserialized TensorRT engine with one execution context, created on construction.
 
     >>> with TensorRTRunner("engine/engine.plan") as runner:  # doctest: +SKIP
@@ -164,14 +164,6 @@ class TensorRTRunner(ClosesOnExit):
         # Weights and the context's activation memory; I/O buffers come on first use.
         self.loaded_device_bytes = max(free_before - _free_device_bytes(), 0)
         self.activation_bytes = int(engine.device_memory_size_v2)
-
-    @property
-    def inputs(self) -> tuple[TensorSpec, ...]:
-        return self._inputs
-
-    @property
-    def output_names(self) -> tuple[str, ...]:
-        return self._output_names
 
     @property
     def io_buffer_bytes(self) -> int:

@@ -14,19 +14,18 @@ process (the worker's isolated builds) can be handed the same one by name.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol, Unpack
 
-from optimizer.backends.tensorrt.build import TrtEngine, build_trt_engine
+from optimizer.backends.runner import Runner
+from optimizer.backends.tensorrt.build import TrtBuildArguments, TrtEngine, build_trt_engine
 from optimizer.backends.tensorrt.builder_config import TrtBuildOptions
-from optimizer.backends.tensorrt.logger import LogLine
 from optimizer.backends.tensorrt.metadata import GpuIdentity
 from optimizer.backends.tensorrt.runner import runner_for_trt_engine
 from optimizer.capabilities import HostCapabilities, detect_capabilities
 from optimizer.errors import InternalError
-from optimizer.runner import Runner
 
 __all__ = ["TENSORRT", "EngineBuilder", "TensorRTToolkit", "load_toolkit"]
 
@@ -34,19 +33,8 @@ __all__ = ["TENSORRT", "EngineBuilder", "TensorRTToolkit", "load_toolkit"]
 class EngineBuilder(Protocol):
     """The signature of `optimizer.backends.tensorrt.build_trt_engine`."""
 
-    def __call__(
-        self,
-        model_path: Path,
-        out_dir: Path,
-        *,
-        options: TrtBuildOptions,
-        input_shapes: Mapping[str, Sequence[int]] | None = None,
-        profiles: Mapping[str, Any] | None = None,
-        timing_cache: bytes | None = None,
-        on_progress: Callable[[float, str], None] | None = None,
-        on_log: Callable[[LogLine], None] | None = None,
-        gpu: GpuIdentity | None = None,
-    ) -> TrtEngine: ...
+    def __call__(self, model_path: Path, out_dir: Path, *, options: TrtBuildOptions,
+                 **given: Unpack[TrtBuildArguments]) -> TrtEngine: ...
 
 
 class _RunnerOpener(Protocol):

@@ -13,14 +13,14 @@ annotations at run time and needs real classes, not strings.
 
 import functools
 
+from optimizer.plugins.bias_gelu import geometry
+from optimizer.plugins.bias_gelu.geometry import BLOCK, NUM_WARPS
 from optimizer.plugins.bias_gelu.reference import APPROXIMATIONS
 from optimizer.plugins.trt_aot import compile_kernel, pointer_type, same_type_combination
 
-__all__ = ["BLOCK", "PLUGIN_ID", "kernel_constexprs", "kernel_signature", "register"]
+__all__ = ["BLOCK", "NUM_WARPS", "PLUGIN_ID", "kernel_constexprs", "kernel_signature", "register"]
 
 PLUGIN_ID = "fuseforge::BiasGelu"
-BLOCK = 1024  # elements per program: 4 warps, 8 per thread
-_NUM_WARPS = 4
 
 
 def kernel_signature(pointer: str) -> dict[str, str]:
@@ -37,7 +37,7 @@ def kernel_constexprs(approximate: str) -> dict[str, int | float | bool | str]:
     if approximate not in APPROXIMATIONS:
         raise ValueError(f"BiasGelu approximate must be one of {APPROXIMATIONS}, "
                          f"got {approximate!r}")
-    return {"APPROXIMATE_TANH": approximate == "tanh", "BLOCK": BLOCK}
+    return geometry.kernel_constexprs(approximate)
 
 
 @functools.cache
@@ -62,7 +62,7 @@ def register() -> str:
         from optimizer.plugins.bias_gelu.kernel import bias_gelu_kernel
 
         kernel = compile_kernel(bias_gelu_kernel, kernel_signature(pointer_type(x.dtype)),
-                                kernel_constexprs(approximate), num_warps=_NUM_WARPS)
+                                kernel_constexprs(approximate), num_warps=NUM_WARPS)
         n_elements = x.shape_expr.numel()
         launch = trtp.KernelLaunchParams()
         launch.grid_x = trtp.cdiv(n_elements, BLOCK)

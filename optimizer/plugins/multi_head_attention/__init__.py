@@ -7,12 +7,12 @@ from pathlib import Path
 
 from optimizer.plugins.base import Attribute, Parameter, Plugin
 from optimizer.plugins.multi_head_attention.decompose import decompose
+from optimizer.plugins.multi_head_attention.geometry import MAX_HEAD_SIZE
 from optimizer.plugins.multi_head_attention.reference import multi_head_attention
 from optimizer.plugins.multi_head_attention.schema import infer_shapes
 
 __all__ = ["MAX_HEAD_SIZE", "PLUGIN"]
 
-MAX_HEAD_SIZE = 256  # the Q, K and V tiles of one head must fit one program's shared memory
 
 PLUGIN = Plugin(
     name="multi_head_attention",

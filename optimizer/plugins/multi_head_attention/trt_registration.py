@@ -3,10 +3,10 @@
 register() defines the plugin with `tensorrt.plugin`: the output descriptor ([B, S, N*Hv] of
 query's type), the type combinations TensorRT may pick (the five tensors of one float type),
 and an ahead-of-time implementation that compiles kernel.multi_head_attention_kernel for the
-build's head sizes, num_heads and scale. Batch and sequence lengths may be dynamic (they reach
-the kernel as int32 arguments and in the grid); the hidden sizes and attention_bias's shape
-must be static. There is no JIT (`@impl`) implementation, so an engine never calls back into
-Python.
+build's head sizes, num_heads and scale, with geometry.py's tiles. Batch and sequence lengths
+may be dynamic (they reach the kernel as int32 arguments and in the grid); the hidden sizes and
+attention_bias's shape must be static. There is no JIT (`@impl`) implementation, so an engine
+never calls back into Python.
 
 No `from __future__ import annotations` here: tensorrt.plugin reads the decorated functions'
 annotations at run time and needs real classes, not strings.
@@ -14,16 +14,21 @@ annotations at run time and needs real classes, not strings.
 
 import functools
 
-from optimizer.plugins.multi_head_attention import MAX_HEAD_SIZE
+from optimizer.plugins.multi_head_attention.geometry import (
+    NUM_WARPS,
+    bias_strides,
+    kernel_constexprs,
+    tiles,
+)
 from optimizer.plugins.trt_aot import (
     compile_kernel,
-    next_power_of_two,
     pointer_type,
     require_constant,
     same_type_combination,
 )
 
 __all__ = [
+    "NUM_WARPS",
     "PLUGIN_ID",
     "bias_strides",
     "kernel_constexprs",
@@ -33,36 +38,8 @@ __all__ = [
 ]
 
 PLUGIN_ID = "fuseforge::MultiHeadAttention"
-_NUM_WARPS = 4
-
-
-def tiles(head_size: int, head_size_v: int) -> tuple[int, int, int, int]:
-    """Tile sizes: head dims padded to a power of two (>= 16 for tl.dot), and query/key blocks
-    small enough that the Q, K, V tiles stay in shared memory and registers.
-
-    Raises:
-        ValueError: a head size is above MAX_HEAD_SIZE.
-    """
-    if max(head_size, head_size_v) > MAX_HEAD_SIZE:
-        raise ValueError(f"MultiHeadAttention head sizes {head_size}/{head_size_v} are above the "
-                         f"kernel's {MAX_HEAD_SIZE}")
-    block_d, block_dv = (max(16, next_power_of_two(h)) for h in (head_size, head_size_v))
-    widest = max(block_d, block_dv)
-    block_m, block_n = (64, 64) if widest <= 64 else (64, 32) if widest <= 128 else (32, 32)
-    return block_m, block_n, block_d, block_dv
-
-
-def bias_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    """Strides (in elements) of a contiguous 4-D bias, 0 along its size-1 (broadcast) dims.
-
-    >>> bias_strides((2, 1, 8, 16))
-    (128, 0, 16, 1)
-    """
-    strides, later = [], 1
-    for dim in reversed(shape):
-        strides.append(0 if dim == 1 else later)
-        later *= dim
-    return tuple(reversed(strides))
+# tiles, bias_strides and kernel_constexprs are geometry.py's, which the GPU checks' launcher
+# (optimizer/testing/triton_launch.py) loads too: re-exported here as this plugin's launch.
 
 
 def kernel_signature(pointer: str) -> dict[str, str]:
@@ -70,15 +47,6 @@ def kernel_signature(pointer: str) -> dict[str, str]:
     return {"Q": pointer, "K": pointer, "V": pointer, "BIAS": pointer,
             "seq_q": "i32", "seq_kv": "i32", "bias_stride_b": "i32", "bias_stride_n": "i32",
             "bias_stride_s": "i32", "bias_stride_t": "i32", "OUT": pointer}
-
-
-def kernel_constexprs(*, num_heads: int, head_size: int, head_size_v: int, scale: float,
-                      float32: bool) -> dict[str, int | float | bool | str]:
-    """What the kernel is compiled for (see tiles() for what it raises)."""
-    block_m, block_n, block_d, block_dv = tiles(head_size, head_size_v)
-    return {"NUM_HEADS": num_heads, "HEAD_DIM": head_size, "HEAD_DIM_V": head_size_v,
-            "SCALE": scale, "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_D": block_d,
-            "BLOCK_DV": block_dv, "DOT_PRECISION": "ieee" if float32 else "tf32"}
 
 
 @functools.cache
@@ -119,7 +87,7 @@ def register() -> str:
             float32=query.dtype == trt.DataType.FLOAT)
         kernel = compile_kernel(multi_head_attention_kernel,
                                 kernel_signature(pointer_type(query.dtype)), constexprs,
-                                num_warps=_NUM_WARPS)
+                                num_warps=NUM_WARPS)
         seq_q, seq_kv = query.shape_expr[1], key.shape_expr[1]
         launch = trtp.KernelLaunchParams()
         launch.grid_x = trtp.cdiv(seq_q, int(constexprs["BLOCK_M"]))

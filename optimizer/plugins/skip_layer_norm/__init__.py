@@ -4,12 +4,12 @@ from pathlib import Path
 
 from optimizer.plugins.base import Attribute, Parameter, Plugin
 from optimizer.plugins.skip_layer_norm.decompose import decompose
+from optimizer.plugins.skip_layer_norm.geometry import MAX_HIDDEN
 from optimizer.plugins.skip_layer_norm.reference import skip_layer_norm
 from optimizer.plugins.skip_layer_norm.schema import infer_shapes
 
 __all__ = ["MAX_HIDDEN", "PLUGIN"]
 
-MAX_HIDDEN = 16384  # one row is one Triton program; beyond this it would spill registers
 
 PLUGIN = Plugin(
     name="skip_layer_norm",

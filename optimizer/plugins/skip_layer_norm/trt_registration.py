@@ -12,10 +12,9 @@ annotations at run time and needs real classes, not strings.
 
 import functools
 
-from optimizer.plugins.skip_layer_norm import MAX_HIDDEN
+from optimizer.plugins.skip_layer_norm.geometry import kernel_constexprs, row_warps
 from optimizer.plugins.trt_aot import (
     compile_kernel,
-    next_power_of_two,
     pointer_type,
     require_constant,
     same_type_combination,
@@ -24,29 +23,14 @@ from optimizer.plugins.trt_aot import (
 __all__ = ["PLUGIN_ID", "kernel_constexprs", "kernel_signature", "register", "row_warps"]
 
 PLUGIN_ID = "fuseforge::SkipLayerNorm"
-
-
-def row_warps(block: int) -> int:
-    """Warps per row so each thread holds at most ~8 values of the row (1024 -> 4 warps)."""
-    return max(1, min(16, block // 256))
+# kernel_constexprs and row_warps are geometry.py's, which the GPU checks' launcher
+# (optimizer/testing/triton_launch.py) loads too: re-exported here as this plugin's launch.
 
 
 def kernel_signature(pointer: str) -> dict[str, str]:
     """The kernel's runtime arguments, typed, in TensorRT's launch order."""
     return {"X": pointer, "SKIP": pointer, "GAMMA": pointer, "BETA": pointer, "BIAS": pointer,
             "n_cols": "i32", "OUT": pointer, "SUM": pointer}
-
-
-def kernel_constexprs(hidden: int, epsilon: float) -> dict[str, int | float | bool | str]:
-    """What the kernel is compiled for.
-
-    Raises:
-        ValueError: the hidden size is above MAX_HIDDEN.
-    """
-    if hidden > MAX_HIDDEN:
-        raise ValueError(f"SkipLayerNorm hidden size {hidden} is above the kernel's {MAX_HIDDEN}")
-    # TensorRT gives the plugin both outputs even when the node omits the sum, so it is written.
-    return {"EPS": epsilon, "BLOCK": next_power_of_two(hidden), "STORE_SUM": True}
 
 
 @functools.cache

@@ -16,12 +16,7 @@ from sqlalchemy.orm import Session
 
 from core.db.models import Dataset
 from core.settings import Settings
-
-
-def npz_bytes(compressed: bool = False, **arrays: Any) -> bytes:
-    buffer = io.BytesIO()
-    (np.savez_compressed if compressed else np.savez)(buffer, **arrays)
-    return buffer.getvalue()
+from tests.support.npz_files import npz_bytes
 
 
 def _images(samples: int, seed: int = 0) -> np.ndarray:
@@ -72,8 +67,11 @@ def test_upload_returns_201_describing_one_sample_of_each_array(
     assert body["sha256"] == hashlib.sha256(data).hexdigest()
     assert body["size_bytes"] == len(data)
     assert body["samples"] == 5
-    assert body["arrays"] == [{"name": "input", "dtype": "float32", "shape": [1, 3, 32, 32]}]
+    images = _images(5)
+    assert body["arrays"] == [{"name": "input", "dtype": "float32", "shape": [1, 3, 32, 32],
+                               "min": float(images.min()), "max": float(images.max())}]
     assert body["has_labels"] is True
+    assert body["role"] == "validation"
     assert client.get(f"/v1/datasets/{body['id']}").json() == body
     stored = settings.artifacts_dir / "datasets" / f"{body['sha256']}.npz"
     assert stored.read_bytes() == data
@@ -93,8 +91,8 @@ def test_compressed_npz_with_several_inputs_and_no_labels_is_accepted(client: Te
     assert body["name"] == "tokens"
     assert (body["samples"], body["has_labels"]) == (3, False)
     assert body["arrays"] == [
-        {"name": "input_ids", "dtype": "int64", "shape": [1, 8]},
-        {"name": "attention_mask", "dtype": "bool", "shape": [1, 8]},
+        {"name": "input_ids", "dtype": "int64", "shape": [1, 8], "min": 0.0, "max": 23.0},
+        {"name": "attention_mask", "dtype": "bool", "shape": [1, 8], "min": 1.0, "max": 1.0},
     ]
 
 
@@ -107,7 +105,8 @@ def test_labels_may_hold_one_class_id_per_prediction_of_a_sample(client: TestCli
     assert response.status_code == 201, response.text
     body = response.json()
     assert (body["samples"], body["has_labels"]) == (3, True)
-    assert body["arrays"] == [{"name": "input", "dtype": "float32", "shape": [2, 3, 32, 32]}]
+    assert body["arrays"] == [{"name": "input", "dtype": "float32", "shape": [2, 3, 32, 32],
+                               "min": float(images.min()), "max": float(images.max())}]
 
 
 def test_same_bytes_again_returns_200_with_existing_dataset(
@@ -200,3 +199,72 @@ def test_datasets_are_listed_newest_first_with_paging(client: TestClient) -> Non
     assert page["total"] == 3 and rest["total"] == 3
     assert [d["id"] for d in page["items"] + rest["items"]] == ids[::-1]
     assert client.get("/v1/datasets?limit=0").status_code == 422
+
+
+def test_upload_with_role_calibration_is_a_calibration_dataset(client: TestClient) -> None:
+    response = client.post("/v1/datasets?role=calibration",
+                           files={"file": ("calib.npz", npz_bytes(input=_images(3)))})
+    assert response.status_code == 201, response.text
+    assert response.json()["role"] == "calibration"
+    raw = client.post("/v1/datasets?role=calibration", content=npz_bytes(input=_images(3, 1)),
+                      headers={"Content-Type": "application/octet-stream"})
+    assert raw.status_code == 201, raw.text
+    assert raw.json()["role"] == "calibration"
+
+
+def test_unknown_role_is_422_naming_role_and_the_choices(
+        client: TestClient, db_session: Session, settings: Settings) -> None:
+    response = client.post("/v1/datasets?role=training",
+                           files={"file": ("d.npz", npz_bytes(input=_images(2)))})
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"]
+    assert "role" in detail and "'calibration'" in detail and "'validation'" in detail
+    _assert_nothing_stored(db_session, settings)
+
+
+def test_same_bytes_with_the_other_role_is_409_naming_the_existing_dataset(
+        client: TestClient, settings: Settings) -> None:
+    data = npz_bytes(input=_images(2))
+    first = client.post("/v1/datasets?role=validation", files={"file": ("a.npz", data)})
+    again = client.post("/v1/datasets?role=calibration", files={"file": ("a.npz", data)})
+    same = client.post("/v1/datasets?role=validation", files={"file": ("a.npz", data)})
+
+    assert (first.status_code, again.status_code, same.status_code) == (201, 409, 200)
+    body = again.json()
+    assert body["error"] == "DatasetRoleConflict"
+    assert first.json()["id"] in body["detail"] and "'validation'" in body["detail"]
+    assert "cannot both calibrate and judge" in body["detail"]
+    assert len(_stored_files(settings)) == 1
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("role", ["calibration", "validation"])
+def test_an_array_holding_nan_or_inf_is_422_naming_it(
+        client: TestClient, db_session: Session, settings: Settings, bad: float,
+        role: str) -> None:
+    images = _images(2)
+    images[1, 0, 0, 0, 0] = bad
+    response = client.post(f"/v1/datasets?role={role}", files={"file": ("d.npz", npz_bytes(
+        mask=np.ones((2, 4), np.float32), pixels=images))})
+    assert response.status_code == 422, response.text
+    assert response.json()["error"] == "InvalidDatasetFile"
+    assert "'pixels'" in response.json()["detail"] and "'mask'" not in response.json()["detail"]
+    _assert_nothing_stored(db_session, settings)
+
+
+def test_datasets_are_filtered_by_role(client: TestClient) -> None:
+    ids = {}
+    for seed, role in enumerate(["calibration", "validation", "calibration"]):
+        response = client.post(f"/v1/datasets?role={role}",
+                               files={"file": ("d.npz", npz_bytes(input=_images(2, seed)))})
+        assert response.status_code == 201, response.text
+        ids.setdefault(role, set()).add(response.json()["id"])
+
+    for role, expected in ids.items():
+        page = client.get(f"/v1/datasets?role={role}").json()
+        assert page["total"] == len(expected)
+        assert {item["id"] for item in page["items"]} == expected
+        assert {item["role"] for item in page["items"]} == {role}
+    assert client.get("/v1/datasets").json()["total"] == 3
+    refused = client.get("/v1/datasets?role=training")
+    assert refused.status_code == 422 and "role" in refused.json()["detail"]

@@ -14,9 +14,11 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from api.deps import get_store
+from core.db.calibrations import record_calibration
 from core.db.models import (
     Artifact,
     BenchmarkRecord,
+    Calibration,
     Dataset,
     Job,
     JobEvent,
@@ -29,8 +31,8 @@ from core.db.types import utc_now
 from core.settings import Settings
 from core.storage import LocalArtifactStore
 from optimizer.testing.models import model_bytes, small_cnn
-from tests.api.routes.test_datasets import npz_bytes
 from tests.support.api_keys import bearer, new_key
+from tests.support.npz_files import npz_bytes
 
 CNN = model_bytes(small_cnn(seed=3))
 DATA = npz_bytes(input=np.zeros((2, 1, 3, 32, 32), np.float32))
@@ -257,3 +259,72 @@ def test_the_delete_routes_document_204_404_and_409(client: TestClient) -> None:
         assert {"204", "404", "409"} <= set(operation["responses"]), path
         assert "queued or running" in " ".join(operation["description"].split())
     assert "410" in paths["/v1/jobs/{job_id}/artifacts/{name}"]["get"]["responses"]
+
+
+def _stored_calibration(db_session: Session, settings: Settings, model: dict[str, Any],
+                        dataset: dict[str, Any], method: str = "minmax") -> Path:
+    """A calibration of the model on the dataset as a worker records it: its file, its row."""
+    source = settings.data_dir / "ranges.json"
+    source.parent.mkdir(parents=True, exist_ok=True)
+    source.write_bytes(b'{"input": [-1.0, 1.0]}')
+    obj = LocalArtifactStore(settings.artifacts_dir).put_file(
+        source, f"calibrations/{model['id']}/{dataset['id']}-{method}.json")
+    source.unlink()
+    project_id = db_session.get_one(Model, uuid.UUID(model["id"])).project_id
+    record_calibration(db_session, project_id=project_id,
+                       model_id=uuid.UUID(model["id"]), dataset_id=uuid.UUID(dataset["id"]),
+                       method=method, graph_sha256="g" * 64, storage_uri=obj.uri,
+                       sha256=obj.sha256, size_bytes=obj.size_bytes, samples=2)
+    db_session.commit()
+    return settings.artifacts_dir / "calibrations" / model["id"] / f"{dataset['id']}-{method}.json"
+
+
+def _calibrations(db_session: Session) -> int:
+    return db_session.scalar(select(func.count()).select_from(Calibration)) or 0
+
+
+def test_deleting_a_dataset_removes_its_calibrations_and_their_files(
+        client: TestClient, db_session: Session, settings: Settings) -> None:
+    model = _upload(client)
+    dataset = _upload(client, "/v1/datasets?role=calibration", DATA, "c.npz")
+    path = _stored_calibration(db_session, settings, model, dataset)
+    assert path.exists()
+
+    response = client.delete(f"/v1/datasets/{dataset['id']}")
+
+    assert response.status_code == 204, response.text
+    assert not path.exists()
+    assert _calibrations(db_session) == 0
+
+
+def test_deleting_a_model_removes_its_calibrations_and_their_files(
+        client: TestClient, db_session: Session, settings: Settings) -> None:
+    model = _upload(client)
+    dataset = _upload(client, "/v1/datasets?role=calibration", DATA, "c.npz")
+    paths = [_stored_calibration(db_session, settings, model, dataset, method)
+             for method in ("minmax", "entropy")]
+
+    response = client.delete(f"/v1/models/{model['id']}")
+
+    assert response.status_code == 204, response.text
+    assert not any(path.exists() for path in paths)
+    assert _calibrations(db_session) == 0
+    assert client.get(f"/v1/datasets/{dataset['id']}").status_code == 200
+
+
+@pytest.mark.parametrize("status", [JobStatus.QUEUED, JobStatus.RUNNING])
+def test_deleting_a_dataset_a_queued_job_calibrates_on_is_409_naming_the_job(
+        client: TestClient, db_session: Session, settings: Settings, status: JobStatus) -> None:
+    dataset = _upload(client, "/v1/datasets?role=calibration", DATA, "c.npz")
+    job_id = _submit(client, _upload(client)["id"])
+    # The job config's quantization block is not in JobConfig yet: stored as a worker reads it.
+    job = db_session.get_one(Job, uuid.UUID(job_id))
+    job.config = {**job.config, "quantization": {"calibration": dataset["id"]}}
+    job.status = status.value
+    db_session.commit()
+
+    response = client.delete(f"/v1/datasets/{dataset['id']}")
+
+    assert response.status_code == 409, response.text
+    assert response.json()["error"] == "DatasetInUse" and job_id in response.json()["detail"]
+    assert _stored_upload(settings, dataset, "datasets", ".npz").exists()

@@ -18,8 +18,8 @@ from core.db.models import Dataset, IdempotencyKey, Job, Model
 from core.dispatch import JobDispatcher
 from core.settings import Settings
 from optimizer.testing.models import model_bytes, small_cnn
-from tests.api.routes.test_datasets import npz_bytes as arrays_npz
 from tests.support.api_keys import bearer, new_key
+from tests.support.npz_files import npz_bytes as arrays_npz
 
 JOB_BODY = {"model_id": "", "backend": "onnxruntime", "input_shapes": {"input": [2, 3, 32, 32]}}
 
@@ -147,7 +147,7 @@ def test_an_upload_replay_keeps_no_second_file_and_creates_no_second_model(
     assert _files(settings.uploads_dir) == []  # the repeat's streamed copy is gone too
 
 
-def test_an_upload_of_another_file_under_a_used_key_is_409_and_leaves_no_file(
+def test_an_upload_of_another_file_or_role_under_a_used_key_is_409_and_leaves_no_file(
         client: TestClient, db_session: Session, settings: Settings) -> None:
     client.post("/v1/datasets", files={"file": ("d.npz", npz_bytes(samples=2))},
                 headers=_keyed("up"))
@@ -155,8 +155,11 @@ def test_an_upload_of_another_file_under_a_used_key_is_409_and_leaves_no_file(
                         headers=_keyed("up"))
     renamed = client.post("/v1/datasets", files={"file": ("e.npz", npz_bytes(samples=2))},
                           headers=_keyed("up"))
+    # The same file under another role is another request, not a replay of the first answer.
+    recast = client.post("/v1/datasets", params={"role": "calibration"},
+                         files={"file": ("d.npz", npz_bytes(samples=2))}, headers=_keyed("up"))
 
-    assert other.status_code == renamed.status_code == 409
+    assert other.status_code == renamed.status_code == recast.status_code == 409
     assert other.json()["error"] == "IdempotencyKeyReused"
     assert _count(db_session, Dataset) == 1
     assert len(_files(settings.artifacts_dir)) == 1 and _files(settings.uploads_dir) == []

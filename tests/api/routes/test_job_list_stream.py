@@ -21,8 +21,8 @@ from core.db import job_state
 from core.db.models import Job
 from core.settings import HttpSettings, Settings
 from optimizer.testing.models import model_bytes, small_cnn
-from tests.api.routes.test_job_list import finish
 from tests.support.api_keys import bearer, new_key
+from tests.support.job_rows import finish
 from tests.support.sse import ServerSentEvent, parse_sse
 
 STREAM = "/v1/jobs/stream"

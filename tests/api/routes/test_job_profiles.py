@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from core.db.models import Job
 from optimizer.testing.models import IR_VERSION, model_bytes, small_cnn
-from tests.api.routes.test_datasets import npz_bytes
+from tests.support.npz_files import npz_bytes
 
 # small_cnn: "input" [N, 3, 32, 32]
 CNN_PROFILE = {"min": [1, 3, 32, 32], "opt": [4, 3, 32, 32], "max": [16, 3, 32, 32]}
@@ -169,7 +169,7 @@ def test_dataset_within_the_profile_sets_the_shape_instead_of_opt(
          "input_shapes sets input 'input' to [32, 3, 32, 32], outside its optimization profile "
          "(min [1, 3, 32, 32], max [16, 3, 32, 32])"),
         ({"input": CNN_PROFILE}, {"backend": "onnxruntime"}, "profiles:",
-         "apply to backend 'tensorrt' only; ONNX Runtime accepts any shape the graph allows"),
+         "applies to backend 'tensorrt' only; ONNX Runtime accepts any shape the graph allows"),
         ({"input": {"min": [1, 3, 32, 32], "opt": [4, 3, 32, 32]}}, {}, "profiles.input.max:",
          "Field required"),
         ({"input": {**CNN_PROFILE, "best": [4, 3, 32, 32]}}, {}, "profiles.input.best:",

@@ -18,9 +18,9 @@ from core.db.types import utc_now
 from core.db.worker_registry import record_heartbeat, record_stopped
 from optimizer.capabilities import GpuInfo, HostCapabilities
 from optimizer.testing.models import model_bytes, small_cnn
+from tests.support.worker_heartbeats import H200
 
 A100 = HostCapabilities(gpus=(GpuInfo(0, "NVIDIA A100-SXM4-80GB", "8.0", 81920),), tensorrt_version="10.16.1")
-H200 = HostCapabilities(gpus=(GpuInfo(0, "NVIDIA H200", "9.0", 143771),), tensorrt_version="11.4.0")
 
 
 @pytest.fixture
@@ -144,7 +144,8 @@ def test_onnxruntime_job_goes_to_cpu_with_no_status_detail(
 @pytest.mark.parametrize(
     ("body", "message"),
     [
-        ({"target_gpu": "9.0"}, "target_gpu: '9.0' needs backend 'tensorrt'"),
+        ({"target_gpu": "9.0"}, "target_gpu: applies to backend 'tensorrt' only; backend "
+         "'onnxruntime' runs on CPU workers"),
         ({"backend": "tensorrt", "target_gpu": "--"}, "target_gpu"),
         ({"backend": "tensorrt", "target_gpu": ""}, "target_gpu"),
         ({"backend": "tensorrt", "target_gpu": "x" * 65}, "target_gpu"),

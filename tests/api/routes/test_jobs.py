@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from core.db.models import Artifact, Job
 from optimizer.testing.models import model_bytes, small_cnn
-from tests.api.routes.test_datasets import npz_bytes
+from tests.support.npz_files import npz_bytes
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from api.services.upload_form import MAX_PARTS, MAX_TEXT_FIELD_BYTES
+from api.services.uploads.form import MAX_PARTS, MAX_TEXT_FIELD_BYTES
 from core.db.models import Dataset, Model
 from core.settings import Settings
 from optimizer.testing.models import model_bytes, small_cnn

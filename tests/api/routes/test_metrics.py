@@ -20,8 +20,8 @@ from core.db.session import make_engine
 from core.db.types import utc_now
 from core.settings import MetricsSettings, Settings
 from optimizer.testing.models import model_bytes, small_cnn
-from tests.api.routes.test_workers import CPU_ONLY, H200, _beat
 from tests.support.api_keys import bearer, new_key
+from tests.support.worker_heartbeats import CPU_ONLY, H200, beat
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -139,9 +139,9 @@ def test_stored_upload_bytes_and_online_workers_by_queue(
         metrics_client: TestClient, db_session: Session) -> None:
     empty = scrape(metrics_client)
     _upload(metrics_client)
-    _beat(db_session, "celery@gpu", H200, ["gpu", "gpu.sm90", "gpu.nvidia-h200"])
-    _beat(db_session, "celery@cpu", CPU_ONLY, ["cpu"])
-    _beat(db_session, "celery@expired", CPU_ONLY, ["cpu"], minutes_ago=10)
+    beat(db_session, "celery@gpu", H200, ["gpu", "gpu.sm90", "gpu.nvidia-h200"])
+    beat(db_session, "celery@cpu", CPU_ONLY, ["cpu"])
+    beat(db_session, "celery@expired", CPU_ONLY, ["cpu"], minutes_ago=10)
 
     samples = scrape(metrics_client)
 

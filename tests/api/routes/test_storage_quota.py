@@ -17,14 +17,14 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from api.services.errors import QuotaExceeded
-from api.services.storage_quota import UploadRoom, project_usage_bytes
-from api.services.uploads import receive_upload
+from api.services.uploads.quota import UploadRoom, project_usage_bytes
+from api.services.uploads.receive import receive_upload
 from core.db.models import Artifact, Dataset, Model
 from core.db.types import utc_now
 from core.settings import Settings
 from optimizer.testing.models import model_bytes, small_cnn
-from tests.api.routes.test_datasets import npz_bytes
 from tests.support.api_keys import bearer, new_key
+from tests.support.npz_files import npz_bytes
 
 CNN = model_bytes(small_cnn(seed=5))
 OTHER_CNN = model_bytes(small_cnn(seed=6))

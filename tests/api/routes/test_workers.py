@@ -1,32 +1,18 @@
 """GET /v1/workers: what each recorded worker consumes and builds on, and whether it is online."""
 
-from datetime import timedelta
-
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
-from core.db.types import utc_now
-from core.db.worker_registry import record_heartbeat, record_stopped
-from optimizer.capabilities import GpuInfo, HostCapabilities
-
-H200 = HostCapabilities(gpus=(GpuInfo(0, "NVIDIA H200", "9.0", 143771),), tensorrt_version="11.4.0")
-CPU_ONLY = HostCapabilities(notes=("nvidia-smi not found",))
-
-
-def _beat(session: Session, name: str, capabilities: HostCapabilities, queues: list[str],
-          minutes_ago: float = 0) -> None:
-    now = utc_now() - timedelta(minutes=minutes_ago)
-    record_heartbeat(session, name=name, queues=queues, capabilities=capabilities,
-                     started_at=now, interval_s=30, now=now, hostname="host-1", pid=42)
-    session.commit()
+from core.db.worker_registry import record_stopped
+from tests.support.worker_heartbeats import CPU_ONLY, H200, beat
 
 
 def test_workers_list_their_gpu_queues_and_whether_they_are_online(
         client: TestClient, db_session: Session) -> None:
-    _beat(db_session, "celery@gpu", H200, ["gpu", "gpu.sm90", "gpu.nvidia-h200"])
-    _beat(db_session, "celery@cpu", CPU_ONLY, ["cpu"], minutes_ago=1)
-    _beat(db_session, "celery@expired", CPU_ONLY, ["cpu"], minutes_ago=10)
-    _beat(db_session, "celery@stopped", H200, ["gpu"], minutes_ago=0.5)
+    beat(db_session, "celery@gpu", H200, ["gpu", "gpu.sm90", "gpu.nvidia-h200"])
+    beat(db_session, "celery@cpu", CPU_ONLY, ["cpu"], minutes_ago=1)
+    beat(db_session, "celery@expired", CPU_ONLY, ["cpu"], minutes_ago=10)
+    beat(db_session, "celery@stopped", H200, ["gpu"], minutes_ago=0.5)
     record_stopped(db_session, "celery@stopped")
     db_session.commit()
 
@@ -49,8 +35,8 @@ def test_workers_list_their_gpu_queues_and_whether_they_are_online(
 
 def test_online_filter_leaves_out_expired_and_stopped_workers(
         client: TestClient, db_session: Session) -> None:
-    _beat(db_session, "celery@gpu", H200, ["gpu"])
-    _beat(db_session, "celery@expired", CPU_ONLY, ["cpu"], minutes_ago=10)
+    beat(db_session, "celery@gpu", H200, ["gpu"])
+    beat(db_session, "celery@expired", CPU_ONLY, ["cpu"], minutes_ago=10)
 
     names = [w["name"] for w in client.get("/v1/workers", params={"online": "true"}).json()]
 

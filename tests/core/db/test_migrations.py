@@ -10,13 +10,13 @@ from alembic.migration import MigrationContext
 from sqlalchemy import JSON, Engine, Uuid, bindparam, column, insert, inspect, select, table
 from sqlalchemy.orm import Session
 
-from core.db.models import DEFAULT_PROJECT_ID, Base, Job, Model, Project
+from core.db.models import DEFAULT_PROJECT_ID, Base, Dataset, DatasetRole, Job, Model, Project
 from core.db.types import UtcDateTime, utc_now
 from tests.support.databases import fresh_database, run_alembic
 
 TABLES = {
     "models", "jobs", "artifacts", "validation_results", "benchmark_records", "job_events", "datasets",
-    "workers", "webhook_deliveries", "projects", "api_keys",
+    "workers", "webhook_deliveries", "projects", "api_keys", "calibrations",
 }
 
 
@@ -101,6 +101,30 @@ def test_a_projects_default_webhook_goes_on_downgrade_and_its_rows_stay(
     run_alembic(empty_engine, "upgrade", "head")
     with Session(empty_engine) as session:
         assert session.get_one(Project, DEFAULT_PROJECT_ID).default_callback_url is None
+
+
+def test_datasets_from_before_roles_are_validation_datasets(empty_engine: Engine) -> None:
+    run_alembic(empty_engine, "upgrade", "0020")
+    dataset_id = uuid.uuid4()
+    datasets = table("datasets", *(column(name) for name in (
+        "id", "project_id", "name", "sha256", "size_bytes", "storage_uri", "samples", "arrays",
+        "has_labels", "created_at")))
+    with empty_engine.begin() as connection:
+        connection.execute(insert(datasets).values(
+            id=bindparam("id", type_=Uuid()), project_id=bindparam("project_id", type_=Uuid()),
+            name="d.npz", sha256="0" * 64, size_bytes=1, storage_uri="store://d", samples=2,
+            arrays=bindparam("arrays", type_=JSON()), has_labels=False,
+            created_at=bindparam("created_at", type_=UtcDateTime())),
+            {"id": dataset_id, "project_id": DEFAULT_PROJECT_ID, "arrays": [],
+             "created_at": utc_now()})
+
+    run_alembic(empty_engine, "upgrade", "head")
+
+    with Session(empty_engine) as session:
+        assert session.get_one(Dataset, dataset_id).role == DatasetRole.VALIDATION
+    run_alembic(empty_engine, "downgrade", "0020")
+    assert "role" not in {c["name"] for c in inspect(empty_engine).get_columns("datasets")}
+    assert "calibrations" not in inspect(empty_engine).get_table_names()
 
 
 def _insert_model(engine: Engine) -> uuid.UUID:

@@ -13,29 +13,11 @@ from onnx import TensorProto, helper, numpy_helper
 from optimizer.passes.cleanup import CLEANUP, cleanup_graph
 from optimizer.passes.engine import run_passes
 from optimizer.passes.fold_batch_norm import FOLD_BATCH_NORM
+from optimizer.testing.graph_writer import constant, make_model, tensor
 from optimizer.testing.passes import apply_pass, assert_outputs_close, op_types, run_model
 
 NP_TO_ONNX = {np.float32: TensorProto.FLOAT, np.float16: TensorProto.FLOAT16}
 F = TensorProto.FLOAT
-
-
-def make_model(nodes: list[onnx.NodeProto], inputs: list[onnx.ValueInfoProto],
-               outputs: list[onnx.ValueInfoProto], inits: list[onnx.TensorProto] | None = None,
-               opset: int = 17, extra_opsets: list[onnx.OperatorSetIdProto] | None = None,
-               ) -> onnx.ModelProto:
-    graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=inits or [])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset),
-                                                    *(extra_opsets or [])])
-    model.ir_version = 10
-    return model
-
-
-def tensor(name: str, shape: list[int] | None, elem: int = F) -> onnx.ValueInfoProto:
-    return helper.make_tensor_value_info(name, elem, shape)
-
-
-def constant(name: str, array: np.ndarray) -> onnx.NodeProto:
-    return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(array))
 
 
 def cleaned(model: onnx.ModelProto) -> onnx.ModelProto:

@@ -8,9 +8,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from optimizer.passes.cleanup import CLEANUP
+from optimizer.testing.graph_writer import constant, make_model, tensor
 from optimizer.testing.passes import apply_pass, op_types, run_model
 from optimizer.testing.shape_models import lstm_in_nested_ifs
-from tests.optimizer.passes.test_cleanup import constant, make_model, tensor
 
 F = TensorProto.FLOAT
 

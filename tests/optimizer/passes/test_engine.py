@@ -14,8 +14,7 @@ from optimizer.passes.fold_batch_norm import FOLD_BATCH_NORM, FoldBatchNormIntoC
 from optimizer.passes.fuse_layer_norm import FuseLayerNorm, FuseLayerNormScaleOnly
 from optimizer.passes.matching import OpsPresent
 from optimizer.testing.models import small_cnn
-from tests.optimizer.passes.test_fold_batch_norm import conv_bn
-from tests.optimizer.passes.test_fuse_layer_norm import layer_norm
+from optimizer.testing.norm_models import conv_bn, layer_norm
 
 
 def test_run_passes_counts_each_rule_and_reaches_a_fixed_point() -> None:

@@ -17,64 +17,10 @@ from optimizer.passes.fold_batch_norm import (
     FoldBatchNormIntoGemm,
     FoldBatchNormIntoMatMul,
 )
+from optimizer.testing.norm_models import conv_bn
 from optimizer.testing.passes import apply_pass, assert_outputs_close, op_types
 
 NP_TO_ONNX = {np.float32: TensorProto.FLOAT, np.float16: TensorProto.FLOAT16}
-
-
-def conv_bn(
-    *, channels: int = 8, in_channels: int = 4, dtype: type = np.float32, bias: bool = True,
-    group: int = 1, epsilon: float = 1e-5, transpose: bool = False, seed: int = 0,
-    training_mode: int | None = None, params_as_inputs: bool = False,
-    conv_out_is_graph_output: bool = False, share_weights: bool = False, size: int = 6,
-) -> onnx.ModelProto:
-    """x → Conv (or ConvTranspose) → BatchNormalization → y, with random weights and statistics."""
-    rng = np.random.default_rng(seed)
-    elem = NP_TO_ONNX[dtype]
-    if transpose:
-        w_shape = (in_channels, channels // group, 3, 3)
-    else:
-        w_shape = (channels, in_channels // group, 3, 3)
-    inits = [numpy_helper.from_array(rng.standard_normal(w_shape).astype(dtype) * 0.3, "w")]
-    conv_inputs = ["x", "w"]
-    if bias:
-        inits.append(numpy_helper.from_array(rng.standard_normal(channels).astype(dtype), "b"))
-        conv_inputs.append("b")
-    bn_params = {
-        "gamma": rng.uniform(0.5, 1.5, channels), "beta": rng.standard_normal(channels),
-        "mean": rng.standard_normal(channels), "var": rng.uniform(0.5, 2.0, channels),
-    }
-    graph_inputs = [helper.make_tensor_value_info("x", elem, [1, in_channels, size, size])]
-    for name, values in bn_params.items():
-        if params_as_inputs and name == "mean":
-            graph_inputs.append(helper.make_tensor_value_info(name, elem, [channels]))
-            inits.append(numpy_helper.from_array(values.astype(dtype), name))  # default value
-        else:
-            inits.append(numpy_helper.from_array(values.astype(dtype), name))
-    bn_attrs = {"epsilon": epsilon}
-    bn_outputs = ["y"]
-    if training_mode is not None:
-        bn_attrs["training_mode"] = training_mode
-        if training_mode:
-            bn_outputs = ["y", "running_mean", "running_var"]
-    nodes = [
-        helper.make_node("ConvTranspose" if transpose else "Conv", conv_inputs, ["c"],
-                         pads=[1, 1, 1, 1], group=group, name="conv"),
-        helper.make_node("BatchNormalization", ["c", "gamma", "beta", "mean", "var"], bn_outputs,
-                         name="bn", **bn_attrs),
-    ]
-    out_shape = [1, channels, size, size]  # 3x3 kernels with padding 1 keep the size
-    outputs = [helper.make_tensor_value_info("y", elem, out_shape)]
-    if conv_out_is_graph_output:
-        outputs.append(helper.make_tensor_value_info("c", elem, out_shape))
-    if share_weights:
-        nodes.append(helper.make_node("Conv", ["x", "w"], ["other"], pads=[1, 1, 1, 1],
-                                      group=group, name="other_conv"))
-        outputs.append(helper.make_tensor_value_info("other", elem, out_shape))
-    graph = helper.make_graph(nodes, "conv_bn", graph_inputs, outputs, initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 10
-    return model
 
 
 @pytest.mark.parametrize(("dtype", "atol"), [(np.float32, 1e-5), (np.float16, 2e-2)])

@@ -3,107 +3,15 @@
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper
 
 from optimizer.passes.base import FusionPass
 from optimizer.passes.fuse_layer_norm import FUSE_LAYER_NORM, FuseLayerNorm
+from optimizer.testing.norm_models import layer_norm
 from optimizer.testing.passes import apply_pass, assert_outputs_close, op_types
-
-NP_TO_ONNX = {np.float32: TensorProto.FLOAT, np.float16: TensorProto.FLOAT16}
-
-
-def layer_norm(
-    *, shape: tuple[int, ...] = (2, 5, 16), axes: tuple[int, ...] = (-1,),
-    variance_axes: tuple[int, ...] | None = None, dtype: type = np.float32,
-    epsilon: float | None = 1e-5, opset: int = 18, square: str = "pow", divide: str = "div",
-    scale: bool = True, bias: bool = True, scale_first: bool = False, bias_first: bool = False,
-    param_shape: tuple[int, ...] | None = None, exponent: float = 2.0, seed: int = 0,
-    gamma_as_input: bool = False, epsilon_as_input: bool = False,
-    deviation_used_elsewhere: bool = False, mean_is_output: bool = False,
-    pre_op: bool = False, infer_shapes: bool = True,
-) -> onnx.ModelProto:
-    """x → ReduceMean → Sub → Pow/Mul → ReduceMean → Add(eps) → Sqrt → Div → Mul → Add → y.
-
-    gamma and beta are random with `param_shape` (default: the normalized dims). `pre_op` puts
-    a Relu before the LayerNorm, so x is an intermediate whose shape only inference knows.
-    `epsilon` None leaves out the Add, as torch's dynamo exporter does with eps=1e-12.
-    """
-    rng = np.random.default_rng(seed)
-    elem = NP_TO_ONNX[dtype]
-    rank = len(shape)
-    k_dims = tuple(shape[a % rank] for a in sorted(a % rank for a in axes))
-    param_shape = k_dims if param_shape is None else param_shape
-    inits: list[onnx.TensorProto] = []
-    nodes: list[onnx.NodeProto] = []
-    graph_inputs = [helper.make_tensor_value_info("input", elem, list(shape))]
-    # Left for inference to fill in: a gamma of higher rank makes y larger than x.
-    outputs = [helper.make_tensor_value_info("y", elem, None if infer_shapes else list(shape))]
-    x = "input"
-    if pre_op:
-        nodes.append(helper.make_node("Relu", ["input"], ["x"]))
-        x = "x"
-
-    def reduce_mean(src: str, dst: str, reduce_axes: tuple[int, ...]) -> None:
-        if opset >= 18:
-            name = f"{dst}_axes"
-            inits.append(numpy_helper.from_array(np.array(reduce_axes, np.int64), name))
-            nodes.append(helper.make_node("ReduceMean", [src, name], [dst], keepdims=1))
-        else:
-            nodes.append(helper.make_node("ReduceMean", [src], [dst], axes=list(reduce_axes),
-                                          keepdims=1))
-
-    reduce_mean(x, "mean", axes)
-    nodes.append(helper.make_node("Sub", [x, "mean"], ["d"]))
-    if square == "pow":
-        inits.append(numpy_helper.from_array(np.array(exponent, dtype), "two"))
-        nodes.append(helper.make_node("Pow", ["d", "two"], ["d2"]))
-    else:
-        nodes.append(helper.make_node("Mul", ["d", "d"], ["d2"]))
-    reduce_mean("d2", "var", axes if variance_axes is None else variance_axes)
-    if epsilon_as_input:
-        graph_inputs.append(helper.make_tensor_value_info("eps", elem, []))
-    if epsilon is None:
-        nodes.append(helper.make_node("Sqrt", ["var"], ["std"]))
-    else:
-        inits.append(numpy_helper.from_array(np.array(epsilon, dtype), "eps"))
-        nodes += [helper.make_node("Add", ["var", "eps"], ["var_eps"]),
-                  helper.make_node("Sqrt", ["var_eps"], ["std"])]
-    if divide == "div":
-        nodes.append(helper.make_node("Div", ["d", "std"], ["normalized"]))
-    else:
-        nodes.append(helper.make_node("Reciprocal", ["std"], ["inv_std"]))
-        operands = ["d", "inv_std"] if divide == "mul_reciprocal" else ["inv_std", "d"]
-        nodes.append(helper.make_node("Mul", operands, ["normalized"]))
-    last = "normalized"
-    if scale:
-        gamma = rng.uniform(0.5, 1.5, param_shape) * rng.choice([-1, 1], param_shape)
-        inits.append(numpy_helper.from_array(gamma.astype(dtype), "gamma"))
-        if gamma_as_input:
-            graph_inputs.append(helper.make_tensor_value_info("gamma", elem, list(param_shape)))
-        operands = ["gamma", last] if scale_first else [last, "gamma"]
-        nodes.append(helper.make_node("Mul", operands, ["scaled"]))
-        last = "scaled"
-    if bias:
-        beta = rng.standard_normal(param_shape)
-        inits.append(numpy_helper.from_array(beta.astype(dtype), "beta"))
-        operands = ["beta", last] if bias_first else [last, "beta"]
-        nodes.append(helper.make_node("Add", operands, ["biased"]))
-        last = "biased"
-    nodes.append(helper.make_node("Identity", [last], ["y"]))
-    if deviation_used_elsewhere:
-        nodes.append(helper.make_node("Abs", ["d"], ["abs_d"]))
-        outputs.append(helper.make_tensor_value_info("abs_d", elem, list(shape)))
-    if mean_is_output:
-        outputs.append(helper.make_tensor_value_info("mean", elem, None))
-    graph = helper.make_graph(nodes, "layer_norm", graph_inputs, outputs, initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 10
-    # The job's load stage infers shapes before the passes run; do the same.
-    return onnx.shape_inference.infer_shapes(model) if infer_shapes else model
 
 
 @pytest.mark.parametrize(("dtype", "atol"), [(np.float32, 1e-5), (np.float16, 1e-2)])

@@ -3,88 +3,16 @@
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from onnx import TensorProto, helper, numpy_helper
 
 from optimizer.passes.base import FusionPass
 from optimizer.passes.fuse_skip_layer_norm import FUSE_SKIP_LAYER_NORM
+from optimizer.testing.norm_models import skip_layer_norm
 from optimizer.testing.passes import apply_pass, assert_outputs_close, op_types
 
-NP_TO_ONNX = {np.float32: TensorProto.FLOAT, np.float16: TensorProto.FLOAT16}
 SKIP_LN = "com.microsoft.SkipLayerNormalization"
-
-
-def skip_layer_norm(
-    *, shape: tuple[int, ...] = (2, 5, 16), skip_shape: tuple[int, ...] | None = None,
-    dtype: type = np.float32, bias: str | None = None, swap: bool = False,
-    beta: bool = True, epsilon: float = 1e-5, axis: int = -1, stash_type: int | None = None,
-    sum_read_by_next_residual: bool = False, sum_is_output: bool = False,
-    inner_sum_used_elsewhere: bool = False, gamma_as_input: bool = False,
-    bias_as_input: bool = False, mean_output_used: bool = False, skip_from_relu: bool = False,
-    infer_shapes: bool = True, seed: int = 0,
-) -> onnx.ModelProto:
-    """x, skip → Add (with a bias Add "first" or "last" when `bias`) → LayerNormalization → y.
-
-    `swap` reverses the operands of every Add. The parameters are random. `skip_from_relu`
-    computes skip by a Relu, so only shape inference knows its shape.
-    """
-    rng = np.random.default_rng(seed)
-    elem = NP_TO_ONNX[dtype]
-    hidden = shape[-1]
-    skip_shape = shape if skip_shape is None else skip_shape
-    normalized_shape = shape[axis:] if axis != -1 else shape[-1:]
-    skip_input = "skip_in" if skip_from_relu else "skip"
-    inputs = [helper.make_tensor_value_info("x", elem, list(shape)),
-              helper.make_tensor_value_info(skip_input, elem, list(skip_shape))]
-    outputs = [helper.make_tensor_value_info("y", elem, None if infer_shapes else list(shape))]
-    inits = [numpy_helper.from_array(
-        (rng.uniform(0.5, 1.5, normalized_shape) * rng.choice([-1, 1], normalized_shape))
-        .astype(dtype), "gamma")]
-    ln_inputs = ["sum", "gamma"]
-    if beta:
-        inits.append(numpy_helper.from_array(rng.standard_normal(normalized_shape).astype(dtype),
-                                             "beta"))
-        ln_inputs.append("beta")
-    if gamma_as_input:
-        inputs.append(helper.make_tensor_value_info("gamma", elem, list(normalized_shape)))
-
-    def add(a: str, b: str, out: str) -> onnx.NodeProto:
-        return helper.make_node("Add", [b, a] if swap else [a, b], [out])
-
-    nodes = [helper.make_node("Relu", ["skip_in"], ["skip"])] if skip_from_relu else []
-    if bias is not None:
-        inits.append(numpy_helper.from_array(rng.standard_normal(hidden).astype(dtype), "bias"))
-        if bias_as_input:
-            inputs.append(helper.make_tensor_value_info("bias", elem, [hidden]))
-    if bias == "first":
-        nodes += [add("x", "bias", "inner"), add("inner", "skip", "sum")]
-    elif bias == "last":
-        nodes += [add("x", "skip", "inner"), add("inner", "bias", "sum")]
-    else:
-        nodes.append(add("x", "skip", "sum"))
-    ln_outputs = ["y", "mean"] if mean_output_used else ["y"]
-    ln_attrs: dict[str, float | int] = {"axis": axis, "epsilon": epsilon}
-    if stash_type is not None:
-        ln_attrs["stash_type"] = stash_type
-    nodes.append(helper.make_node("LayerNormalization", ln_inputs, ln_outputs, **ln_attrs))
-    if sum_read_by_next_residual:
-        nodes.append(helper.make_node("Add", ["sum", "y"], ["next"]))
-        outputs.append(helper.make_tensor_value_info("next", elem, None))
-    if sum_is_output:
-        outputs.append(helper.make_tensor_value_info("sum", elem, None))
-    if inner_sum_used_elsewhere:
-        nodes.append(helper.make_node("Relu", ["inner"], ["inner_relu"]))
-        outputs.append(helper.make_tensor_value_info("inner_relu", elem, None))
-    if mean_output_used:
-        outputs.append(helper.make_tensor_value_info("mean", TensorProto.FLOAT, None))
-    graph = helper.make_graph(nodes, "skip_layer_norm", inputs, outputs, initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 10
-    # The job's load stage infers shapes before the passes run; do the same.
-    return onnx.shape_inference.infer_shapes(model) if infer_shapes else model
 
 
 def only(rule_name: str) -> FusionPass:

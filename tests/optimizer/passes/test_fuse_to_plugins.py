@@ -21,27 +21,26 @@ from hypothesis import strategies as st
 from onnx import helper, numpy_helper
 
 from optimizer.fusion_report import FusionReport
-from optimizer.passes import DEFAULT_PASSES
 from optimizer.passes.base import FusionPass
 from optimizer.passes.engine import run_passes
 from optimizer.passes.fuse_attention import FUSE_ATTENTION
 from optimizer.passes.fuse_gelu import FUSE_GELU
-from optimizer.passes.fuse_layer_norm import FUSE_LAYER_NORM
 from optimizer.passes.fuse_skip_layer_norm import FUSE_SKIP_LAYER_NORM
 from optimizer.passes.fuse_to_plugins import FUSE_TO_PLUGINS
 from optimizer.plugins import decompose_for_onnxruntime
 from optimizer.plugins.skip_layer_norm import MAX_HIDDEN
+from optimizer.testing.attention_models import attention
+from optimizer.testing.gelu_models import PRODUCTS, gelu
+from optimizer.testing.norm_models import skip_layer_norm
 from optimizer.testing.passes import (
     apply_pass,
     assert_outputs_close,
     op_types,
     random_inputs,
     run_model,
+    tensorrt_passes,
 )
 from optimizer.testing.real_models import bert_encoder
-from tests.optimizer.passes.test_fuse_attention import attention
-from tests.optimizer.passes.test_fuse_gelu import PRODUCTS, gelu
-from tests.optimizer.passes.test_fuse_skip_layer_norm import skip_layer_norm
 
 SKIP_LN, BIAS_GELU, MHA = ("fuseforge.SkipLayerNorm", "fuseforge.BiasGelu",
                            "fuseforge.MultiHeadAttention")
@@ -338,12 +337,6 @@ def test_contrib_attention_default_scale_is_one_over_root_head_size() -> None:
 
 
 # --- The whole pipeline ---------------------------------------------------------------------
-
-def tensorrt_passes() -> list[FusionPass]:
-    """DEFAULT_PASSES with FUSE_TO_PLUGINS right after FUSE_LAYER_NORM (the order wired in)."""
-    passes = [p for p in DEFAULT_PASSES if p is not FUSE_TO_PLUGINS]
-    at = passes.index(FUSE_LAYER_NORM) + 1
-    return [*passes[:at], FUSE_TO_PLUGINS, *passes[at:]]
 
 
 @pytest.mark.parametrize("form", ["dynamo", "torchscript", "dynamo_opset20"])

@@ -7,7 +7,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from optimizer.graphs import op_histogram
+from optimizer.model.graphs import op_histogram
 from optimizer.optimize import OptimizeOptions, optimize_model
 from optimizer.passes.pack_attention_projections import PACK_ATTENTION_PROJECTIONS
 from optimizer.testing import real_models

@@ -6,7 +6,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from optimizer.graphs import op_histogram
+from optimizer.model.graphs import op_histogram
 from optimizer.optimize import OptimizeOptions, optimize_model
 from optimizer.passes.sink_reshapes import SINK_RESHAPES
 from optimizer.testing import real_models

@@ -23,10 +23,15 @@ from optimizer.passes.engine import run_passes
 from optimizer.passes.fuse_layer_norm import FUSE_LAYER_NORM
 from optimizer.passes.upgrade_opset_for_layer_norm import UPGRADE_OPSET_FOR_LAYER_NORM
 from optimizer.plugins import decompose_for_onnxruntime
-from optimizer.testing.passes import assert_outputs_close, op_types, random_inputs, run_model
+from optimizer.testing.norm_models import layer_norm
+from optimizer.testing.passes import (
+    assert_outputs_close,
+    op_types,
+    random_inputs,
+    run_model,
+    tensorrt_passes,
+)
 from optimizer.testing.real_models import bert_encoder
-from tests.optimizer.passes.test_fuse_layer_norm import layer_norm
-from tests.optimizer.passes.test_fuse_to_plugins import tensorrt_passes
 
 UPGRADE = UPGRADE_OPSET_FOR_LAYER_NORM.name
 PASSES = [UPGRADE_OPSET_FOR_LAYER_NORM, FUSE_LAYER_NORM]
@@ -186,7 +191,21 @@ def test_fuse_layer_norm_alone_names_the_upgrade_pass() -> None:
     model = layer_norm(opset=13)
     _, report = optimize(model, "onnxruntime", passes=[FUSE_LAYER_NORM])
     [stats] = [s for s in report.rules if s.rule == "FuseLayerNorm"]
-    assert any("opset 13" in r.reason and UPGRADE in r.reason for r in stats.refusals), stats
+    assert any("opset 13" in r.reason and UPGRADE in r.reason and "not among this run" in r.reason
+               for r in stats.refusals), stats
+
+
+def test_a_layer_norm_that_cannot_fuse_at_any_opset_is_refused_for_its_own_reason() -> None:
+    """A Paddle2ONNX recognizer at opset 12 with a dynamic width: the upgrade found no LayerNorm
+    it would fuse, so the refusal names what blocks it, not the opset (nor a pass as not run)."""
+    model = layer_norm(opset=12, infer_shapes=False)
+    model.graph.input[0].type.tensor_type.shape.dim[-1].dim_param = "hidden"
+    fused, report = optimize(model, "tensorrt")
+    assert report.applied(UPGRADE) == 0 and opset_of(fused) == 12
+    [stats] = [s for s in report.rules if s.rule == "FuseLayerNorm"]
+    assert stats.refusals and all("opset" not in r.reason and "not run" not in r.reason
+                                  for r in stats.refusals), stats
+    assert any("not static" in r.reason or "unknown" in r.reason for r in stats.refusals), stats
 
 
 def test_the_upgrade_runs_right_before_fuse_layer_norm() -> None:

@@ -16,8 +16,8 @@ from optimizer.plugins.bias_gelu.trt_registration import (
     kernel_constexprs,
     kernel_signature,
 )
+from optimizer.testing.gelu_models import gelu
 from optimizer.testing.passes import random_inputs, run_model
-from tests.optimizer.passes.test_fuse_gelu import gelu
 from tests.optimizer.plugins.support import kernel_parameters, plugin_model, run_decomposed
 
 PLUGIN = PLUGINS["bias_gelu"]

@@ -17,42 +17,14 @@ from optimizer.plugins import (
     plugins_used,
 )
 from optimizer.testing.passes import run_model
+from tests.optimizer.plugins.support import plugin_chain, plugin_chain_output
 
 GELU = PLUGINS["bias_gelu"]
 SKIP_LN = PLUGINS["skip_layer_norm"]
 
 
-def chain() -> onnx.ModelProto:
-    """x → BiasGelu → SkipLayerNorm(·, x) → y, plus a value named like decomposition's own names."""
-    rng = np.random.default_rng(0)
-    inits = [numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), n)
-             for n in ("b", "gamma", "beta", "bias")]
-    nodes = [
-        helper.make_node("Relu", ["x"], ["plugin/decomposed/Add_0_out0"]),  # a clashing name
-        helper.make_node("BiasGelu", ["plugin/decomposed/Add_0_out0", "b"], ["h"], name="plugin",
-                         domain=DOMAIN, **GELU.node_attributes(approximate="none")),
-        helper.make_node("SkipLayerNorm", ["h", "x", "gamma", "beta", "bias"], ["y"],
-                         name="plugin_2", domain=DOMAIN,
-                         **SKIP_LN.node_attributes(epsilon=1e-5)),
-    ]
-    graph = helper.make_graph(
-        nodes, "chain", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 8])],
-        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 8])], initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
-                                                    helper.make_opsetid(DOMAIN, 1)])
-    model.ir_version = 10
-    return onnx.shape_inference.infer_shapes(model, strict_mode=True)
-
-
-def expected(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
-    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
-    [h] = GELU.reference(np.maximum(x, 0), inits["b"], approximate="none")
-    return SKIP_LN.reference(h, x, inits["gamma"], inits["beta"], inits["bias"],
-                             epsilon=1e-5)[0]
-
-
 def test_decomposing_a_proto_returns_a_new_standard_model_with_the_same_outputs() -> None:
-    model = chain()
+    model = plugin_chain()
     before = model.SerializeToString()
     decomposed = decompose_for_onnxruntime(model)
     assert model.SerializeToString() == before
@@ -64,18 +36,18 @@ def test_decomposing_a_proto_returns_a_new_standard_model_with_the_same_outputs(
     assert len(names) == len(set(names))
     x = np.random.default_rng(1).standard_normal((2, 8)).astype(np.float32)
     [y] = run_model(decomposed, {"x": x})
-    np.testing.assert_allclose(y, expected(model, x), atol=1e-5)
+    np.testing.assert_allclose(y, plugin_chain_output(model, x), atol=1e-5)
 
 
 def test_decomposing_an_ir_model_rewrites_it_in_place() -> None:
-    model = ir.from_proto(chain())
+    model = ir.from_proto(plugin_chain())
     assert has_plugin_nodes(model) and plugins_used(model) == ("bias_gelu", "skip_layer_norm")
     assert decompose_for_onnxruntime(model) is model
     assert not has_plugin_nodes(model) and plugins_used(model) == ()
 
 
 def test_decomposing_an_unknown_fuseforge_op_names_the_known_ones() -> None:
-    model = chain()
+    model = plugin_chain()
     model.graph.node[1].op_type = "QuickGelu"
     with pytest.raises(PluginNotFoundError, match="no plugin implements op 'fuseforge.QuickGelu'"):
         decompose_for_onnxruntime(model)

@@ -17,7 +17,7 @@ from optimizer.plugins import DOMAIN
 from optimizer.plugins.decompose import runnable_in_onnxruntime
 from optimizer.testing.models import mlp
 from optimizer.validation.intermediates import intermediate_values
-from tests.optimizer.plugins.test_decompose import chain, expected
+from tests.optimizer.plugins.support import plugin_chain, plugin_chain_output
 
 
 def test_a_model_without_plugins_is_returned_as_it_is() -> None:
@@ -26,7 +26,7 @@ def test_a_model_without_plugins_is_returned_as_it_is() -> None:
 
 
 def test_a_plugin_model_is_decomposed_into_a_new_model() -> None:
-    model = chain()
+    model = plugin_chain()
     before = model.SerializeToString()
 
     decomposed = runnable_in_onnxruntime(model)
@@ -37,7 +37,7 @@ def test_a_plugin_model_is_decomposed_into_a_new_model() -> None:
 
 
 def test_runner_for_model_runs_plugin_nodes_and_removes_its_file() -> None:
-    model = chain()
+    model = plugin_chain()
     x = np.random.default_rng(2).standard_normal((2, 8)).astype(np.float32)
 
     with runner_for_model(model) as runner:
@@ -47,7 +47,7 @@ def test_runner_for_model_runs_plugin_nodes_and_removes_its_file() -> None:
         y = runner.infer({"x": x})["y"]
         assert not any(n.domain == DOMAIN for n in onnx.load(path).graph.node)
 
-    np.testing.assert_allclose(y, expected(model, x), atol=1e-5)
+    np.testing.assert_allclose(y, plugin_chain_output(model, x), atol=1e-5)
     assert not path.exists()
 
 
@@ -58,11 +58,11 @@ def test_runner_for_model_passes_its_options_on() -> None:
 
 
 def test_plugin_outputs_and_their_inputs_can_be_read_as_intermediates() -> None:
-    model = chain()
+    model = plugin_chain()
     x = np.random.default_rng(3).standard_normal((2, 8)).astype(np.float32)
 
     (values,) = intermediate_values(model, ["h", "y"], [{"x": x}])
 
-    np.testing.assert_allclose(values["y"], expected(model, x), atol=1e-5)
+    np.testing.assert_allclose(values["y"], plugin_chain_output(model, x), atol=1e-5)
     relu = np.maximum(x, 0)
     np.testing.assert_array_less(0, np.abs(values["h"] - relu).max())  # GELU(relu + b), not relu

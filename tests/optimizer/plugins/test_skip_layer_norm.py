@@ -160,5 +160,5 @@ def test_kernel_launch_fits_bert_sizes_and_refuses_wider_rows() -> None:
     assert kernel_constexprs(1024, 1e-12) == {"EPS": 1e-12, "BLOCK": 1024, "STORE_SUM": True}
     assert kernel_constexprs(768, 1e-5)["BLOCK"] == 1024
     assert [row_warps(b) for b in (64, 1024, 4096, 16384)] == [1, 4, 16, 16]
-    with pytest.raises(ValueError, match="above the kernel's"):
+    with pytest.raises(ValueError, match="outside the kernel.s 1..16384"):
         kernel_constexprs(MAX_HIDDEN + 1, 1e-5)

@@ -277,8 +277,8 @@ def test_report_is_json_and_names_what_was_kept() -> None:
 
 
 def test_unknown_precision_is_refused() -> None:
-    with pytest.raises(ValueError, match="'fp8'"):
-        convert_precision(models.mlp(), "fp8")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="'fp4'"):
+        convert_precision(models.mlp(), "fp4")  # type: ignore[arg-type]
 
 
 def test_input_model_is_not_modified() -> None:

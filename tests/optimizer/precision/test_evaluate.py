@@ -9,7 +9,8 @@ import numpy as np
 import onnx
 import pytest
 
-from optimizer.inputs import random_feeds
+from optimizer.model.inputs import random_feeds
+from optimizer.model.tensor_specs import summarize_model
 from optimizer.precision import (
     DEFAULT_KEEP,
     EMULATED,
@@ -21,7 +22,6 @@ from optimizer.precision import (
     model_runner,
     run_outputs,
 )
-from optimizer.tensor_specs import summarize_model
 from optimizer.testing import models, real_models
 from optimizer.validation.compare import compare_outputs
 from optimizer.validation.tolerances import default_tolerances

@@ -21,7 +21,6 @@ from optimizer.plugins import DOMAIN, PLUGINS, Plugin, plugin_for_op
 from optimizer.precision import (
     LOW_DTYPES,
     AccuracyBudget,
-    Precision,
     convert_precision,
     emulate_precision,
     evaluate_precision,
@@ -29,6 +28,7 @@ from optimizer.precision import (
     search_precision,
 )
 from optimizer.precision.plan import plugin_refusal
+from optimizer.registries.precisions import Precision
 from optimizer.validation.intermediates import intermediate_values
 from tests.optimizer.validation.tensorrt_bert import (
     bert_feeds,

@@ -12,12 +12,12 @@ from onnx import TensorProto, helper, numpy_helper
 
 from optimizer.precision import (
     AccuracyBudget,
-    Precision,
     PrecisionSearchResult,
     convert_precision,
     evaluate_precision,
     search_precision,
 )
+from optimizer.registries.precisions import Precision
 from optimizer.testing import models
 from tests.optimizer.precision.models import finish, loud_layer_norm, tensor
 

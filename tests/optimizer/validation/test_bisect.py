@@ -9,10 +9,10 @@ import numpy as np
 import onnx_ir as ir
 from onnxscript.rewriter.pattern import RewriteRuleClassBase
 
+from optimizer.model.shapes import fix_input_shapes
 from optimizer.optimize import OptimizeOptions, optimize_model
 from optimizer.passes import DEFAULT_PASSES
 from optimizer.passes.base import FusionPass
-from optimizer.shapes import fix_input_shapes
 from optimizer.testing.models import small_cnn
 from optimizer.validation.bisect import bisect_rules, equivalence_check
 from optimizer.validation.tolerances import default_tolerances

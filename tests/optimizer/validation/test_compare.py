@@ -10,8 +10,8 @@ import pytest
 
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
 from optimizer.errors import AccuracyMismatchError, DatasetError, InternalError
-from optimizer.inputs import random_feeds
-from optimizer.tensor_specs import TensorSpec
+from optimizer.model.inputs import random_feeds
+from optimizer.model.tensor_specs import TensorSpec
 from optimizer.validation import compare_outputs, default_tolerances, validate
 from optimizer.validation.compare import MetricFailure
 

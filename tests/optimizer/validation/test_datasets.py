@@ -10,8 +10,14 @@ import numpy as np
 import pytest
 
 from optimizer.errors import DatasetError, OptimizerError
-from optimizer.tensor_specs import TensorSpec
-from optimizer.validation.datasets import DatasetContents, inspect_dataset, load_dataset
+from optimizer.model.tensor_specs import TensorSpec
+from optimizer.validation.datasets import (
+    DatasetContents,
+    ValueRange,
+    inspect_dataset,
+    load_dataset,
+    value_ranges,
+)
 
 IMAGE = TensorSpec("image", "float32", ("N", 3, 4, 4))
 IDS = TensorSpec("ids", "int64", (1, 6))
@@ -164,3 +170,20 @@ def test_messages_call_the_file_by_the_name_given(tmp_path):
 
     with pytest.raises(DatasetError, match="Dataset 'cifar.npz' is empty"):
         inspect_dataset(path, name="cifar.npz")
+
+
+def test_value_ranges_are_each_input_arrays_least_and_greatest_value(tmp_path: Path) -> None:
+    path = _npz(
+        tmp_path, ids=np.array([[3, -2], [7, 0]], np.int64), mask=np.array([[True], [False]]),
+        x=np.array([[0.5], [-1.25]], np.float32), labels=np.array([4, 9]))
+
+    assert value_ranges(path) == (ValueRange("ids", -2.0, 7.0), ValueRange("mask", 0.0, 1.0),
+                                  ValueRange("x", -1.25, 0.5))
+
+
+def test_value_ranges_refuse_an_array_holding_nan_naming_it(tmp_path: Path) -> None:
+    path = _npz(tmp_path, ok=np.zeros((2, 1), np.float32),
+                x=np.array([[np.nan], [np.inf]], np.float32))
+
+    with pytest.raises(DatasetError, match=r"Array 'x' holds 1 NaN and 1 infinite"):
+        value_ranges(path)

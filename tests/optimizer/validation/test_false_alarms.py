@@ -10,10 +10,10 @@ import onnx
 import pytest
 
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
-from optimizer.inputs import random_feeds
+from optimizer.model.inputs import random_feeds
+from optimizer.model.shapes import fix_input_shapes, resolve_input_shapes
+from optimizer.model.tensor_specs import summarize_model
 from optimizer.optimize import OptimizeOptions, optimize_model
-from optimizer.shapes import fix_input_shapes, resolve_input_shapes
-from optimizer.tensor_specs import summarize_model
 from optimizer.testing.models import small_cnn
 from optimizer.testing.real_models import bert_encoder
 from optimizer.validation import default_tolerances, validate

@@ -3,7 +3,7 @@ shapes were asked for or a second model fixes them."""
 
 from __future__ import annotations
 
-from optimizer.tensor_specs import TensorSpec
+from optimizer.model.tensor_specs import TensorSpec
 from optimizer.validation.shape_plan import validation_shapes
 
 _IDS = TensorSpec("input_ids", "int64", ("batch", "sequence"))

@@ -20,8 +20,8 @@ def test_default_tolerances_grow_looser_with_lower_precision():
 
 
 def test_default_tolerances_rejects_an_unknown_precision():
-    with pytest.raises(ValueError, match="'int8'; expected one of fp32, fp16, bf16"):
-        default_tolerances("int8")
+    with pytest.raises(ValueError, match="'int4'; expected one of fp32, fp16, bf16, int8, fp8"):
+        default_tolerances("int4")
 
 
 def test_with_overrides_replaces_the_given_limits_and_keeps_the_rest():

@@ -4,12 +4,27 @@ reconnect with Last-Event-ID that gets exactly the rest."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import pytest
+
+from core.settings import HttpSettings
 from optimizer.testing.models import model_bytes, small_cnn
 from tests.support.embedded_worker import EmbeddedWorker
 from tests.support.sse import ServerSentEvent, parse_sse
 
 FAST_BENCHMARK = {"warmup": 1, "iterations": 3, "measure_memory": False}
 STAGES = ["load", "optimize", "build_engine", "validate", "benchmark", "store"]
+
+
+@pytest.fixture(autouse=True)
+def quick_polls(embedded: EmbeddedWorker) -> Iterator[None]:
+    """Streams that poll every 20 ms: at the default 0.5 s a small job can go from queued to
+    succeeded between two polls on a fast host, and the stream would never show it running."""
+    settings = embedded.runtime.settings
+    default, settings.http = settings.http, HttpSettings(events_poll_s=0.02)
+    yield
+    settings.http = default
 
 
 def _submit(embedded: EmbeddedWorker, seed: int) -> str:

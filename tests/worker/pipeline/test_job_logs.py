@@ -56,4 +56,4 @@ def test_every_line_of_a_job_is_json_with_its_job_id(
         time.sleep(0.05)
     worker_entries = [json.loads(line) for line in worker_log.getvalue().splitlines()]
     [skipped] = [e for e in worker_entries if "not queued any more" in e["message"]]
-    assert skipped["job_id"] == job["id"] and skipped["logger"] == "worker.pipeline.supervisor"
+    assert skipped["job_id"] == job["id"] and skipped["logger"] == "worker.supervision.supervisor"

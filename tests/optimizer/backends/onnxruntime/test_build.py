@@ -16,9 +16,9 @@ from optimizer.backends.onnxruntime.build import (
 )
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
 from optimizer.errors import EngineBuildError, InputShapeError, InternalError
-from optimizer.graphs import iter_nodes, op_histogram
-from optimizer.inputs import random_feeds
-from optimizer.tensor_specs import TensorSpec
+from optimizer.model.graphs import iter_nodes, op_histogram
+from optimizer.model.inputs import random_feeds
+from optimizer.model.tensor_specs import TensorSpec
 from optimizer.testing import models
 from optimizer.validation import default_tolerances, validate
 

@@ -7,9 +7,9 @@ import pytest
 from onnx import numpy_helper
 
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
+from optimizer.backends.runner import Runner, RunnerSpec
 from optimizer.errors import EngineBuildError, InferenceError, InternalError
-from optimizer.runner import Runner, RunnerSpec
-from optimizer.tensor_specs import TensorSpec
+from optimizer.model.tensor_specs import TensorSpec
 from optimizer.testing import models
 
 

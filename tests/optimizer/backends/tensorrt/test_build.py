@@ -29,9 +29,9 @@ from optimizer.backends.tensorrt.network import (
 )
 from optimizer.backends.tensorrt.runner import runner_for_trt_engine
 from optimizer.errors import EngineBuildError, InferenceError, InputShapeError, InternalError
-from optimizer.inputs import random_feeds
+from optimizer.model.inputs import random_feeds
+from optimizer.model.tensor_specs import TensorSpec
 from optimizer.precision.convert import convert_precision
-from optimizer.tensor_specs import TensorSpec
 from optimizer.testing import models
 from optimizer.validation import default_tolerances, validate
 

@@ -13,7 +13,7 @@ from optimizer.backends.tensorrt.profiles import (
     resolve_profiles,
 )
 from optimizer.errors import InputShapeError
-from optimizer.tensor_specs import TensorSpec
+from optimizer.model.tensor_specs import TensorSpec
 
 IMAGE = TensorSpec("input", "float32", ("N", 3, 32, 32))
 TOKENS = TensorSpec("input_ids", "int64", ("batch", "seq"))

@@ -12,16 +12,16 @@ import onnx
 import pytest
 
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
+from optimizer.backends.runner import DeviceTimedRunner, Runner
 from optimizer.backends.tensorrt import EngineMetadata, LogLine, TrtBuildOptions, TrtEngine
 from optimizer.backends.tensorrt.toolkit import TENSORRT, TensorRTToolkit
 from optimizer.capabilities import GpuInfo
 from optimizer.errors import EngineBuildError
-from optimizer.inputs import random_feeds
+from optimizer.model.inputs import random_feeds
+from optimizer.model.shapes import fix_input_shapes
+from optimizer.model.tensor_specs import numpy_dtype, summarize_model
 from optimizer.optimize import OptimizeOptions, optimize_model
 from optimizer.precision import convert_precision
-from optimizer.runner import DeviceTimedRunner, Runner
-from optimizer.shapes import fix_input_shapes
-from optimizer.tensor_specs import numpy_dtype, summarize_model
 from optimizer.testing.models import small_cnn
 from optimizer.testing.real_models import bert_encoder
 from tests.support.fake_tensorrt import FAKE_TENSORRT

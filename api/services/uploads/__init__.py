@@ -1,0 +1,3 @@
+"""Uploads: the multipart form, streaming to disk while hashing, the quota, model checks, one stored
+copy per hash.
+"""

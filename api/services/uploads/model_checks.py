@@ -1,0 +1,141 @@
+"""Check uploaded models without the API process paying for them.
+
+`onnx.load` of a model costs two to three times its size in memory, and a hostile file can make
+the parser or the checker take far longer. So the API first walks the file's protobuf framing
+(bounded memory: garbage is refused at once), then runs the full check
+(`optimizer.model_check.check_model_file`) in a process of its own under a memory and a time
+limit, `model_check.at_once` of them at a time (the others wait for a turn).
+
+Each check's process is forked from a fork server that has already imported onnx and the
+checks (Python's "forkserver" start method), so it starts in milliseconds instead of the second
+a fresh interpreter needs to import them, and still shares nothing with the API process: no
+threads, no event loop, no database connections.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import resource
+import threading
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from core.settings import ModelCheckSettings
+from optimizer.errors import OptimizerError
+from optimizer.model.limits import ModelLimits
+from optimizer.model.scan import scan_model_file
+from optimizer.model.tensor_specs import ModelSummary
+from optimizer.model_check import check_model_file
+
+__all__ = ["ModelCheckAborted", "ModelChecker"]
+
+_GIB = 2**30
+_MIB = 2**20
+_POLL_S = 0.05
+_TOUCH_EVERY_S = 1.0
+_CONTEXT = multiprocessing.get_context("forkserver")
+_CONTEXT.set_forkserver_preload(["optimizer.model_check"])
+
+
+class ModelCheckAborted(OptimizerError):
+    """The check of an upload ran out of time or memory, or its process died."""
+
+
+class ModelChecker:
+    def __init__(self, settings: ModelCheckSettings) -> None:
+        self._timeout_s = settings.timeout_s
+        self._max_bytes = int(settings.max_rss_gib * _GIB)
+        self._turns = threading.BoundedSemaphore(settings.at_once)
+
+    def check(self, path: Path, limits: ModelLimits, *, name: str) -> ModelSummary:
+        """The summary of the model at `path` (called `name` in messages).
+
+        Raises:
+            InvalidModelError, UnsupportedModelError, ModelLimitError: as check_model_file.
+            ModelCheckAborted: the check broke its time or memory limit, or its process died.
+        """
+        scan_model_file(path, name)  # in bounded memory: garbage never reaches a process
+        # The janitor removes upload files left untouched for `janitor.upload_stale_s` (an API
+        # killed mid-upload): touch this one while it waits for a turn and while it is checked.
+        while not self._turns.acquire(timeout=_TOUCH_EVERY_S):
+            _touch(path)
+        try:
+            return self._check_in_child(path, limits, name)
+        finally:
+            self._turns.release()
+
+    def _check_in_child(self, path: Path, limits: ModelLimits, name: str) -> ModelSummary:
+        receiving, sending = _CONTEXT.Pipe(duplex=False)
+        process = _CONTEXT.Process(target=_check, args=(sending, path, limits, name,
+                                                        self._max_bytes), daemon=True)
+        process.start()
+        sending.close()
+        try:
+            outcome = self._wait(process, receiving, path, name)
+        finally:
+            if process.is_alive():
+                process.kill()
+            process.join()
+            receiving.close()
+        kind, value = outcome
+        if kind == "returned":
+            summary: ModelSummary = value
+            return summary
+        raise value
+
+    def _wait(self, process: Any, receiving: Connection, path: Path, name: str
+              ) -> tuple[str, Any]:
+        deadline = time.monotonic() + self._timeout_s
+        touched = time.monotonic()
+        while not receiving.poll(_POLL_S):
+            if time.monotonic() - touched > _TOUCH_EVERY_S:
+                _touch(path)
+                touched = time.monotonic()
+            if not process.is_alive() and not receiving.poll(0):
+                raise ModelCheckAborted(
+                    f"the check of model file {name!r} died (exit code {process.exitcode}), "
+                    "most likely out of memory")
+            if time.monotonic() > deadline:
+                raise ModelCheckAborted(
+                    f"the check of model file {name!r} did not finish within "
+                    f"{self._timeout_s:g} s")
+        try:
+            outcome: tuple[str, Any] = receiving.recv()
+        except EOFError as err:
+            raise ModelCheckAborted(f"the check of model file {name!r} ended without an "
+                                    "answer") from err
+        if outcome[0] == "out_of_memory":
+            raise ModelCheckAborted(
+                f"the check of model file {name!r} needs more than its "
+                f"{self._max_bytes / _GIB:g} GiB of memory")
+        return outcome
+
+
+def _touch(path: Path) -> None:
+    try:
+        os.utime(path)
+    except FileNotFoundError:
+        pass  # the check then says the upload is gone
+
+
+def _check(sending: Connection, path: Path, limits: ModelLimits, name: str,
+           max_bytes: int) -> None:
+    """The check's process: the check under an address-space limit, its outcome sent back.
+    (RLIMIT_AS suits this CPU-only work; it is the kernel's own, so nothing escapes it.)"""
+    resource.setrlimit(resource.RLIMIT_AS, (max_bytes, max_bytes))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    try:
+        outcome: tuple[str, Any] = ("returned", check_model_file(path, limits, name=name))
+    except MemoryError:
+        outcome = ("out_of_memory", None)
+    except OptimizerError as err:
+        outcome = ("raised", err)
+    except Exception as err:  # a bug of ours: still an answer, never a hang
+        outcome = ("raised", ModelCheckAborted(f"the check of model file {name!r} failed "
+                                               f"({type(err).__name__}: {err})"))
+    sending.send(outcome)
+    sending.close()
+    os._exit(0)  # skip the interpreter's teardown: the answer is sent

@@ -1,0 +1,187 @@
+"""Receive an uploaded file by streaming it to disk in chunks while hashing it.
+
+Memory stays flat whatever the file size, and the size limit and the project's storage quota are
+enforced while bytes arrive, so an oversized upload is cut off early instead of being written
+out first. Accepts multipart/form-data (field `file`, optional field `name`; see
+upload_form.py) or a raw `application/octet-stream` body. The body must be as long as its
+Content-Length says.
+"""
+
+import errno
+import hashlib
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from python_multipart.exceptions import FormParserError
+from python_multipart.multipart import MultipartParser, parse_options_header
+
+from api.services.errors import (
+    InsufficientStorage,
+    InvalidUpload,
+    MalformedRequest,
+    UploadTooLarge,
+)
+from api.services.uploads.form import FormReader, refuse_control_characters
+from api.services.uploads.quota import UploadRoom
+
+__all__ = ["ReceivedFile", "receive_upload"]
+
+_FRAMING_ALLOWANCE_BYTES = 64 * 1024  # multipart boundaries and part headers around the file
+# A full disk, a full quota, and a file-size limit (RLIMIT_FSIZE or the filesystem's own).
+_NO_ROOM_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+@dataclass(frozen=True)
+class ReceivedFile:
+    path: Path  # a temporary file the caller must move or delete
+    filename: str | None
+    name: str | None  # the optional `name` form field
+    sha256: str
+    size_bytes: int
+
+
+def _too_large(max_bytes: int, size: int | None = None) -> UploadTooLarge:
+    found = f"the upload is {size} bytes" if size is not None else "the upload exceeds the limit"
+    return UploadTooLarge(f"{found}; the limit is {max_bytes} bytes (FUSEFORGE_MAX_UPLOAD_BYTES)")
+
+
+@contextmanager
+def _no_room_is_507(path: Path, written: int) -> Iterator[None]:
+    """Turn the OSErrors of a full disk into InsufficientStorage naming what was written."""
+    try:
+        yield
+    except OSError as err:
+        if err.errno not in _NO_ROOM_ERRNOS:
+            raise
+        raise InsufficientStorage(
+            f"the server has no room to store the upload: writing {path.parent} failed after "
+            f"{written} bytes ({errno.errorcode[err.errno]}: {os.strerror(err.errno)}); retry "
+            "later, once the operator has freed space in FUSEFORGE_DATA_DIR") from err
+
+
+class _FileSink:
+    """Writes and hashes one file, refusing to grow past `max_bytes` or the room `quota` left."""
+
+    def __init__(self, path: Path, max_bytes: int, quota: UploadRoom | None = None) -> None:
+        self.path = path
+        self.max_bytes = max_bytes
+        self.quota = quota
+        self.digest = hashlib.sha256()
+        self.size = 0
+        with _no_room_is_507(path, 0):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._handle: BinaryIO = path.open("wb")
+
+    def write(self, data: bytes) -> None:
+        if self.size + len(data) > self.max_bytes:
+            raise _too_large(self.max_bytes)
+        if self.quota is not None and self.size + len(data) > self.quota.bytes_left:
+            raise self.quota.refusal()
+        with _no_room_is_507(self.path, self.size):
+            self._handle.write(data)
+        self.size += len(data)
+        self.digest.update(data)
+
+    def close(self) -> None:
+        with _no_room_is_507(self.path, self.size):  # buffered bytes are written now
+            self._handle.close()
+
+    def discard(self) -> None:
+        """Close and delete the file after a failure; its own write errors no longer matter."""
+        with suppress(OSError):
+            self._handle.close()
+        self.path.unlink(missing_ok=True)
+
+
+async def _checked_body(
+    chunks: AsyncIterator[bytes], content_length: int | None, max_bytes: int
+) -> AsyncIterator[bytes]:
+    """`chunks`, held to the declared Content-Length and to the upload limit plus framing."""
+    received = 0
+    async for chunk in chunks:
+        received += len(chunk)
+        if content_length is not None and received > content_length:
+            raise MalformedRequest(
+                f"the request body is longer than its Content-Length of {content_length} bytes")
+        if received > max_bytes + _FRAMING_ALLOWANCE_BYTES:
+            raise _too_large(max_bytes)
+        yield chunk
+    if content_length is not None and received < content_length:
+        raise MalformedRequest(
+            f"the request body ended after {received} of the {content_length} bytes its "
+            "Content-Length announced")
+
+
+async def receive_upload(
+    *,
+    chunks: AsyncIterator[bytes],
+    content_type: str,
+    content_length: int | None,
+    temp_dir: Path,
+    max_bytes: int,
+    raw_name: str | None = None,
+    quota: UploadRoom | None = None,
+) -> ReceivedFile:
+    """Stream the request body into a temporary file under `temp_dir`; delete it on any error.
+    `quota`: the room the project's storage quota leaves (None: no quota).
+
+    Raises:
+        MalformedRequest: a body that does not match its Content-Length, or a multipart body
+            without a boundary, with broken framing or over the form's limits (upload_form.py).
+        InvalidUpload: a well-formed body with unusable contents; 415 for another media type.
+        UploadTooLarge: over `max_bytes`, said as soon as it is certain.
+        QuotaExceeded: over the room `quota` leaves, likewise.
+        InsufficientStorage: the disk (or quota, or file-size limit) under `temp_dir` is full.
+    """
+    if content_length is not None and content_length > max_bytes + _FRAMING_ALLOWANCE_BYTES:
+        raise _too_large(max_bytes, content_length)  # refuse early only what is certainly too large
+    if (quota is not None and content_length is not None
+            and content_length > quota.bytes_left + _FRAMING_ALLOWANCE_BYTES):
+        raise quota.refusal()
+    if raw_name is not None:
+        refuse_control_characters(raw_name, "query parameter 'name'")
+    media_type, params = parse_options_header(content_type)
+    if media_type not in (b"multipart/form-data", b"application/octet-stream"):
+        raise InvalidUpload(
+            f"unsupported Content-Type {content_type or '(none)'!r}: send multipart/form-data "
+            "with a 'file' field (curl -F file=@model.onnx) or application/octet-stream",
+            status_code=415,
+        )
+    if media_type == b"multipart/form-data" and not params.get(b"boundary"):
+        raise MalformedRequest(
+            "the multipart/form-data Content-Type has no boundary parameter; let the client "
+            "library build the header (curl -F file=@model.onnx)")
+    body = _checked_body(chunks, content_length, max_bytes)
+    path = temp_dir / f"upload-{uuid.uuid4().hex}.part"
+    sink = _FileSink(path, max_bytes, quota)
+    try:
+        if media_type == b"multipart/form-data":
+            filename, name = await _read_multipart(body, params[b"boundary"], sink)
+        else:
+            async for chunk in body:
+                sink.write(chunk)
+            filename, name = None, raw_name
+        sink.close()
+        return ReceivedFile(path, filename, name, sink.digest.hexdigest(), sink.size)
+    except BaseException:
+        sink.discard()
+        raise
+
+
+async def _read_multipart(
+    chunks: AsyncIterator[bytes], boundary: bytes, sink: _FileSink
+) -> tuple[str | None, str | None]:
+    reader = FormReader(sink.write)
+    parser = MultipartParser(boundary, reader.callbacks())  # type: ignore[arg-type]
+    try:
+        async for chunk in chunks:
+            parser.write(chunk)
+        parser.finalize()
+    except FormParserError as err:  # python-multipart's own errors for broken framing
+        raise MalformedRequest(f"the multipart body is malformed: {err}") from err
+    return reader.finish()

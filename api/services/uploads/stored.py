@@ -1,0 +1,78 @@
+"""Keep a received upload once per project and content hash, with the row that describes it."""
+
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from api.services.uploads.receive import ReceivedFile
+from core.db.models import Dataset, Model
+from core.storage import ArtifactStore
+
+__all__ = ["display_name", "store_upload"]
+
+Row = TypeVar("Row", Model, Dataset)
+
+
+def display_name(received: ReceivedFile, default: str) -> str:
+    """The `name` field, else the file's own name, else `default`; at most 255 characters."""
+    if received.name:
+        return received.name[:255]
+    if received.filename:
+        return Path(received.filename).name[:255] or default
+    return default
+
+
+def store_upload(
+    *,
+    session: Session,
+    store: ArtifactStore,
+    received: ReceivedFile,
+    project_id: uuid.UUID,
+    kind: type[Row],
+    key: str,
+    describe: Callable[[Path], Row],
+) -> tuple[Row, bool]:
+    """The project's `kind` row for these bytes and whether it is new: (row, created).
+
+    Bytes the project uploaded before return its existing row unchecked (another project's
+    copy is never returned: its rows are invisible here). The stored file is shared by content
+    address. Otherwise `describe(path)` checks the
+    file and builds the row (raising a ServiceError when the file is unusable), the file moves
+    into `store` under `key`, and the row commits with that URI. The temporary file is always
+    consumed, and a failed commit leaves no stored file behind.
+    """
+    try:
+        existing = session.scalars(select(kind).where(
+            kind.project_id == project_id, kind.sha256 == received.sha256)).first()
+        if existing is not None:
+            return existing, False
+        # No transaction spans the check (seconds, for a large model): on SQLite it would hold
+        # the write lock every other upload, job and heartbeat waits for.
+        session.rollback()
+        row = describe(received.path)
+        row.project_id = project_id
+        row.storage_uri = store.move_in(received.path, key)
+    finally:
+        received.path.unlink(missing_ok=True)
+
+    session.add(row)
+    try:
+        session.commit()
+    except IntegrityError:
+        # The same bytes were uploaded concurrently and won the race; the stored file is
+        # identical (same content address), so keep it and return the winner's row.
+        session.rollback()
+        return session.scalars(select(kind).where(
+            kind.project_id == project_id, kind.sha256 == received.sha256)).one(), False
+    except BaseException:
+        session.rollback()
+        uri = row.storage_uri
+        if session.scalars(select(kind.id).where(kind.storage_uri == uri)).first() is None:
+            store.delete(uri)
+        raise
+    return row, True

@@ -1,0 +1,366 @@
+"""Quantize a fused fp32 model to int8 within an accuracy budget, and only if it is faster.
+
+`quantize_within_budget` is the whole int8 step, in this order:
+
+1. the graph is brought to the Q/DQ opset (qdq_opset.py);
+2. static candidates: for each calibration method (the one asked, or `auto`'s order until one
+   meets the budget) the table comes from `tables` (the caller's store, else a calibration
+   run), and each flavour the backend runs is written from it; dynamic candidates (`dynamic`,
+   or `auto` on a model with matrix products) need no table;
+3. each candidate is judged on the validation samples, against the original's outputs, by the
+   budget (`Tolerances`);
+4. none within budget: the nodes of the most accurate static candidate are ranked by the error
+   each adds (sensitivity.py) and kept in float one at a time, most harmful first, until the
+   budget is met or `max_kept_nodes` are kept; each kept node is reported with the cosine it
+   restored and the time it costs;
+5. the candidates within budget are timed against the fp32 model, interleaved (timing.py): the
+   fastest ships when its whole interval lies below 1, else the fp32 model does, and the result
+   says why.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from optimizer.backends.onnxruntime.runner import OptimizationLevel, runner_for_model
+from optimizer.errors import QuantizationError
+from optimizer.jsonable import json_safe
+from optimizer.quantization.calibration import CalibrationTable
+from optimizer.quantization.node_precision import CONVERSIONS, INTEGER_KERNELS
+from optimizer.quantization.qdq_opset import at_qdq_opset
+from optimizer.quantization.quantize import (
+    DYNAMIC_OP_TYPES,
+    quantize_dynamic_model,
+    quantize_static_model,
+)
+from optimizer.quantization.sensitivity import rank_nodes
+from optimizer.quantization.timing import LatencyRatio, interleaved_ratios
+from optimizer.registries.quantization import (
+    CALIBRATION_METHODS_TRIED,
+    CalibrationMethod,
+    QuantFlavour,
+    QuantizationMode,
+)
+from optimizer.validation.compare import MetricFailure, ValidationReport, compare_outputs
+from optimizer.validation.tolerances import Tolerances
+
+__all__ = ["KeptFloatNode", "QuantizationRequest", "QuantizationResult", "TableSource",
+           "quantize_within_budget"]
+
+Feed = Mapping[str, np.ndarray]
+# The calibration table of a graph by a method: the caller's stored one, or a fresh run.
+TableSource = Callable[[CalibrationMethod, onnx.ModelProto], CalibrationTable]
+_SENSITIVITY_SAMPLES = 2
+_QUANTIZED_OPS = INTEGER_KERNELS | CONVERSIONS  # a form without any is not quantized
+_TIMING_ATTEMPTS = 3  # an uncertain verdict is timed again with twice the rounds, twice
+
+
+@dataclass(frozen=True)
+class QuantizationRequest:
+    mode: QuantizationMode = QuantizationMode.AUTO
+    method: CalibrationMethod = CalibrationMethod.AUTO
+    per_channel: bool = True
+    keep_nodes: tuple[str, ...] = ()
+    keep_op_types: tuple[str, ...] = ()
+    flavours: tuple[QuantFlavour, ...] = (QuantFlavour.ORT_U8S8, QuantFlavour.ORT_S8S8)
+    max_kept_nodes: int = 16
+    level: OptimizationLevel = "all"  # the ONNX Runtime level candidates are judged and timed at
+    threads: int | None = None
+    timing_rounds: int = 9
+    # False: candidates are not timed here (their backend is not ONNX Runtime on this CPU);
+    # the most accurate within budget ships and the caller times it where it runs.
+    time_candidates: bool = True
+    # False: no dynamic candidate (fp8 has no run-time-scaled form).
+    allow_dynamic: bool = True
+    precision: str = "int8"  # what a quantized result is called: "int8" or "fp8"
+
+
+@dataclass
+class _Candidate:
+    label: str
+    mode: QuantizationMode
+    flavour: QuantFlavour | None
+    method: CalibrationMethod | None
+    model: onnx.ModelProto
+    kept: tuple[str, ...]
+    validation: ValidationReport
+    speed: LatencyRatio | None = None
+
+    @property
+    def worst_cosine(self) -> float:
+        return min((o.cosine_similarity for o in self.validation.outputs), default=math.nan)
+
+    def summary(self) -> dict[str, Any]:
+        return {"label": self.label, "passed": self.validation.passed,
+                "worst_cosine": self.worst_cosine, "kept_in_float": len(self.kept),
+                "failures": [failure.message for failure in self.validation.failures[:3]],
+                "speed": self.speed.to_dict() if self.speed else None}
+
+
+@dataclass(frozen=True)
+class KeptFloatNode:
+    """A node the search kept in float, what it restored and what it cost."""
+
+    name: str
+    op_type: str
+    added_error: float  # its rank's score (sensitivity.py)
+    worst_cosine_after: float  # the model's worst output cosine once it is kept too
+    ms_cost: float | None  # the engine's time with it kept less without, where measured
+
+
+@dataclass
+class QuantizationResult:
+    """What the int8 step ships: `model` (None: the fp32 model ships, `why` says why)."""
+
+    model: onnx.ModelProto | None
+    why: str
+    chosen: dict[str, Any] | None
+    opset_note: str | None
+    tried: list[dict[str, Any]] = field(default_factory=list)
+    kept_nodes: list[KeptFloatNode] = field(default_factory=list)
+    calibrations: list[dict[str, Any]] = field(default_factory=list)
+    speed: LatencyRatio | None = None
+    validation: ValidationReport | None = None
+    kept_reasons: dict[str, str] = field(default_factory=dict)
+    precision: str = "int8"  # the request's
+
+    @property
+    def shipped(self) -> str:
+        return "fp32" if self.model is None else self.precision
+
+    def to_dict(self) -> dict[str, Any]:
+        safe: dict[str, Any] = json_safe({
+            "shipped": self.shipped, "why": self.why, "chosen": self.chosen,
+            "opset_note": self.opset_note, "tried": self.tried,
+            "kept_nodes": [vars(node) for node in self.kept_nodes],
+            "calibrations": self.calibrations,
+            "speed": self.speed.to_dict() if self.speed else None})
+        return safe
+
+
+def quantize_within_budget(
+    fused: onnx.ModelProto, *, request: QuantizationRequest, tolerances: Tolerances,
+    validation_feeds: Sequence[Feed], reference: Sequence[Mapping[str, np.ndarray]],
+    calibration_feeds: Sequence[Feed] | None, tables: TableSource,
+    labels: np.ndarray | None = None, progress: Callable[[str], None] = lambda _: None,
+) -> QuantizationResult:
+    """The int8 form of `fused` to ship, or why fp32 ships (see the module's docstring).
+
+    `reference` holds the original model's outputs on `validation_feeds`; `calibration_feeds`
+    (None without a calibration dataset) never overlap them: the caller holds them apart.
+
+    Raises:
+        QuantizationError: static quantization without calibration samples, or the model
+            cannot be brought to the Q/DQ opset.
+    """
+    if request.mode is QuantizationMode.STATIC and not calibration_feeds:
+        raise QuantizationError("static quantization needs calibration samples: name a "
+                                "calibration dataset (quantization.calibration)")
+    graph, opset_note = at_qdq_opset(fused)
+    judge = _Judge(reference, validation_feeds, tolerances, labels, request)
+    result = QuantizationResult(model=None, why="", chosen=None, opset_note=opset_note,
+                                precision=request.precision,
+                                kept_reasons=dict.fromkeys(request.keep_nodes,
+                                                           "kept in float by the job"))
+    for op_type in request.keep_op_types:
+        for node in graph.graph.node:
+            if node.op_type == op_type:
+                result.kept_reasons.setdefault(node.name, f"op type {op_type} kept in float "
+                                                          "by the job")
+    candidates: list[_Candidate] = []
+    if calibration_feeds and request.mode is not QuantizationMode.DYNAMIC:
+        candidates += _static_candidates(graph, request, tables, judge, result, progress)
+    if request.allow_dynamic and (request.mode is QuantizationMode.DYNAMIC or (
+            request.mode is QuantizationMode.AUTO and _has_matrix_products(graph))):
+        progress(f"{request.precision}: dynamic quantization")
+        model = quantize_dynamic_model(graph, per_channel=request.per_channel,
+                                       exclude_nodes=request.keep_nodes,
+                                       exclude_op_types=request.keep_op_types)
+        candidates.append(judge.candidate("dynamic", QuantizationMode.DYNAMIC, None, None,
+                                          model, ()))
+    passing = [c for c in candidates if c.validation.passed]
+    steps: list[_Candidate] = []
+    statics = [c for c in candidates if c.mode is QuantizationMode.STATIC]
+    # Static int8 out of budget: keep nodes in float, even where a dynamic form passed (it
+    # quantizes only matrix products, and may well not pay).
+    if statics and not any(c.validation.passed for c in statics):
+        base = max(statics, key=lambda c: c.worst_cosine)
+        steps = _keep_in_float(graph, base, request, tables, judge, result, progress)
+        if steps and steps[-1].validation.passed:
+            passing.append(steps[-1])
+    result.tried = [c.summary() for c in candidates]
+    if not passing:
+        closest = max(candidates, key=lambda c: c.worst_cosine, default=None)
+        result.why = ("no int8 form met the accuracy budget" + (
+            f": the closest, {closest.label}, reached a worst output cosine of "
+            f"{closest.worst_cosine:.5f}{_broken(closest)}" if closest else "") + (
+            f", still out of budget with {len(steps[-1].kept)} nodes kept in float"
+            if steps else "") + "; the fp32 model ships")
+        return result
+    if not request.time_candidates:
+        best = max(passing, key=lambda c: c.worst_cosine)
+        result.model, result.validation = best.model, best.validation
+        result.chosen = _chosen(best)
+        result.why = (f"{request.precision} ({best.label}) is within budget (worst output "
+                      f"cosine {best.worst_cosine:.5f}); its speed is measured where it runs")
+        return result
+    rounds = request.timing_rounds
+    for _ in range(_TIMING_ATTEMPTS):
+        progress(f"{request.precision}: timing the candidates against fp32 ({rounds} rounds)")
+        _time(graph, passing, steps, request, validation_feeds[0], result, rounds)
+        best = min(passing, key=lambda c: c.speed.ratio if c.speed else math.inf)
+        # Uncertain (faster at the median, its interval reaching 1): time again, longer.
+        if best.speed is None or best.speed.faster or best.speed.ratio >= 1.0:
+            break
+        rounds *= 2
+    result.tried = [c.summary() for c in candidates] + (
+        [steps[-1].summary()] if steps and steps[-1] not in candidates else [])
+    assert best.speed is not None
+    result.speed, result.validation = best.speed, best.validation
+    result.chosen = _chosen(best)
+    speed = best.speed
+    interval = f"{speed.ratio:.3f}x [{speed.ratio_low:.3f}, {speed.ratio_high:.3f}]"
+    if not speed.faster:
+        result.why = (f"{request.precision} ({best.label}) ran at {interval} the fp32 model's "
+                      "time: not faster beyond its interval, so the fp32 model ships")
+        return result
+    result.model = best.model
+    result.why = (f"{request.precision} ({best.label}) ran at {interval} the fp32 model's "
+                  "time, within budget")
+    return result
+
+
+class _Judge:
+    """Judges candidates on the validation samples against the original's outputs."""
+
+    def __init__(self, reference: Sequence[Mapping[str, np.ndarray]], feeds: Sequence[Feed],
+                 tolerances: Tolerances, labels: np.ndarray | None,
+                 request: QuantizationRequest) -> None:
+        self.reference, self.feeds, self.tolerances = reference, feeds, tolerances
+        self.labels, self.request = labels, request
+
+    def candidate(self, label: str, mode: QuantizationMode, flavour: QuantFlavour | None,
+                  method: CalibrationMethod | None, model: onnx.ModelProto,
+                  kept: tuple[str, ...]) -> _Candidate:
+        with runner_for_model(model, optimization_level=self.request.level,
+                              intra_op_threads=self.request.threads) as runner:
+            outputs = [runner.infer(dict(feed)) for feed in self.feeds]
+        report = compare_outputs(self.reference, outputs, self.tolerances, labels=self.labels)
+        if not any(node.op_type in _QUANTIZED_OPS for node in model.graph.node):
+            # Nothing the quantizer knows (an LSTM, say): the fp32 model itself, not int8.
+            report = replace(report, passed=False, failures=(MetricFailure(
+                output="", metric="quantized", value=0, limit=1, excess=None,
+                message="the quantizer found no op it quantizes: this form is the fp32 "
+                        "model"),))
+        return _Candidate(label, mode, flavour, method, model, kept, report)
+
+
+def _static_candidates(graph: onnx.ModelProto, request: QuantizationRequest, tables: TableSource,
+                       judge: _Judge, result: QuantizationResult,
+                       progress: Callable[[str], None]) -> list[_Candidate]:
+    methods = (CALIBRATION_METHODS_TRIED if request.method is CalibrationMethod.AUTO
+               else (request.method,))
+    candidates: list[_Candidate] = []
+    for method in methods:
+        progress(f"{request.precision}: calibrating ({method})")
+        try:
+            table = tables(method, graph)
+        except QuantizationError as err:
+            if request.method is not CalibrationMethod.AUTO:
+                raise
+            # `auto` goes on to the next method (a histogram with no finite range fails).
+            result.calibrations.append({"method": str(method), "error": str(err)})
+            continue
+        result.calibrations.append({"method": str(method), "samples": table.samples,
+                                    "tensors": table.tensor_count(),
+                                    "graph_sha256": table.graph_sha256})
+        for flavour in request.flavours:
+            progress(f"{request.precision}: static {flavour} ({method})")
+            model = quantize_static_model(graph, table, flavour, per_channel=request.per_channel,
+                                          exclude_nodes=request.keep_nodes,
+                                          exclude_op_types=request.keep_op_types)
+            candidates.append(judge.candidate(f"static {flavour} {method}",
+                                              QuantizationMode.STATIC, flavour, method, model,
+                                              ()))
+        if any(c.validation.passed for c in candidates):
+            break
+    return candidates
+
+
+def _keep_in_float(graph: onnx.ModelProto, base: _Candidate, request: QuantizationRequest,
+                   tables: TableSource, judge: _Judge, result: QuantizationResult,
+                   progress: Callable[[str], None]) -> list[_Candidate]:
+    """Steps keeping one more node in float each, most harmful first, until within budget."""
+    assert base.method is not None and base.flavour is not None
+    progress(f"{request.precision}: ranking nodes by the error they add")
+    ranked = rank_nodes(graph, base.model, judge.feeds[:_SENSITIVITY_SAMPLES])
+    table = tables(base.method, graph)
+    steps = [base]
+    kept: list[str] = []
+    for node in ranked[:request.max_kept_nodes]:
+        kept.append(node.name)
+        progress(f"{request.precision}: keeping {len(kept)} node(s) in float ({node.name})")
+        model = quantize_static_model(graph, table, base.flavour, per_channel=request.per_channel,
+                                      exclude_nodes=(*request.keep_nodes, *kept),
+                                      exclude_op_types=request.keep_op_types)
+        step = judge.candidate(f"{base.label}, {len(kept)} kept in float", base.mode,
+                               base.flavour, base.method, model, tuple(kept))
+        steps.append(step)
+        result.kept_nodes.append(KeptFloatNode(node.name, node.op_type, node.added_error,
+                                               step.worst_cosine, None))
+        result.kept_reasons[node.name] = (
+            f"kept in float by the accuracy search: it added {node.added_error:.4f} "
+            f"normalised RMS error; the worst output cosine is {step.worst_cosine:.5f} with it "
+            "in float")
+        if step.validation.passed:
+            break
+    return steps
+
+
+def _time(graph: onnx.ModelProto, passing: list[_Candidate], steps: list[_Candidate],
+          request: QuantizationRequest, feed: Feed, result: QuantizationResult,
+          rounds: int) -> None:
+    """Times the candidates (and the search's steps, for each kept node's cost) against fp32."""
+    timed = [*passing, *(s for s in steps if s not in passing)]
+    with tempfile.TemporaryDirectory(prefix="fuseforge-int8-timing-") as tmp:
+        paths = [Path(tmp) / "fp32.onnx"]
+        onnx.save(graph, paths[0])
+        for index, candidate in enumerate(timed):
+            paths.append(Path(tmp) / f"candidate{index}.onnx")
+            onnx.save(candidate.model, paths[-1])
+        ratios = interleaved_ratios(paths, feed, level=request.level, threads=request.threads,
+                                    rounds=rounds)
+    for candidate, ratio in zip(timed, ratios[1:], strict=True):
+        candidate.speed = ratio
+    for index, kept in enumerate(result.kept_nodes, start=1):
+        before, after = steps[index - 1].speed, steps[index].speed
+        if before is not None and after is not None:
+            result.kept_nodes[index - 1] = KeptFloatNode(
+                kept.name, kept.op_type, kept.added_error, kept.worst_cosine_after,
+                round(after.median_ms - before.median_ms, 4))
+
+
+def _broken(candidate: _Candidate) -> str:
+    """The limits `candidate` broke, for the verdict ("; failed: ...")."""
+    failures = candidate.validation.failures
+    return f" (failed: {'; '.join(f.message for f in failures[:3])})" if failures else ""
+
+
+def _chosen(candidate: _Candidate) -> dict[str, Any]:
+    return {"mode": str(candidate.mode),
+            "flavour": candidate.flavour and str(candidate.flavour),
+            "method": candidate.method and str(candidate.method), "label": candidate.label}
+
+
+def _has_matrix_products(model: onnx.ModelProto) -> bool:
+    weights = {init.name for init in model.graph.initializer}
+    return any(node.op_type in DYNAMIC_OP_TYPES and len(node.input) > 1
+               and node.input[1] in weights for node in model.graph.node)

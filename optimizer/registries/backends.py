@@ -1,0 +1,115 @@
+"""The inference backends, each declared once with the facts every other layer reads.
+
+`Backend` is the vocabulary; `BACKENDS` maps each to its `BackendSpec`. Job-config validation
+(which options and precisions a backend takes), queue routing (its queue), the worker's
+runner lookup (its runner's dotted path), `/v1/backends`, the CLI's and the dashboard's choices
+all read the spec, so adding a backend is its package plus one entry here (and its worker-side
+strategy, worker/pipeline/backends/registry.py).
+
+Importing this module loads no backend library (the CLI's --help reads it).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from optimizer.registries.precisions import Precision
+
+if TYPE_CHECKING:
+    from optimizer.capabilities import HostCapabilities
+
+__all__ = ["BACKENDS", "Backend", "BackendSpec", "QueueKind", "backends_for", "load_dotted"]
+
+
+class Backend(StrEnum):
+    ONNXRUNTIME = "onnxruntime"
+    TENSORRT = "tensorrt"
+
+
+class QueueKind(StrEnum):
+    """The kind of worker that runs a backend's jobs (core/queues.py names the queues)."""
+
+    CPU = "cpu"
+    GPU = "gpu"
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """One backend: what a job on it may ask for and where it runs.
+
+    `options` are the job-config fields only some backends take; a job on a backend whose spec
+    does not list a field it sets is refused, and `why_not` says why for that backend (keyed by
+    the field, or by a precision it does not run), so the 422 names the reason, not a rule.
+    """
+
+    name: Backend
+    label: str
+    queue: QueueKind
+    # The broker queue its jobs go to; core/queues.py narrows a GPU backend's to
+    # "<queue_name>.sm90" / "<queue_name>.h200" for jobs naming a target_gpu. A GPU backend's is
+    # its own: only a host that can run that backend consumes it. Deployed workers name these.
+    queue_name: str = field(kw_only=True)
+    precisions: tuple[Precision, ...]
+    runner: str  # "module:Class" of its `Runner`, imported on first use
+    engine_builder: str  # "module:function" that builds its engine, imported on first use
+    options: frozenset[str] = frozenset()
+    why_not: Mapping[str, str] = field(default_factory=dict)
+    # The `HostCapabilities` property that says a host can run it; None: any host can.
+    host_check: str | None = None
+    # What a host needs to run it, in words, for the messages that say why none is taking its jobs.
+    host_needs: str | None = None
+
+    @property
+    def needs_gpu(self) -> bool:
+        return self.queue is QueueKind.GPU
+
+    def runs_on(self, capabilities: HostCapabilities) -> bool:
+        """Whether a host with `capabilities` can build and run this backend's engines."""
+        return self.host_check is None or bool(getattr(capabilities, self.host_check))
+
+
+BACKENDS: Mapping[Backend, BackendSpec] = MappingProxyType({
+    Backend.ONNXRUNTIME: BackendSpec(
+        Backend.ONNXRUNTIME, "ONNX Runtime", QueueKind.CPU, queue_name="cpu",
+        precisions=(Precision.FP32, Precision.FP16, Precision.INT8),
+        runner="optimizer.backends.onnxruntime.runner:OnnxRuntimeRunner",
+        engine_builder="optimizer.backends.onnxruntime.build:build_ort_engine",
+        options=frozenset({"ort_optimization_level", "ort_flush_denormals"}),
+        why_not={
+            "target_gpu": "backend 'onnxruntime' runs on CPU workers.",
+            "profiles": "ONNX Runtime accepts any shape the graph allows, so backend "
+                        "'onnxruntime' needs none (input_shapes sets the shape jobs run at).",
+            Precision.BF16: "ONNX Runtime's CPU provider has no bf16 kernels for most ops.",
+            Precision.FP8: "ONNX Runtime's CPU provider has no fp8 compute kernels (it only "
+                           "emulates fp8 Q/DQ).",
+        }),
+    Backend.TENSORRT: BackendSpec(
+        Backend.TENSORRT, "TensorRT", QueueKind.GPU, queue_name="gpu",
+        precisions=(Precision.FP32, Precision.FP16, Precision.BF16, Precision.INT8,
+                    Precision.FP8),
+        runner="optimizer.backends.tensorrt.runner:TensorRTRunner",
+        engine_builder="optimizer.backends.tensorrt.build:build_trt_engine",
+        options=frozenset({"target_gpu", "profiles"}),
+        host_check="can_build_tensorrt", host_needs="an NVIDIA GPU and TensorRT",
+        why_not={
+            "ort_optimization_level": "a TensorRT engine is optimized by TensorRT's builder.",
+            "ort_flush_denormals": "TensorRT's GPU kernels choose their own denormal handling.",
+        }),
+})
+
+
+def backends_for(option_or_precision: str) -> tuple[Backend, ...]:
+    """The backends that take a job option (a field in some spec's `options`) or a precision."""
+    return tuple(name for name, spec in BACKENDS.items()
+                 if option_or_precision in spec.options or option_or_precision in spec.precisions)
+
+
+def load_dotted(path: str) -> Any:
+    """The object a "package.module:name" path names, importing its module."""
+    module_name, _, name = path.partition(":")
+    return getattr(importlib.import_module(module_name), name)

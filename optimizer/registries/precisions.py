@@ -1,0 +1,110 @@
+"""The precisions a job can compute in, each declared once with the facts other layers read.
+
+`Precision` is the vocabulary (job configs, the CLI's and the dashboard's choices); `PRECISIONS`
+maps each to its `PrecisionSpec`: the default tolerances validation holds it to
+(optimizer/validation/tolerances.py), the ONNX type the conversion step writes
+(optimizer/precision/convert.py) and the hardware it needs. Which backends run a precision is
+the backend's fact (`BackendSpec.precisions` in optimizer/registries/backends.py).
+
+Importing this module loads neither numpy nor onnx (the CLI's --help reads it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from types import MappingProxyType
+
+__all__ = ["PRECISIONS", "REFERENCE_PRECISION", "Precision", "PrecisionSpec", "reduced_precisions"]
+
+
+class Precision(StrEnum):
+    FP32 = "fp32"
+    FP16 = "fp16"
+    BF16 = "bf16"
+    INT8 = "int8"
+    FP8 = "fp8"
+
+
+@dataclass(frozen=True)
+class PrecisionSpec:
+    """One precision: how close its outputs must stay to fp32, and how the graph gets there."""
+
+    name: Precision
+    label: str
+    # The default limits (optimizer.validation.Tolerances fields); a job's validation overrides them.
+    tolerances: Mapping[str, float]
+    # The ONNX element type `convert_precision` rewrites the graph to; None: the model runs as
+    # exported (no conversion, outputs compared one for one).
+    onnx_type: str | None
+    hardware: str  # where it runs at speed, for the API and the docs
+    # Integer precisions are reached by quantization (optimizer/quantization), not conversion:
+    # a Q/DQ graph from calibrated scales, judged on the backend that runs it.
+    quantizes: bool = False
+    # The oldest NVIDIA compute capability with kernels for it ("8.0"); None: any.
+    min_compute_capability: str | None = None
+
+    def gpu_refusal(self, compute_capability: str | None) -> str | None:
+        """Why a GPU of `compute_capability` ("major.minor") cannot run this precision, or
+        None if it can (or its capability is unknown: the build then says)."""
+        if self.min_compute_capability is None or compute_capability is None:
+            return None
+        if _cc_key(compute_capability) >= _cc_key(self.min_compute_capability):
+            return None
+        return (f"{self.name} needs compute capability {self.min_compute_capability} or later "
+                f"({self.hardware}); this GPU has {compute_capability}")
+
+    @property
+    def converts(self) -> bool:
+        """Whether the optimize stage converts the graph's float type to this precision."""
+        return self.onnx_type is not None
+
+    @property
+    def rewrites(self) -> bool:
+        """Whether the engine computes at another precision than the upload: it is judged by
+        the precision's limits and never bisected by fusion rule."""
+        return self.converts or self.quantizes
+
+
+# The precision engines are judged against, and that needs no conversion.
+REFERENCE_PRECISION = Precision.FP32
+
+PRECISIONS: Mapping[Precision, PrecisionSpec] = MappingProxyType({
+    Precision.FP32: PrecisionSpec(
+        Precision.FP32, "float32", {"atol": 1e-4, "rtol": 1e-3, "min_cosine": 0.9999},
+        onnx_type=None, hardware="any CPU or GPU"),
+    Precision.FP16: PrecisionSpec(
+        Precision.FP16, "float16", {"atol": 1e-2, "rtol": 1e-2, "min_cosine": 0.999},
+        onnx_type="FLOAT16", hardware="NVIDIA GPUs (tensor cores from compute capability 7.0); "
+        "CPUs run it emulated or slowly"),
+    Precision.BF16: PrecisionSpec(
+        Precision.BF16, "bfloat16", {"atol": 5e-2, "rtol": 5e-2, "min_cosine": 0.995},
+        onnx_type="BFLOAT16", hardware="NVIDIA GPUs of compute capability 8.0 or later",
+        min_compute_capability="8.0"),
+    # Elementwise limits do not bind: int8 moves every value by up to half a scale step; the
+    # cosine and the top-1 agreement of class scores judge it.
+    Precision.INT8: PrecisionSpec(
+        Precision.INT8, "int8 (calibrated Q/DQ)",
+        {"atol": math.inf, "rtol": 0.0, "min_cosine": 0.99, "min_top1_agreement": 0.99},
+        onnx_type=None, quantizes=True,
+        hardware="CPUs with 8-bit dot products (x86 VNNI, ARM dot-product); NVIDIA GPUs "
+        "(TensorRT explicit quantization)"),
+    # float8 e4m3: the same calibration as int8's symmetric flavour, rescaled (3 mantissa bits:
+    # a little less exact than calibrated int8, with a wider dynamic range).
+    Precision.FP8: PrecisionSpec(
+        Precision.FP8, "float8 e4m3 (calibrated Q/DQ)",
+        {"atol": math.inf, "rtol": 0.0, "min_cosine": 0.99, "min_top1_agreement": 0.99},
+        onnx_type=None, quantizes=True, min_compute_capability="8.9",
+        hardware="NVIDIA GPUs of compute capability 8.9 or later (Ada, Hopper and newer)"),
+})
+
+
+def _cc_key(compute_capability: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in compute_capability.split("."))
+
+
+def reduced_precisions() -> tuple[Precision, ...]:
+    """The precisions the optimize stage converts to (what `precision_search` can search)."""
+    return tuple(p for p, spec in PRECISIONS.items() if spec.converts)

@@ -1,0 +1,90 @@
+"""core/job_config.py's rules between fields read the backend and precision registries: a job
+option or precision a backend's spec does not list is refused, with that backend's reason."""
+
+import dataclasses
+import uuid
+from collections.abc import Iterator
+from types import MappingProxyType
+
+import pytest
+from pydantic import ValidationError
+
+from core import job_config
+from core.job_config import Backend, JobConfig, Precision
+from optimizer.registries.backends import BACKENDS
+
+_OPTION_VALUES = {"target_gpu": "9.0", "profiles": {"x": {"min": [1], "opt": [1], "max": [1]}},
+                  "ort_optimization_level": "basic", "ort_flush_denormals": True}
+
+
+def _refusal(**fields: object) -> str:
+    with pytest.raises(ValidationError) as caught:
+        JobConfig.model_validate(fields)
+    return str(caught.value.errors()[0]["msg"])
+
+
+def test_backend_and_precision_are_the_optimizers_enums() -> None:
+    config = JobConfig.model_validate({"backend": "tensorrt", "precision": "bf16"})
+    assert config.backend is Backend.TENSORRT and config.precision is Precision.BF16
+    assert config.model_dump(mode="json")["backend"] == "tensorrt"
+    assert JobConfig().backend is Backend.ONNXRUNTIME
+
+
+def test_an_unknown_backend_is_refused_naming_the_known_ones() -> None:
+    assert _refusal(backend="openvino") == "Input should be 'onnxruntime' or 'tensorrt'"
+
+
+@pytest.mark.parametrize("backend", list(Backend))
+def test_each_backend_takes_its_own_options_and_refuses_the_others(backend: Backend) -> None:
+    spec = BACKENDS[backend]
+    assert set(_OPTION_VALUES) == set(job_config._BACKEND_OPTIONS)
+    for option, value in _OPTION_VALUES.items():
+        fields = {"backend": backend, option: value}
+        if option in spec.options:
+            JobConfig.model_validate(fields)
+            continue
+        message = _refusal(**fields)
+        assert message.startswith(f"{option}: applies to backend "), message
+        assert spec.why_not[option] in message and f"Drop {option}" in message
+
+
+@pytest.mark.parametrize("backend", list(Backend))
+def test_each_backend_takes_the_precisions_its_spec_lists(backend: Backend) -> None:
+    spec = BACKENDS[backend]
+    for precision in Precision:
+        if precision in spec.precisions:
+            # fp8 has no dynamic form: it is valid with a calibration dataset.
+            calibration = ({"quantization": {"calibration": str(uuid.uuid4())}}
+                           if precision == Precision.FP8 else {})
+            JobConfig.model_validate({"backend": backend, "precision": precision, **calibration})
+        else:
+            message = _refusal(backend=backend, precision=precision)
+            assert message.startswith(f"precision: {precision} needs backend "), message
+
+
+@pytest.fixture
+def registry_without_bf16_on_tensorrt(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The registry as if TensorRT lost bf16: the rule must follow it, not a branch of its own."""
+    trt = BACKENDS[Backend.TENSORRT]
+    changed = {**BACKENDS, Backend.TENSORRT: dataclasses.replace(
+        trt, precisions=(Precision.FP32, Precision.FP16))}
+    monkeypatch.setattr(job_config, "BACKENDS", MappingProxyType(changed))
+    monkeypatch.setattr("optimizer.registries.backends.BACKENDS", MappingProxyType(changed))
+    yield
+
+
+@pytest.mark.usefixtures("registry_without_bf16_on_tensorrt")
+def test_the_precision_rule_reads_the_registry() -> None:
+    message = _refusal(backend="tensorrt", precision="bf16")
+    assert message.startswith("precision: bf16 needs backend none;"), message
+
+
+def test_precision_search_names_the_precisions_it_can_search() -> None:
+    message = _refusal(precision_search=True)
+    assert message == ("precision_search: there is nothing to search at fp32; set precision to "
+                       "one it converts to: fp16 ('onnxruntime' or 'tensorrt'), bf16 ('tensorrt')")
+
+
+def test_the_ort_level_default_applies_to_backends_taking_that_option() -> None:
+    assert JobConfig(backend=Backend.ONNXRUNTIME).ort_optimization_level == "all"
+    assert JobConfig(backend=Backend.TENSORRT).ort_optimization_level is None

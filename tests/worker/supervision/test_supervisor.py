@@ -1,0 +1,112 @@
+"""Each job runs in a process of its own that the worker holds to its stage limits and kills on
+cancel: a hostile model (an endless Loop) or a crash costs that job alone, within seconds, and
+the worker takes the next job at once. Run by an embedded worker on the real Redis broker."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import onnx
+from onnx import TensorProto, helper
+
+from core.settings import StageLimit
+from optimizer.testing.models import IR_VERSION, model_bytes, small_cnn
+from tests.support.embedded_worker import EmbeddedWorker
+
+FAST_BENCHMARK = {"warmup": 1, "iterations": 3, "measure_memory": False}
+
+
+def endless_loop() -> onnx.ModelProto:
+    """y = x + 1, 2^62 times: a model any runtime would compute for centuries."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Add", ["acc_in", "one"], ["acc_out"])],
+        "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc_in", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc_out", TensorProto.FLOAT, [1])],
+        initializer=[helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0])])
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["trips", "keep_going", "x"], ["y"], body=body)],
+        "endless",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+        initializer=[helper.make_tensor("trips", TensorProto.INT64, [], [2**62]),
+                     helper.make_tensor("keep_going", TensorProto.BOOL, [], [True])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = IR_VERSION
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def test_an_endless_loop_fails_its_stage_at_the_limit_and_the_next_job_runs_at_once(
+        embedded: EmbeddedWorker) -> None:
+    hostile = embedded.upload(model_bytes(endless_loop()), "loop.onnx")
+    valid = embedded.upload(model_bytes(small_cnn(seed=31)), "cnn.onnx")
+    # The load stage runs the model once before writing its static copy: it never returns.
+    # A valid model's load takes well under a second (its process starts pre-imported).
+    with embedded.limits(load=StageLimit(wall_s=4)):
+        started = time.monotonic()
+        stuck = embedded.submit(hostile, benchmark=FAST_BENCHMARK)
+        after = embedded.submit(valid, benchmark=FAST_BENCHMARK)
+        job = embedded.wait(stuck, timeout_s=120)
+        failed_after = time.monotonic() - started
+        next_job = embedded.wait(after, timeout_s=120)
+
+    assert job["status"] == "failed" and job["error"]["code"] == "JobLimitExceeded"
+    message = job["error"]["message"]
+    assert "Stage 'load'" in message and "wall-clock limit of 4 s" in message
+    assert "FUSEFORGE_JOBS__STAGE_LIMITS__LOAD__WALL_S" in message
+    assert failed_after < 60  # the stage's 4 s, plus starting the job's process
+    assert next_job["status"] == "succeeded", next_job["error"]
+    assert not (embedded.runtime.settings.scratch_dir / stuck).exists()
+
+
+def test_a_stage_over_its_memory_limit_fails_naming_the_limit(embedded: EmbeddedWorker) -> None:
+    model_id = embedded.upload(model_bytes(small_cnn(seed=32)), "cnn.onnx")
+    with embedded.limits(load=StageLimit(max_rss_gib=0.05)):  # less than Python with onnx needs
+        job = embedded.wait(embedded.submit(model_id, benchmark=FAST_BENCHMARK), timeout_s=120)
+
+    assert job["status"] == "failed" and job["error"]["code"] == "JobLimitExceeded"
+    assert "over its limit of 0.05 GiB" in job["error"]["message"]
+    assert "FUSEFORGE_JOBS__STAGE_LIMITS__LOAD__MAX_RSS_GIB" in job["error"]["message"]
+
+
+def test_cancel_stops_a_running_stage_within_seconds(embedded: EmbeddedWorker) -> None:
+    hostile = embedded.upload(model_bytes(endless_loop()), "loop.onnx")
+    job_id = embedded.submit(hostile, benchmark=FAST_BENCHMARK)
+    deadline = time.monotonic() + 120
+    while embedded.job(job_id)["stage"] != "load":  # its trial run of the model never returns
+        assert time.monotonic() < deadline, "the job never started its load stage"
+        time.sleep(0.05)
+    time.sleep(1)  # inside ONNX Runtime's run now, which nothing interrupts
+    cancelled_at = time.monotonic()
+    assert embedded.client.post(f"/v1/jobs/{job_id}/cancel").status_code == 200
+    valid = embedded.upload(model_bytes(small_cnn(seed=33)), "cnn.onnx")
+    next_job = embedded.wait(embedded.submit(valid, benchmark=FAST_BENCHMARK), timeout_s=120)
+
+    assert next_job["status"] == "succeeded", next_job["error"]
+    # The worker was free again well before the load stage's 10-minute limit.
+    assert time.monotonic() - cancelled_at < 60
+    job = embedded.job(job_id)
+    assert job["status"] == "cancelled" and job["error"] is None
+    assert not (embedded.runtime.settings.scratch_dir / job_id).exists()
+
+
+def test_a_crash_in_the_jobs_process_fails_that_job_naming_the_stage(
+        embedded: EmbeddedWorker, fake_tensorrt_control: Path) -> None:
+    fake_tensorrt_control.write_text(json.dumps({"crash_inference": True}))
+    model_id = embedded.upload(model_bytes(small_cnn(seed=34)), "cnn.onnx")
+    job = embedded.wait(embedded.submit(model_id, backend="tensorrt", benchmark=FAST_BENCHMARK))
+    fake_tensorrt_control.write_text("{}")
+
+    assert job["status"] == "failed" and job["error"]["code"] == "WorkerProcessDied"
+    assert "died in stage 'validate' before the job finished" in job["error"]["message"]
+    assert "SIGSEGV" in job["error"]["message"]
+    assert job["artifacts"] == []
+    after = embedded.wait(embedded.submit(model_id, backend="tensorrt", benchmark=FAST_BENCHMARK))
+    assert after["status"] == "succeeded", after["error"]

@@ -1,0 +1,96 @@
+"""The ONNX Runtime backend of a job: an ORT-optimized model and its manifest
+(optimizer/backends/onnxruntime/), timed against the original at ORT's default level (and with
+its optimizations off, as a second variant)."""
+
+import shutil
+from contextlib import AbstractContextManager, nullcontext
+from typing import NoReturn
+
+from core.job_config import DEFAULT_ORT_LEVEL
+from core.reports import EngineReport
+from optimizer.backends.onnxruntime.build import (
+    OrtBuildOptions,
+    OrtEngine,
+    build_ort_engine,
+    runner_for_engine,
+)
+from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
+from optimizer.backends.runner import Runner
+from optimizer.errors import InternalError
+from optimizer.measure.ablation import RunnerFor, onnxruntime_stage_runner
+from optimizer.registries.backends import Backend
+from worker.pipeline.backends.base import BenchmarkReference, SweepEngine
+from worker.pipeline.backends.fallbacks import onnxruntime_fallbacks
+from worker.pipeline.backends.ort_sweep import ort_sweep_engine
+from worker.pipeline.results import (
+    Attempt,
+    BuiltEngine,
+    JobRun,
+    LoadedModel,
+    OptimizedModel,
+    PendingArtifact,
+    Validation,
+)
+from worker.pipeline.stages import ProgressSpan
+
+__all__ = ["OnnxRuntimeBackend"]
+
+
+class OnnxRuntimeBackend:
+    name = Backend.ONNXRUNTIME
+
+    def __init__(self, run: JobRun) -> None:
+        self._run = run
+        self.own_optimizations = (
+            f"ONNX Runtime's own '{run.config.ort_optimization_level}' optimizations")
+
+    def build_engine(self, loaded: LoadedModel, optimized: OptimizedModel, attempt: Attempt,
+                     span: ProgressSpan) -> BuiltEngine[OrtEngine]:
+        engine_dir = self._run.scratch_dir / "engine"
+        shutil.rmtree(engine_dir, ignore_errors=True)  # a fallback rebuild replaces the engine
+        engine_dir.mkdir()
+        options = OrtBuildOptions(optimization_level=attempt.ort_level or DEFAULT_ORT_LEVEL,
+                                  flush_denormals=self._run.config.ort_flush_denormals)
+        engine = build_ort_engine(optimized.engine_source, engine_dir, options=options,
+                                  input_shapes=loaded.input_shapes,
+                                  keep_inputs_dynamic=loaded.inputs_left_dynamic is not None)
+        report = (None if loaded.inputs_left_dynamic is None
+                  else EngineReport(inputs_left_dynamic=loaded.inputs_left_dynamic))
+        return BuiltEngine(engine, report=report, attempt=attempt, artifacts=(
+            PendingArtifact("engine.onnx", "engine", engine.model_path),
+            PendingArtifact("manifest.json", "manifest", engine.manifest_path),
+        ))
+
+    def open_runner(self, engine: BuiltEngine[OrtEngine]) -> AbstractContextManager[Runner]:
+        return runner_for_engine(engine.engine.manifest_path)
+
+    def precision_runner(self, engine: BuiltEngine[OrtEngine]
+                         ) -> AbstractContextManager[Runner | None]:
+        return nullcontext()  # ORT's CPU kernels compute in fp32: emulate instead
+
+    def benchmark_reference(self, loaded: LoadedModel, span: ProgressSpan) -> BenchmarkReference:
+        """The uploaded model as its user runs it today: at ONNX Runtime's default level, with
+        the engine's threads; and with every optimization off, as "original_unoptimized"."""
+        return BenchmarkReference(
+            open=lambda: OnnxRuntimeRunner(self._run.model_path, optimization_level="all"),
+            unoptimized=lambda: OnnxRuntimeRunner(self._run.model_path,
+                                                  optimization_level="disabled"))
+
+    def sweep_engine(self, loaded: LoadedModel, engine: BuiltEngine[OrtEngine],
+                     batch: int) -> SweepEngine | str:
+        """The engine rebuilt at batch size `batch` (see worker/pipeline/backends/ort_sweep.py)."""
+        return ort_sweep_engine(self._run, loaded, engine, batch,
+                                open_built=lambda: self.open_runner(engine))
+
+    def timing_lock(self) -> AbstractContextManager[None]:
+        return nullcontext()
+
+    def ablation_runner_for(self, loaded: LoadedModel, span: ProgressSpan) -> RunnerFor:
+        return onnxruntime_stage_runner
+
+    def fallback_attempts(self, blamed: tuple[str, ...]) -> list[Attempt]:
+        return onnxruntime_fallbacks(self._run.config, blamed)
+
+    def raise_no_attempt_passed(self, last: Validation) -> NoReturn:
+        # The last attempt runs the reference itself; failing it means our comparison is wrong.
+        raise InternalError("the unoptimized model failed validation against itself")

@@ -1,0 +1,3 @@
+"""What a job run writes down: its events and outcome, benchmark records and keys, regressions, lost
+jobs.
+"""

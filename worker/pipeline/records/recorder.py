@@ -1,0 +1,210 @@
+"""Every database write of one job run, each in a short transaction of its own.
+
+The supervisor's heartbeat, the pipeline and the GPU build relay all go through one `JobRecorder`, so
+no transaction stays open across model work and the job's state moves only through
+`core.db.job_state`'s guarded updates.
+"""
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from sqlalchemy import update
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+from core.db import job_state
+from core.db.models import Artifact, Dataset, Job, JobStatus
+from core.job_config import JobConfig
+from core.storage import StoredObject
+from optimizer.errors import InternalError
+from worker.gpu.build_events import Reporter
+from worker.pipeline.records.benchmark_context import fill_context
+from worker.pipeline.records.benchmark_keys import set_config_keys
+from worker.pipeline.records.lost_jobs import fail_if_its_process_died
+from worker.pipeline.records.outcome import benchmark_rows, report_columns, validation_rows
+from worker.pipeline.records.regression import flag_regression
+from worker.pipeline.results import JobOutcome
+
+__all__ = ["INTERNAL_ERROR", "ClaimedJob", "JobRecorder"]
+
+logger = logging.getLogger(__name__)
+
+INTERNAL_ERROR = "InternalError"  # the error code of a job failed by a fault of ours
+
+T = TypeVar("T")
+_FIRST_PAUSE_S = 0.5
+_LONGEST_PAUSE_S = 5.0
+
+
+@dataclass(frozen=True)
+class ClaimedJob:
+    """What a run needs of the job row it claimed."""
+
+    config: JobConfig
+    model_uri: str
+    dataset_uri: str | None
+    worker: str | None = None  # who claimed it: the worker's "host:pid"
+    calibration_uri: str | None = None  # an int8 job's calibration dataset (.npz)
+    project_id: uuid.UUID | None = None
+    model_id: uuid.UUID | None = None
+    calibration_id: uuid.UUID | None = None
+
+
+class JobRecorder:
+    """`retry_s`: how long a write retries through a database outage (connection errors) before
+    its error reaches the caller; each retry runs the whole transaction again."""
+
+    def __init__(self, job_id: uuid.UUID, sessions: sessionmaker[Session], *,
+                 retry_s: float = 0.0) -> None:
+        self.job_id = job_id
+        self._sessions = sessions
+        self._retry_s = retry_s
+
+    def _write(self, work: Callable[[Session], T]) -> T:
+        """`work` in a transaction of its own, committed; retried while the database is away."""
+        deadline = time.monotonic() + self._retry_s
+        pause = _FIRST_PAUSE_S
+        while True:
+            try:
+                with self._sessions() as session, session.begin():
+                    return work(session)
+            except OperationalError as err:
+                if time.monotonic() + pause > deadline:
+                    raise
+                logger.warning("job %s: database unavailable (%s); retrying in %.1f s",
+                               self.job_id, type(err.orig).__name__, pause)
+                time.sleep(pause)
+                pause = min(pause * 2, _LONGEST_PAUSE_S)
+
+    def claim(self, worker: str) -> ClaimedJob | None:
+        """Mark the job running on `worker`; None if it is no longer queued."""
+
+        def claim(session: Session) -> ClaimedJob | None:
+            job = job_state.claim(session, self.job_id, worker)
+            if job is None:
+                return None
+            return ClaimedJob(
+                config=JobConfig.model_validate(job.config),
+                model_uri=job.model.storage_uri,
+                dataset_uri=job.dataset.storage_uri if job.dataset else None,
+                worker=worker,
+                calibration_uri=_calibration_uri(session, job),
+                project_id=job.project_id, model_id=job.model_id,
+                calibration_id=_calibration_id(job),
+            )
+
+        return self._write(claim)
+
+    def fail_if_its_process_died(self, scratch_root: Path) -> bool:
+        """Fail the job now if the pool process that claimed it on this host is gone
+        (see worker/pipeline/records/lost_jobs.py)."""
+        return self._write(lambda session: fail_if_its_process_died(session, self.job_id,
+                                                                     scratch_root))
+
+    def start_stage(self, stage: str, progress: float, note: str | None = None) -> bool:
+        """Record that the job entered `stage`; False if it no longer runs (cancelled)."""
+        return self._write(lambda session: job_state.start_stage(session, self.job_id, stage,
+                                                                 progress, note=note))
+
+    def heartbeat(self) -> bool:
+        """Show the job's worker is alive; False if the job no longer runs."""
+        return self._write(lambda session: job_state.heartbeat(session, self.job_id))
+
+    def event(self, message: str, stage: str) -> None:
+        self._write(lambda session: job_state.record_event(session, self.job_id, message,
+                                                           stage=stage))
+
+    def reporter(self, stage: str) -> Reporter:
+        """A `Reporter` writing events in `stage`, and progress (or else a heartbeat), in one
+        transaction per call; it answers whether the job still runs."""
+
+        def report(messages: Sequence[str], progress: float | None) -> bool:
+            def write(session: Session) -> bool:
+                if progress is not None:
+                    running = job_state.report_progress(session, self.job_id, progress)
+                else:
+                    running = job_state.heartbeat(session, self.job_id)
+                for message in messages:
+                    job_state.record_event(session, self.job_id, message, stage=stage)
+                return running
+
+            return self._write(write)
+
+        return report
+
+    def succeed(self, outcome: JobOutcome, stored: Sequence[tuple[str, str, StoredObject]]) -> bool:
+        """Commit the stored artifacts' rows, the records (keyed, the engine's judged for a
+        regression: worker/pipeline/records/regression.py), the reports and `succeeded` in one
+        transaction; False (nothing written) if the job was cancelled meanwhile."""
+
+        def succeed(session: Session) -> bool:
+            session.add_all(
+                Artifact(job_id=self.job_id, name=name, kind=kind, uri=obj.uri,
+                         sha256=obj.sha256, size_bytes=obj.size_bytes)
+                for name, kind, obj in stored
+            )
+            session.add_all(validation_rows(self.job_id, outcome))
+            # with their environment, keyed, and judged against the model's earlier engines
+            # (same configuration and environment) before they are added
+            records = fill_context(benchmark_rows(self.job_id, outcome), outcome.benchmark_context)
+            set_config_keys(session, self.job_id, records)
+            flag_regression(session, self.job_id, records)
+            session.add_all(records)
+            self._attach_reports(session, outcome)
+            if job_state.succeed(session, self.job_id) is None:
+                session.rollback()
+                return False
+            return True
+
+        return self._write(succeed)
+
+    def fail(self, code: str, message: str, outcome: JobOutcome | None = None) -> bool:
+        """Mark the job failed; its validation rows and reports stay with it, since they explain
+        an accuracy failure. False if it had already ended (e.g. cancelled)."""
+
+        def fail(session: Session) -> bool:
+            if job_state.fail(session, self.job_id, code, message) is None:
+                return False
+            if outcome is not None:
+                session.add_all(validation_rows(self.job_id, outcome))
+                self._attach_reports(session, outcome)
+            return True
+
+        return self._write(fail)
+
+    def fail_internally(self, err: BaseException, outcome: JobOutcome | None = None) -> bool:
+        """Mark the job failed by a fault of ours (`err`, whose traceback the caller logged),
+        telling the user it is not their model's; as `fail`."""
+        return self.fail(INTERNAL_ERROR,
+                         f"FuseForge failed internally ({type(err).__name__}: {err}); this is not "
+                         f"a fault in your model. The worker log has the traceback for job "
+                         f"{self.job_id}.", outcome)
+
+    def status(self) -> JobStatus | None:
+        """The job's status now."""
+        return self._write(lambda session: job_state.status_of(session, self.job_id))
+
+    def _attach_reports(self, session: Session, outcome: JobOutcome) -> None:
+        session.execute(update(Job).where(Job.id == self.job_id).values(**report_columns(outcome)))
+
+
+def _calibration_id(job: Job) -> uuid.UUID | None:
+    calibration = (job.config.get("quantization") or {}).get("calibration")
+    return None if calibration is None else uuid.UUID(calibration)
+
+
+def _calibration_uri(session: Session, job: Job) -> str | None:
+    """Where an int8 job's calibration dataset is stored; None without one. A dataset the
+    job names cannot go while it is queued or running (api/services/deletions.py)."""
+    calibration = _calibration_id(job)
+    if calibration is None:
+        return None
+    dataset = session.get(Dataset, calibration)
+    if dataset is None:
+        raise InternalError(f"job {job.id}: its calibration dataset {calibration} is gone")
+    return dataset.storage_uri

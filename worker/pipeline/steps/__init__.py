@@ -1,0 +1,1 @@
+"""The job's stages (load, optimize, validate, benchmark, ablation) and the checks they run."""

@@ -1,0 +1,129 @@
+"""Stage `load`: check the model again, fix its input shapes to the job's, and load the inputs
+it is validated on.
+
+Every job gets model.static.onnx, all inputs fixed at the job's `input_shapes`: the reference
+that validation, benchmarks and bisection run. An onnxruntime job whose model ONNX Runtime
+cannot load with fixed inputs at the engine's level, but loads as uploaded, fuses and builds its
+engine from the upload, inputs left dynamic (`LoadedModel.inputs_left_dynamic` says why).
+
+A job with optimization profiles (TensorRT only) also gets model.profiled.onnx, which the engine
+is fused and built from: every axis a profile lets vary (min != max) is left dynamic, every
+other axis fixed to its profile's size.
+"""
+
+from collections.abc import Mapping
+from dataclasses import replace
+from functools import partial
+
+import onnx
+
+from optimizer.backends.tensorrt.profiles import OptimizationProfileSpec
+from optimizer.errors import InferenceError, UnsupportedModelError
+from optimizer.job_inputs import resolve_job_inputs
+from optimizer.model.shapes import fix_input_shapes_except
+from optimizer.model.tensor_specs import summarize_model
+from optimizer.model_writer import check_model_runs, save_model
+from optimizer.registries.backends import Backend
+from optimizer.static_model import static_model
+from worker.pipeline.results import JobRun, LoadedModel
+from worker.pipeline.steps.calibration_feeds import calibration_split
+from worker.pipeline.steps.feeds import job_feeds, job_input_ranges
+
+__all__ = ["load_model"]
+
+STATIC_MODEL_FILE = "model.static.onnx"
+PROFILED_MODEL_FILE = "model.profiled.onnx"
+
+
+def load_model(run: JobRun) -> LoadedModel:
+    """Write the static model (and the profiled one when the job has profiles) to scratch.
+
+    Raises:
+        InputShapeError, InputRangeError: the job's input shapes, profiles or ranges do not
+            fit the model (`resolve_job_inputs`: the API checked them, so only a model changed
+            since would do this), or dynamic dims at 1
+            are too small for the model (`static_model`: the message gives shapes to send).
+        InvalidModelError: ONNX shape inference fails for these shapes.
+        UnsupportedModelError, InferenceError: ONNX Runtime cannot load or run the model with
+            its inputs fixed (`model_writer.check_model_runs`).
+        DatasetError: the job's dataset does not fit the model's inputs.
+    """
+    model = onnx.load(run.model_path, format="protobuf")
+    summary = summarize_model(model)
+    # The API's rules again, on the model as it is now (the dataset's file is checked below).
+    inputs = resolve_job_inputs(summary.inputs, input_shapes=run.config.input_shapes,
+                                profiles=run.config.profile_shapes(),
+                                input_ranges=run.config.input_ranges)
+    # Refuses here, before any pass runs, shapes the model cannot run at (dynamic image dims
+    # left at 1) and a static model ONNX Runtime cannot load.
+    static = static_model(model, inputs.shapes)
+    shapes = static.shapes
+    specs = tuple(replace(spec, shape=shapes[spec.name]) for spec in summary.inputs)
+    ranges = job_input_ranges(run.config, model)
+    feeds, labels = job_feeds(run.config, run.dataset_path, specs, ranges)
+    split = None
+    if run.calibration_path is not None:
+        split = calibration_split(run.calibration_path, specs,
+                                  has_validation_dataset=run.dataset_path is not None)
+        if split.validation is not None:
+            feeds, labels = split.validation, split.labels
+    # Each model is run once on the job's first sample before it is written.
+    save = partial(save_model, reference=model, optimization_level=run.ort_check_level,
+                   feeds=feeds[0] if feeds else None)
+    static_path = run.scratch_dir / STATIC_MODEL_FILE
+    what = "the model with the job's input shapes"
+    left_dynamic = None
+    try:
+        save(static.model, static_path, what=what)
+    except UnsupportedModelError as err:
+        left_dynamic = _why_inputs_stay_dynamic(run, model, err)
+        # The reference runs with ONNX Runtime's optimizations off, where it does load.
+        save(static.model, static_path, what=what, optimization_level="disabled")
+    profiled_path = None
+    if run.config.profiles:
+        profiled_path = run.scratch_dir / PROFILED_MODEL_FILE
+        profiled = _profiled_model(model, shapes, inputs.profile_of_every_input(summary.inputs))
+        save(profiled, profiled_path, what="the model with the job's profiles")
+    return LoadedModel(static_path=static_path, profiled_path=profiled_path, input_shapes=shapes,
+                       input_specs=specs, feeds=feeds, labels=labels,
+                       input_ranges=({} if run.dataset_path is not None or split is not None
+                                     else ranges),
+                       calibration=split,
+                       inputs_left_dynamic=left_dynamic,
+                       dynamic_path=run.model_path if left_dynamic else None)
+
+
+def _why_inputs_stay_dynamic(run: JobRun, model: onnx.ModelProto,
+                             refusal: UnsupportedModelError) -> str:
+    """Why an onnxruntime job's engine keeps the upload's dynamic inputs: ONNX Runtime loads
+    the model as uploaded at the engine's level, but not with its inputs fixed (its graph
+    optimizations then type-check control-flow branches at those shapes, and a branch the
+    model never takes there may not fit them). Raises `refusal` when that is not the case."""
+    level = run.ort_check_level
+    if run.config.backend != Backend.ONNXRUNTIME or level == "disabled":
+        raise refusal
+    try:
+        check_model_runs(model, what="the uploaded model", optimization_level=level)
+    except (UnsupportedModelError, InferenceError):
+        raise refusal from None
+    cause = str(refusal.__cause__ or refusal).strip().splitlines()[0]
+    return (f"ONNX Runtime cannot load the model at level {level!r} with its inputs fixed at "
+            f"the job's shapes ({cause}), but loads it as uploaded: the engine keeps the "
+            "model's dynamic inputs, and is validated and timed at the job's shapes.")
+
+
+def _profiled_model(
+    model: onnx.ModelProto,
+    shapes: Mapping[str, tuple[int, ...]],
+    profiles: Mapping[str, OptimizationProfileSpec],
+) -> onnx.ModelProto:
+    # Inputs without a profile have a static one at their shape, so they are fixed like the
+    # rest; an axis whose profile has min == max is fixed at that size (the shape lies within
+    # the profile, so `shapes` holds it).
+    return fix_input_shapes_except(model, shapes, {
+        name: _varying_axes(profile) for name, profile in profiles.items()})
+
+
+def _varying_axes(profile: OptimizationProfileSpec) -> list[int]:
+    return [axis for axis, (low, high) in enumerate(zip(profile.min, profile.max, strict=True))
+            if low != high]

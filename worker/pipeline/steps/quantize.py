@@ -1,0 +1,115 @@
+"""Stage `optimize`, int8 jobs: quantize the fused model within the job's accuracy budget.
+
+The candidates are judged on the job's validation samples (its dataset, else the samples held
+apart from the calibration dataset, else seeded random inputs for dynamic quantization) against
+the original's outputs, and timed against the fused fp32 model; what ships and why, each node's
+precision in the engine and the calibration tables go into the job's accuracy report and
+artifacts (optimizer/quantization/search.py says how the search goes).
+"""
+
+from collections.abc import Callable
+from pathlib import Path
+
+import onnx
+
+from core.job_config import quantization_of
+from core.reports import AccuracyReport
+from optimizer.precision import run_outputs
+from optimizer.quantization.calibration import CalibrationTable, calibrate, graph_sha256
+from optimizer.quantization.node_precision import engine_node_precisions
+from optimizer.quantization.search import QuantizationRequest, quantize_within_budget
+from optimizer.registries.backends import Backend
+from optimizer.registries.precisions import Precision
+from optimizer.registries.quantization import CalibrationMethod, QuantFlavour
+from worker.pipeline.results import JobRun, LoadedModel, PendingArtifact
+from worker.pipeline.steps.validate import job_tolerances
+
+__all__ = ["QuantizedGraph", "quantize_graph"]
+
+# The flavours each backend's engine is timed in: ONNX Runtime picks by measurement on the
+# worker's own CPU (uint8 activations win on x86 with VNNI, int8 ones elsewhere).
+_FLAVOURS = {(Backend.ONNXRUNTIME, Precision.INT8): (QuantFlavour.ORT_U8S8,
+                                                     QuantFlavour.ORT_S8S8),
+             (Backend.TENSORRT, Precision.INT8): (QuantFlavour.TENSORRT,),
+             (Backend.TENSORRT, Precision.FP8): (QuantFlavour.TENSORRT_FP8,)}
+
+
+class QuantizedGraph:
+    """What the int8 step leaves: the engine's source (the int8 model, or the fused fp32 one
+    when that ships), the report, and the files to keep."""
+
+    def __init__(self, engine_source: Path, accuracy: AccuracyReport,
+                 artifacts: tuple[PendingArtifact, ...], *, shipped_int8: bool) -> None:
+        self.engine_source, self.accuracy, self.artifacts = engine_source, accuracy, artifacts
+        self.shipped_int8 = shipped_int8
+
+
+def quantize_graph(run: JobRun, loaded: LoadedModel, fused: onnx.ModelProto, fused_path: Path,
+                   *, note: Callable[[str], None]) -> QuantizedGraph:
+    """The int8 engine source of `fused` (saved as fused_path), or fused_path itself when int8
+    is out of budget or not faster; each step of the search goes to `note` (the job's events)."""
+    settings = quantization_of(run.config)
+    request = QuantizationRequest(
+        mode=settings.mode, method=settings.method, per_channel=settings.per_channel,
+        keep_nodes=tuple(settings.keep_nodes), keep_op_types=tuple(settings.keep_op_types),
+        flavours=_FLAVOURS[run.config.backend, run.config.precision],
+        max_kept_nodes=settings.max_kept_nodes,
+        allow_dynamic=run.config.precision == Precision.INT8, precision=run.config.precision,
+        level=run.ort_check_level, threads=None,
+        # A TensorRT engine's speed is its GPU's: the benchmark stage times it against the
+        # fp16 engine of the unfused model; ONNX Runtime's CPU time says nothing of it.
+        time_candidates=run.config.backend == Backend.ONNXRUNTIME)
+    calibration = loaded.calibration.calibration if loaded.calibration else None
+    tables: list[CalibrationTable] = []
+
+    reused: list[str] = []
+
+    def table(method: CalibrationMethod, graph: onnx.ModelProto) -> CalibrationTable:
+        """This run's table, else the stored one (an earlier job's), else a new calibration,
+        then stored for the next job."""
+        sha = graph_sha256(graph)
+        known = next((t for t in tables if t.method is method and t.graph_sha256 == sha), None)
+        if known is not None:
+            return known
+        assert calibration is not None  # the search asks only with calibration samples
+        stored = run.calibrations.find(method, sha, len(calibration)) if run.calibrations else None
+        if stored is not None:
+            note(f"{run.config.precision}: calibration ({method}) reused: stored by an earlier "
+                 "job on this model and dataset")
+            reused.append(str(method))
+            tables.append(stored)
+            return stored
+        computed = calibrate(graph, calibration, method)
+        if run.calibrations is not None:
+            run.calibrations.record(computed)
+        tables.append(computed)
+        return computed
+
+    result = quantize_within_budget(
+        fused, request=request, tolerances=job_tolerances(run.config),
+        validation_feeds=loaded.feeds,
+        reference=run_outputs(onnx.load(loaded.static_path), loaded.feeds),
+        calibration_feeds=calibration, tables=table, labels=loaded.labels,
+        progress=note)
+    report = result.to_dict()
+    if loaded.calibration is not None:
+        report["samples"] = loaded.calibration.to_dict()
+    report["calibrations_reused"] = reused
+    artifacts = []
+    for computed in tables:
+        path = run.scratch_dir / f"calibration.{computed.method}.json"
+        computed.write(path)
+        artifacts.append(PendingArtifact(path.name, "report", path))
+    engine_source = fused_path
+    if result.model is not None:
+        engine_source = run.scratch_dir / "model.int8.onnx"
+        onnx.save(result.model, engine_source)
+        artifacts.append(PendingArtifact(engine_source.name, "optimized_model", engine_source))
+        if run.config.backend == Backend.ONNXRUNTIME:
+            report["node_precisions"] = engine_node_precisions(
+                fused, engine_source, level=run.ort_check_level,
+                kept=result.kept_reasons).to_dict()
+    note(f"{run.config.precision}: {result.shipped} ships: {result.why}")
+    return QuantizedGraph(engine_source, AccuracyReport(quantization=report), tuple(artifacts),
+                          shipped_int8=result.model is not None)
+

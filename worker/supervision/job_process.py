@@ -1,0 +1,74 @@
+"""The job's own process: everything after the claim, under the supervisor's watch.
+
+worker/supervision/supervisor.py starts it with `IsolatedChild(run_job_process, (spec,))`, forked
+from the worker's template (worker/supervision/job_template.py, which has imported this module and
+nothing else), and it builds its own runtime (database engine, store, toolkit) from the settings it
+is handed, runs the pipeline and records how the job ended. It can be killed at any moment;
+the supervisor then records what happened and cleans up.
+"""
+
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.logging_setup import configure_logging, job_context
+from core.settings import Settings
+from optimizer.capabilities import HostCapabilities
+from worker.pipeline.progress import StageProgress
+from worker.pipeline.records.calibrations import StoredCalibrations
+from worker.pipeline.records.recorder import ClaimedJob, JobRecorder
+from worker.pipeline.results import JobRun
+from worker.pipeline.run import run_claimed_job
+from worker.runtime import WorkerRuntime
+
+__all__ = ["JobProcessSpec", "run_job_process"]
+
+
+@dataclass(frozen=True)
+class JobProcessSpec:
+    """What the job's process is handed (pickled): the claimed job and its worker's setup."""
+
+    job_id: uuid.UUID
+    claimed: ClaimedJob
+    settings: Settings
+    capabilities: HostCapabilities
+    scratch_dir: Path
+    stage_file: Path  # where it marks the stage it runs (worker/pipeline/progress.py)
+    memory_bandwidth_gb_s: float | None = None  # measured when its worker started
+
+
+def run_job_process(spec: JobProcessSpec) -> None:
+    """Run the claimed job to its end (module-level: the child imports it by name)."""
+    configure_logging(spec.settings.log_format, role="job")
+    with job_context(spec.job_id):  # every line of this process is the job's
+        _run(spec)
+
+
+def _run(spec: JobProcessSpec) -> None:
+    runtime = WorkerRuntime.from_settings(spec.settings, capabilities=spec.capabilities,
+                                          bandwidth_gb_s=spec.memory_bandwidth_gb_s)
+    recorder = JobRecorder(spec.job_id, runtime.sessions,
+                           retry_s=spec.settings.jobs.database_retry_s)
+    claimed = spec.claimed
+    run = JobRun(
+        job_id=spec.job_id,
+        config=claimed.config,
+        model_path=runtime.store.local_path(claimed.model_uri),
+        dataset_path=runtime.store.local_path(claimed.dataset_uri) if claimed.dataset_uri else None,
+        calibration_path=(runtime.store.local_path(claimed.calibration_uri)
+                          if claimed.calibration_uri else None),
+        calibrations=_stored_calibrations(runtime, claimed),
+        scratch_dir=spec.scratch_dir,
+        settings=runtime.settings,
+        store=runtime.store,
+        worker=claimed.worker,
+        memory_bandwidth_gb_s=runtime.memory_bandwidth_gb_s,
+    )
+    run_claimed_job(run, runtime, recorder, StageProgress(recorder, spec.stage_file))
+
+
+def _stored_calibrations(runtime: WorkerRuntime, claimed: ClaimedJob) -> StoredCalibrations | None:
+    if claimed.calibration_id is None or claimed.project_id is None or claimed.model_id is None:
+        return None
+    return StoredCalibrations(runtime.sessions, runtime.store, project_id=claimed.project_id,
+                              model_id=claimed.model_id, dataset_id=claimed.calibration_id)

@@ -1,0 +1,260 @@
+"""Run each job in a process of its own, and hold it to its limits.
+
+ONNX Runtime cannot be interrupted inside `run`, so a hostile model (an endless `Loop`) would
+hold a worker for good, and a crash in native code would take the worker with it. The worker's
+pool process therefore claims the job, starts the job's own process
+(worker/supervision/job_process.py), forked from a template that has imported the job's code
+already (worker/supervision/job_template.py), and watches it:
+
+- at its start and every `POLL_S`: the stage the job's process marks (worker/pipeline/progress.py) and the
+  wall-clock time, CPU time and resident memory that stage has used, against its limits
+  (`jobs.stage_limits`; time spent waiting for the GPU does not count);
+- every `CHECK_S`: the job's row. The supervisor's heartbeat keeps it fresh (the job's process
+  may sit inside a native call for hours) and says when the job was cancelled.
+
+When a stage breaks a limit, the job is cancelled, or the job's process dies, the supervisor
+kills the process and everything it started within a poll, records what happened (the job
+fails naming the stage and the limit, or `WorkerProcessDied`), and removes what the job left:
+its scratch folder, and stored artifact files the database never got rows for. The worker then
+takes its next job.
+"""
+
+import logging
+import os
+import shutil
+import socket
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy.exc import OperationalError
+
+from core.db.models import JobStatus
+from core.dispatch import dispatcher_for
+from core.isolation import ChildLimits, IsolatedChild
+from core.logging_setup import job_context
+from core.process_template import TemplateUnavailable
+from core.settings import Settings
+from core.webhooks.announce import announce_end
+from optimizer.errors import OptimizerError
+from worker.pipeline.progress import StageMark, read_stage_mark
+from worker.pipeline.records.lost_jobs import ERROR_CODE as PROCESS_DIED
+from worker.pipeline.records.recorder import JobRecorder
+from worker.pipeline.stages import LOAD
+from worker.runtime import WorkerRuntime
+from worker.supervision.job_process import JobProcessSpec, run_job_process
+from worker.supervision.job_template import job_template
+
+__all__ = ["JobLimitExceeded", "supervise_job", "worker_name"]
+
+logger = logging.getLogger(__name__)
+
+POLL_S = 0.2
+CHECK_S = 1.0
+_GIB = 2**30
+_MIB = 2**20
+
+
+class JobLimitExceeded(OptimizerError):
+    """A stage of the job used more time or memory than its limits allow."""
+
+
+class _ProcessDied(OptimizerError):
+    """The job's process died (a signal) or exited without finishing the job."""
+
+
+@dataclass(frozen=True)
+class _Stop:
+    """Why the supervisor stops the job's process: `failure` to record, or None (cancelled)."""
+
+    failure: JobLimitExceeded | None
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def supervise_job(job_id: uuid.UUID, runtime: WorkerRuntime) -> None:
+    """Run `job_id` in a process of its own if it is still queued; a redelivered or cancelled
+    job is left alone."""
+    with job_context(job_id):  # the supervisor's lines carry the job id
+        _supervise(job_id, runtime)
+
+
+def _supervise(job_id: uuid.UUID, runtime: WorkerRuntime) -> None:
+    settings = runtime.settings
+    # No retries here: the supervisor keeps watching through an outage instead of blocking.
+    recorder = JobRecorder(job_id, runtime.sessions)
+    claimed = JobRecorder(job_id, runtime.sessions,
+                          retry_s=settings.jobs.database_retry_s).claim(worker_name())
+    if claimed is None:
+        if recorder.fail_if_its_process_died(settings.scratch_dir):
+            _announce_end(runtime, job_id)
+        else:
+            logger.info("job %s is not queued any more; skipping this delivery", job_id)
+        return
+    scratch = settings.scratch_dir / str(job_id)
+    shutil.rmtree(scratch, ignore_errors=True)  # leftovers of a crashed earlier attempt
+    scratch.mkdir(parents=True)
+    spec = JobProcessSpec(job_id=job_id, claimed=claimed, settings=settings,
+                          capabilities=runtime.capabilities, scratch_dir=scratch,
+                          memory_bandwidth_gb_s=runtime.memory_bandwidth_gb_s,
+                          stage_file=settings.scratch_dir / f"{job_id}.stage.json")
+    temp = scratch / "tmp"  # the job's temporary files go with its scratch, even if it is killed
+    temp.mkdir()
+    try:
+        with _job_child(spec, temp) as child:
+            stop = _watch(child, recorder, settings, spec.stage_file)
+            stage = _stage_name(read_stage_mark(spec.stage_file))
+            if stop is not None:
+                child.kill()  # before recording, so the job's process writes nothing after
+                if stop.failure is not None:
+                    logger.warning("job %s: %s", job_id, stop.failure)
+                    recorder.fail(type(stop.failure).__name__, str(stop.failure))
+                else:
+                    logger.info("job %s was cancelled in stage %s; its process is stopped",
+                                job_id, stage)
+                return
+            _record_exit(child, recorder, job_id, stage)
+    except OperationalError:
+        logger.exception("job %s: the database was unavailable to record how the job ended; "
+                         "the stale-job sweep will", job_id)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+        spec.stage_file.unlink(missing_ok=True)
+        status = _discard_unrecorded_artifacts(runtime, recorder, job_id)
+        if status in (JobStatus.SUCCEEDED, JobStatus.FAILED):  # a cancel is the API's to announce
+            _announce_end(runtime, job_id)
+
+
+def _job_child(spec: JobProcessSpec, temp: Path) -> IsolatedChild:
+    """The job's process, forked from the worker's pre-imported template
+    (worker/supervision/job_template.py); a fresh interpreter if the template cannot start one."""
+    env = {"TMPDIR": str(temp)}
+    template = job_template()
+    if template is not None:
+        try:
+            return IsolatedChild(run_job_process, (spec,), env=env, template=template)
+        except TemplateUnavailable as err:
+            logger.warning("job %s: %s; starting the job's process from a fresh interpreter",
+                           spec.job_id, err)
+    return IsolatedChild(run_job_process, (spec,), env=env)
+
+
+def _announce_end(runtime: WorkerRuntime, job_id: uuid.UUID) -> None:
+    """Send the job's webhook task, if it has a callback URL."""
+    try:
+        with runtime.sessions() as session:
+            announce_end(session, dispatcher_for(runtime.settings.resolved_broker_url), job_id)
+    except OperationalError:
+        logger.exception("job %s: the database was unavailable to announce its end", job_id)
+
+
+def _watch(child: IsolatedChild, recorder: JobRecorder, settings: Settings,
+           stage_file: Path) -> _Stop | None:
+    """Watch the job's process until it exits (None) or must be stopped (why)."""
+    jobs = settings.jobs
+    cpus = os.cpu_count() or 1
+    started = time.monotonic()
+    mark: StageMark | None = None
+    since, cpu_at_start = started, 0.0
+    next_check = started
+    for _ in _polls(child):
+        now = time.monotonic()
+        latest = read_stage_mark(stage_file)
+        if latest is not None and latest != mark:
+            mark, since = latest, latest.since
+            cpu_at_start = child.cpu_seconds() or 0.0
+        stage = _stage_name(mark)
+        limit = jobs.stage_limits.of(stage)
+        setting = f"FUSEFORGE_JOBS__STAGE_LIMITS__{stage.upper()}"
+        subject = f"Stage {stage!r} of job {recorder.job_id}"
+        if mark is None or not mark.waiting:
+            wall_s = limit.wall_s or 0.0
+            if now - since > wall_s:
+                return _Stop(JobLimitExceeded(
+                    f"{subject} ran past its wall-clock limit of {wall_s:g} s ({setting}__WALL_S) "
+                    "and was stopped. A model that runs this long (an endless Loop, huge shapes) "
+                    "needs a higher limit or less work: smaller input shapes, fewer validation "
+                    "samples or benchmark iterations."))
+            cpu_limit = limit.cpu_s or wall_s * cpus
+            used = (child.cpu_seconds() or cpu_at_start) - cpu_at_start
+            if used > cpu_limit:
+                return _Stop(JobLimitExceeded(
+                    f"{subject} used {used:.0f} s of CPU time, over its limit of {cpu_limit:g} s "
+                    f"({setting}__CPU_S), and was stopped; raise the limit or give it less work."))
+        max_rss = (limit.max_rss_gib or jobs.max_rss_gib) * _GIB
+        rss = child.rss_bytes()
+        if rss is not None and rss > max_rss:
+            return _Stop(JobLimitExceeded(
+                f"{subject} used {rss // _MIB} MiB of memory, over its limit of "
+                f"{max_rss / _GIB:g} GiB ({setting}__MAX_RSS_GIB or FUSEFORGE_JOBS__MAX_RSS_GIB), "
+                "and was stopped; raise the limit or use smaller input shapes."))
+        if now - started > jobs.max_runtime_s:
+            return _Stop(JobLimitExceeded(
+                f"Job {recorder.job_id} ran past its time limit of {jobs.max_runtime_s} s "
+                f"(FUSEFORGE_JOBS__MAX_RUNTIME_S) in stage {stage!r} and was stopped."))
+        if now >= next_check:
+            next_check = now + CHECK_S
+            if not _still_running(recorder):
+                return _Stop(None)
+    return None
+
+
+def _polls(child: IsolatedChild) -> Iterator[None]:
+    """Once at once (a child forked from the template holds the template's imports from its
+    first instant, and a stage of a small job can end within one poll), then every POLL_S
+    while it runs."""
+    yield
+    while not child.wait(POLL_S):
+        yield
+
+
+def _still_running(recorder: JobRecorder) -> bool:
+    """Touch the job's heartbeat; False once it was cancelled. While the database is away the
+    job keeps running (its own writes retry)."""
+    try:
+        return recorder.heartbeat()
+    except OperationalError as err:
+        logger.warning("job %s: database unavailable for the heartbeat (%s)", recorder.job_id,
+                       type(err.orig).__name__)
+        return True
+
+
+def _record_exit(child: IsolatedChild, recorder: JobRecorder, job_id: uuid.UUID,
+                 stage: str) -> None:
+    """The job's process exited by itself: it recorded the outcome, unless it died."""
+    limits = ChildLimits(timeout_s=1)  # only for the wording of how it died
+    try:
+        child.outcome(limits, f"The process running job {job_id}", _ProcessDied)
+    except _ProcessDied as died:
+        message = (f"The process running job {job_id} died in stage {stage!r} before the job "
+                   f"finished ({died}). A crash in native code (TensorRT, CUDA or ONNX "
+                   "Runtime) or the out-of-memory killer; the worker carries on. Retry the "
+                   "job, or give it less to do (smaller shapes or profiles, fewer samples).")
+        logger.error("job %s: %s", job_id, message)
+        recorder.fail(PROCESS_DIED, message)
+    except Exception as err:  # the job's process could not record the outcome itself
+        logger.exception("job %s: its process ended with an error", job_id)
+        recorder.fail_internally(err)
+
+
+def _stage_name(mark: StageMark | None) -> str:
+    # Before its first mark the process is starting and loading: held to the load limits.
+    return mark.stage if mark is not None else LOAD
+
+
+def _discard_unrecorded_artifacts(runtime: WorkerRuntime, recorder: JobRecorder,
+                                  job_id: uuid.UUID) -> JobStatus | None:
+    """Files stored for a job that did not succeed have no rows (the rows commit with
+    `succeeded`): a job killed while storing must not leave them behind. Answers the job's
+    status (None: unknown, the database is away)."""
+    try:
+        status = recorder.status()
+    except OperationalError:
+        return None  # unknown: the janitor's sweep decides later
+    if status != JobStatus.SUCCEEDED:
+        runtime.store.delete_prefix(f"jobs/{job_id}/")
+    return status
