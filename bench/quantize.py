@@ -62,6 +62,7 @@ import onnxruntime as ort
 from bench.corpus.cache import DEFAULT_CACHE, build_model
 from bench.corpus.catalog import by_name
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
+from optimizer.model.input_ranges import effective_ranges, infer_input_ranges
 from optimizer.model.inputs import random_feeds
 from optimizer.model.shapes import fix_input_shapes, resolve_input_shapes
 from optimizer.model.tensor_specs import summarize_model
@@ -159,7 +160,9 @@ def _subjects(names: Sequence[str], cache: Path, calibration: int,
             specs = resolve_input_shapes(summarize_model(model).inputs, corpus.input_shapes)
             model = fix_input_shapes(model, specs)
             fixed = summarize_model(model).inputs
-            ranges = dict(corpus.input_ranges or {})
+            # The graph's own limits (token-type ids < 2, vocabulary size) unless the corpus
+            # gives them, as a job's feeds are drawn (worker/pipeline/steps/feeds.py).
+            ranges = effective_ranges(infer_input_ranges(model), corpus.input_ranges)
             subjects.append(Subject(
                 name, model,
                 random_feeds(fixed, count=calibration, seed=CALIBRATION_SEED, ranges=ranges),
@@ -466,7 +469,14 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             work = Path(tmp) / subject.name
             work.mkdir()
-            variants, search_s = _measure(subject, args, threads, work)
+            try:
+                variants, search_s = _measure(subject, args, threads, work)
+            except Exception as err:  # one model failing must not lose the others' numbers
+                print(f"  {subject.name}: failed: {type(err).__name__}: {_first_line(err)}",
+                      file=sys.stderr)
+                skipped.append((subject.name, f"failed: {type(err).__name__}: "
+                                              f"{_first_line(err)}"))
+                continue
             results.append((subject, variants, search_s))
     total_s = time.monotonic() - started
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())

@@ -151,7 +151,8 @@ def test_an_int8_job_started_from_the_form_calibrates_on_the_chosen_dataset(
     assert config["quantization"]["calibration"] == dataset.json()["id"]
     job = fresh_project.wait_for_job(job_id, timeout=JOB_TIMEOUT_MS / 1000)
     assert job["status"] == "succeeded", job["error"]
-    page.reload()
+    # The job page reloads itself when the job ends (job_detail.js); a reload of our own would
+    # race that one (net::ERR_ABORTED), so wait for the reloaded page's panel instead.
     panel = page.locator("#quantization")
-    expect(panel.locator("h3")).to_contain_text("shipped")
+    expect(panel.locator("h3")).to_contain_text("shipped", timeout=30_000)
     screenshot(page, "flow-int8-job")
