@@ -22,6 +22,7 @@ __all__ = [
     "EngineReport",
     "FusionReportRead",
     "JobReports",
+    "ProfileReport",
     "ReportSection",
     "RuleStatsRead",
 ]
@@ -84,6 +85,28 @@ class EngineReport(ReportSection):
     inputs_left_dynamic: str | None = None
 
 
+class ProfileReport(ReportSection):
+    """Where the engine's time goes (optimizer/measure/hot_spots.py): per-node times of the
+    benchmark's original and of the engine at the job's shapes, corrected for the profiler's
+    overhead; time by op type before and after; the engine's top nodes with the original
+    nodes each came from; original nodes left unfused (with the refusal the fusion report
+    holds) or in float; the share of time in memory-bound nodes. `skipped` says why a job has
+    none."""
+
+    profiler: str | None = None
+    input_shapes: dict[str, list[int]] | None = None
+    original: JsonObject | None = None
+    engine: JsonObject | None = None
+    by_op_type: list[JsonObject] | None = None
+    top_nodes: list[JsonObject] | None = None
+    unfused: list[JsonObject] | None = None
+    in_float: list[JsonObject] | None = None
+    memory_bound: JsonObject | None = None
+    mapping: JsonObject | None = None
+    hot_spot: str | None = None
+    skipped: str | None = None
+
+
 class RuleStatsRead(BaseModel):
     pass_name: str
     rule: str
@@ -118,6 +141,9 @@ class JobReports(BaseModel):
     engine_report: EngineReport | None = Field(
         default=None, description="tensorrt jobs: the engine's metadata, the summary of "
         "TensorRT's layers, the unfused reference engine's metadata")
+    profile_report: ProfileReport | None = Field(
+        default=None, description="per-node times of the original and the engine, mapped back "
+        "to the original's nodes: the hot spots, time by op type, nodes left unfused or in float")
 
     def accuracy(self) -> AccuracyReport:
         """The accuracy section, started on first use."""

@@ -28,7 +28,7 @@ __all__ = [
 
 # Each stage's wall-clock limit unless FUSEFORGE_JOBS__STAGE_LIMITS__<STAGE>__WALL_S says.
 DEFAULT_STAGE_WALL_S = {"load": 600, "optimize": 1800, "build_engine": 3600, "validate": 1800,
-                        "benchmark": 1800, "ablation": 3600, "store": 900}
+                        "benchmark": 1800, "profile": 900, "ablation": 3600, "store": 900}
 
 
 class StageLimit(BaseModel):
@@ -55,6 +55,7 @@ class StageLimits(BaseModel):
     # `validate` would shadow BaseModel.validate: the field is validate_, named "validate" outside.
     validate_: StageLimit = Field(default=StageLimit(), alias="validate")
     benchmark: StageLimit = StageLimit()
+    profile: StageLimit = StageLimit()
     ablation: StageLimit = StageLimit()
     store: StageLimit = StageLimit()
 

@@ -136,7 +136,15 @@ def _verdict(job: Job) -> str:
                else "no benchmark")
     line = (f"job {job.id} succeeded: {passed}, {speedup} "
             f"({config.get('backend', '?')}, {config.get('precision', '?')})")
-    return "\n".join([line, *_quantization_lines(job)])
+    return "\n".join([line, *_quantization_lines(job), *_hot_spot_lines(job)])
+
+
+def _hot_spot_lines(job: Job) -> list[str]:
+    """The profile's biggest hot spot, or why the job has no profile."""
+    profile = job.data.get("profile_report") or {}
+    if profile.get("hot_spot"):
+        return [f"hot spot: {profile['hot_spot']}"]
+    return [f"hot spot: not profiled: {profile['skipped']}"] if profile.get("skipped") else []
 
 
 def _quantization_lines(job: Job) -> list[str]:

@@ -13,6 +13,7 @@ from optimizer.errors import PassError
 from optimizer.fusion_report import FusionReport
 from optimizer.passes import DEFAULT_PASSES, FusionPass
 from optimizer.passes.engine import run_passes
+from optimizer.passes.origins import tag_origins
 from optimizer.registries.backends import Backend
 
 __all__ = ["OptimizeOptions", "PassSelection", "optimize_model", "select_passes"]
@@ -75,6 +76,7 @@ def optimize_model(model: onnx.ModelProto, options: OptimizeOptions) -> tuple[on
     """Run the selected passes on a copy of `model`; the input model is not modified."""
     passes, left_out = select_passes(options)
     ir_model = ir.from_proto(model)
+    tag_origins(ir_model)  # each fused node then names the original nodes it came from
     report = run_passes(ir_model, passes, backend=options.backend,
                         excluded_rules=options.excluded_rules)
     report = replace(report, passes_skipped={**left_out, **report.passes_skipped})

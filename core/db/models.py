@@ -292,6 +292,8 @@ class Job(Base):
     accuracy_report: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     # tensorrt jobs: the engine's metadata and the inspector's summary of TensorRT's layers.
     engine_report: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # Per-node times of the original and the engine, mapped to the original's nodes; hot spots.
+    profile_report: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
     model: Mapped[Model] = relationship()
     dataset: Mapped[Dataset | None] = relationship()

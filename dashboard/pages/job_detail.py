@@ -58,6 +58,7 @@ class JobView:
     build_log: Mapping[str, Any] | None = None
     quantization_time_chart: Markup | None = None  # int8: each candidate's time over fp32's
     quantization_nodes_chart: Markup | None = None  # int8: the engine's nodes by precision
+    profile_chart: Markup | None = None  # time by op type, original and engine
 
 
 @router.get("/ui/jobs/{job_id}")
@@ -82,6 +83,7 @@ def job_view(job: Mapping[str, Any], *, now: datetime) -> JobView:
     )
     _fusion(view, job.get("fusion_report"))
     _quantization(view, (job.get("accuracy_report") or {}).get("quantization"))
+    _profile(view, job.get("profile_report"))
     benchmarks = job.get("benchmarks", [])
     view.ablation = [b for b in benchmarks if b["suite"] == BenchmarkSuite.ABLATION]
     if view.ablation:
@@ -195,6 +197,22 @@ def _fusion(view: JobView, report: Mapping[str, Any] | None) -> None:
         {"pass_name": rule["pass_name"], "rule": rule["rule"], "node": refusal.get("node", ""),
          "reason": refusal.get("reason", "")}
         for rule in rules for refusal in rule.get("refusals", [])]
+
+
+_PROFILE_OP_TYPES = 12  # op types charted; the table beside it lists them all
+
+
+def _profile(view: JobView, report: Mapping[str, Any] | None) -> None:
+    rows = (report or {}).get("by_op_type") or []
+    if not rows:
+        return
+    shown = rows[:_PROFILE_OP_TYPES]
+    view.profile_chart = charts.grouped_bar_chart(
+        "profile-op-types", "Time by op type, original and engine (ONNX Runtime's profiler)",
+        [row["op_type"] for row in shown],
+        [Series("original", [row["original_ms"] for row in shown]),
+         Series("engine", [row["engine_ms"] for row in shown])],
+        unit="ms", axis_label="milliseconds per run")
 
 
 def comparison_benchmarks(benchmarks: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

@@ -67,7 +67,7 @@ def insert_job(session: Session, project_id: uuid.UUID, model_id: uuid.UUID,
               attempts=doc.get("attempts", 0), created_at=_at(doc["created_at"]),
               started_at=_at(doc.get("started_at")), finished_at=_at(doc.get("finished_at")),
               fusion_report=doc.get("fusion_report"), accuracy_report=doc.get("accuracy_report"),
-              engine_report=doc.get("engine_report"))
+              engine_report=doc.get("engine_report"), profile_report=doc.get("profile_report"))
     session.add(job)
     session.flush()
     for artifact in doc.get("artifacts", []):

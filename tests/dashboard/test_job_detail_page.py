@@ -16,7 +16,8 @@ from tests.dashboard.html_tree import Element, parse
 from tests.dashboard.job_documents import document, insert_job, insert_model
 from tests.support.api_keys import new_key
 
-SECTIONS = ["stages", "fusion", "ablation", "validation", "benchmarks", "events", "artifacts"]
+SECTIONS = ["stages", "fusion", "ablation", "validation", "benchmarks", "profile", "events",
+            "artifacts"]
 
 
 @pytest.fixture
@@ -440,3 +441,76 @@ def test_an_int8_job_shows_what_shipped_its_candidates_kept_nodes_and_nodes_by_p
     assert kept == [n["name"] for n in int8_report["kept_nodes"]] and kept
     counts = int8_report["node_precisions"]["node_counts"]
     assert len(chart_bars(panel, "int8-nodes")) == len(counts)
+
+
+@pytest.fixture(scope="module")
+def profile_report(tmp_path_factory: pytest.TempPathFactory) -> dict:  # type: ignore[type-arg]
+    """A real profile report: ONNX Runtime's profiler on a small CNN and on its fused model,
+    mapped back through the origin tags and the session graphs, as the worker builds it."""
+    import numpy as np
+    import onnx
+
+    from optimizer.measure.hot_spots import ProfileInputs
+    from optimizer.measure.hot_spots import profile_report as build_report
+    from optimizer.measure.node_profile import profile_onnxruntime
+    from optimizer.measure.provenance import compose, node_ids, node_provenance
+    from optimizer.optimize import OptimizeOptions, optimize_model
+    from optimizer.testing.models import small_cnn
+
+    folder = tmp_path_factory.mktemp("profile")
+    model = small_cnn(seed=7, batch=2)
+    fused, _ = optimize_model(model, OptimizeOptions())
+    onnx.save(model, folder / "original.onnx")
+    onnx.save(fused, folder / "fused.onnx")
+    feed = {"input": np.random.default_rng(0).random((2, 3, 32, 32), dtype=np.float32)}
+    original = profile_onnxruntime(folder / "original.onnx", feed, runs=3)
+    engine = profile_onnxruntime(folder / "fused.onnx", feed, runs=3)
+    assert original.session_graph is not None and engine.session_graph is not None
+    return {"profiler": "ONNX Runtime's profiler, 3 runs", "input_shapes": {"input": [2, 3, 32, 32]},
+            **build_report(ProfileInputs(
+                original=original.profile, engine=engine.profile,
+                original_op_types={i: n.op_type for i, n in zip(node_ids(model.graph),
+                                                                model.graph.node, strict=True)},
+                original_provenance=node_provenance(model.graph, original.session_graph),
+                engine_provenance=compose(node_provenance(model.graph, fused.graph),
+                                          node_provenance(fused.graph, engine.session_graph)),
+                refusals={"pool": "SomeRule: a refusal the fusion report holds"},
+                float_reasons={}, bandwidth_gb_s=10.0))}
+
+
+def test_the_profile_charts_time_by_op_type_and_lists_the_top_nodes_with_their_origin(
+        signed_in_site: TestClient, db_session: Session, project: uuid.UUID,
+        model_id: uuid.UUID, profile_report: dict) -> None:  # type: ignore[type-arg]
+    doc = document("onnxruntime_ablation")
+    doc["profile_report"] = profile_report
+
+    panel = section(page(signed_in_site, insert_job(db_session, project, model_id, doc)),
+                    "profile")
+
+    assert panel.by_id("hot-spot").text.startswith(
+        f"Biggest hot spot: {profile_report['top_nodes'][0]['node']}")
+    op_types = [row["op_type"] for row in profile_report["by_op_type"]]
+    assert len(chart_bars(panel, "profile-op-types")) == 2 * len(op_types)
+    assert [row.one("th").text for row in body_rows(panel.by_id("profile-op-types-table"))] == op_types
+    top = body_rows(panel.by_id("profile-top-nodes"))
+    assert [row.find_all("td")[0].text for row in top] == [
+        n["node"] for n in profile_report["top_nodes"]]
+    for row, node in zip(top, profile_report["top_nodes"], strict=True):
+        assert all(origin in row.find_all("td")[-1].text for origin in node["from"])
+    assert any("conv1" in node["from"] for node in profile_report["top_nodes"])
+    unfused = {row.find_all("td")[0].text: row.find_all("td")[-1].text
+               for row in body_rows(panel.by_id("profile-unfused"))}
+    assert unfused["pool"] == "SomeRule: a refusal the fusion report holds"
+
+
+def test_a_job_whose_backend_cannot_profile_says_why(
+        signed_in_site: TestClient, db_session: Session, project: uuid.UUID,
+        model_id: uuid.UUID) -> None:
+    doc = document("tensorrt_ablation")
+    doc["profile_report"] = {"skipped": "per-layer profiles of TensorRT engines are not taken yet"}
+
+    panel = section(page(signed_in_site, insert_job(db_session, project, model_id, doc)),
+                    "profile")
+
+    assert panel.one("p", class_="empty").text == (
+        "No profile: per-layer profiles of TensorRT engines are not taken yet.")

@@ -68,12 +68,16 @@ def test_succeeded_job_exits_0_prints_the_verdict_and_downloads_the_artifacts(
                   "--output", str(out), url=base_url)
 
     assert run.returncode == 0, run.stderr
-    [verdict] = run.stdout.splitlines()
+    verdict, hot_spot = run.stdout.splitlines()
     assert "succeeded: validation passed" in verdict and "x the original's speed" in verdict
     assert "(onnxruntime, fp16)" in verdict
+    # The profile's biggest hot spot, named with the original nodes it came from.
+    assert hot_spot.startswith("hot spot: ") and "of the engine's node time" in hot_spot
+    assert "from " in hot_spot and "original node(s)" in hot_spot
     assert "upload cnn.onnx" in run.stderr and "100%" in run.stderr
     stages = [ln.split()[1] for ln in run.stderr.splitlines() if ln.startswith("  stage ")]
-    assert stages == ["load", "optimize", "build_engine", "validate", "benchmark", "store"]
+    assert stages == ["load", "optimize", "build_engine", "validate", "benchmark", "profile",
+                      "store"]
     assert " succeeded (100%)" in run.stderr
     assert {"engine.onnx", "manifest.json"} <= {p.name for p in out.iterdir()}
     onnx.checker.check_model(str(out / "engine.onnx"))

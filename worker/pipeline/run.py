@@ -1,6 +1,6 @@
 """Run a claimed job's stages and record the outcome: the pipeline itself.
 
-    load → (optimize → build_engine → validate)+ → benchmark → [ablation] → store
+    load → (optimize → build_engine → validate)+ → benchmark → profile → [ablation] → store
 
 The bracket is the fallback: when the engine fails validation and the job asks to fall back,
 the pipeline loops over more conservative attempts (worker/pipeline/backends/fallbacks.py) until one
@@ -14,7 +14,7 @@ import logging
 import shutil
 from typing import Any
 
-from core.reports import FusionReportRead
+from core.reports import FusionReportRead, ProfileReport
 from optimizer.errors import OptimizerError
 from optimizer.registries.precisions import PRECISIONS
 from worker.pipeline.backends.base import JobBackend
@@ -31,14 +31,25 @@ from worker.pipeline.results import (
     JobOutcome,
     JobRun,
     LoadedModel,
+    OptimizedModel,
     Validation,
 )
-from worker.pipeline.stages import ABLATION, BENCHMARK, BUILD_ENGINE, LOAD, OPTIMIZE, STORE, VALIDATE
+from worker.pipeline.stages import (
+    ABLATION,
+    BENCHMARK,
+    BUILD_ENGINE,
+    LOAD,
+    OPTIMIZE,
+    PROFILE,
+    STORE,
+    VALIDATE,
+)
 from worker.pipeline.steps.ablation import benchmark_ablation
 from worker.pipeline.steps.benchmark import benchmark_engine
 from worker.pipeline.steps.diagnose import diagnose_failure
 from worker.pipeline.steps.larger_shape_check import check_rewrites_at_larger_shape
 from worker.pipeline.steps.load import load_model
+from worker.pipeline.steps.node_profile import profile_engine_nodes
 from worker.pipeline.steps.optimize import optimize_graph
 from worker.pipeline.steps.profile_checks import check_profile_extremes
 from worker.pipeline.steps.validate import job_tolerances, validate_engine
@@ -104,12 +115,15 @@ def _run_stages(run: JobRun, backend: JobBackend[Any], outcome: JobOutcome,
     """
     progress.enter(LOAD)
     loaded = load_model(run)
-    engine = _validated_engine(run, backend, loaded, outcome, progress)
+    optimized, engine = _validated_engine(run, backend, loaded, outcome, progress)
     span = progress.enter(BENCHMARK)
     timed = benchmark_engine(run, backend, loaded, engine, span, progress.note)
     outcome.benchmarks, outcome.sweep = timed.comparison, timed.sweep
     if timed.reference_engine is not None and outcome.reports.engine_report is not None:
         outcome.reports.engine_report.reference_engine = timed.reference_engine
+    progress.enter(PROFILE)
+    outcome.reports.profile_report = ProfileReport.model_validate(profile_engine_nodes(
+        run, backend, loaded, optimized, engine, outcome.reports.accuracy().quantization))
     if run.config.ablation:
         span = progress.enter(ABLATION)
         outcome.ablation = benchmark_ablation(run, backend, loaded, span)
@@ -119,7 +133,8 @@ def _run_stages(run: JobRun, backend: JobBackend[Any], outcome: JobOutcome,
 
 
 def _validated_engine(run: JobRun, backend: JobBackend[Any], loaded: LoadedModel,
-                      outcome: JobOutcome, progress: StageProgress) -> BuiltEngine[Any]:
+                      outcome: JobOutcome, progress: StageProgress
+                      ) -> tuple[OptimizedModel, BuiltEngine[Any]]:
     """Optimize, build and validate: the job's own attempt, then its fallbacks (fp32 jobs that
     ask for them) until one validates; then check the engine at its profiles' extremes.
 
@@ -181,4 +196,4 @@ def _validated_engine(run: JobRun, backend: JobBackend[Any], loaded: LoadedModel
             checks = check_profile_extremes(run, loaded, runner, job_tolerances(run.config))
         accuracy.profile_checks = checks.results
         checks.raise_if_failed()
-    return engine
+    return optimized, engine

@@ -12,6 +12,7 @@ __all__ = [
     "BUILD_ENGINE",
     "LOAD",
     "OPTIMIZE",
+    "PROFILE",
     "STAGES",
     "STORE",
     "VALIDATE",
@@ -20,7 +21,7 @@ __all__ = [
 ]
 
 LOAD, OPTIMIZE, BUILD_ENGINE, VALIDATE = "load", "optimize", "build_engine", "validate"
-BENCHMARK, ABLATION, STORE = "benchmark", "ablation", "store"
+BENCHMARK, PROFILE, ABLATION, STORE = "benchmark", "profile", "ablation", "store"
 
 # (stage, the job's progress when it starts); `ablation` runs only when the job asks for it.
 STAGES: tuple[tuple[str, float], ...] = (
@@ -29,7 +30,8 @@ STAGES: tuple[tuple[str, float], ...] = (
     (BUILD_ENGINE, 0.2),
     (VALIDATE, 0.4),
     (BENCHMARK, 0.6),
-    (ABLATION, 0.75),
+    (PROFILE, 0.72),
+    (ABLATION, 0.78),
     (STORE, 0.9),
 )
 

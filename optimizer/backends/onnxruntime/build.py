@@ -41,6 +41,7 @@ __all__ = [
     "OrtBuildOptions",
     "OrtEngine",
     "build_ort_engine",
+    "engine_session_options",
     "runner_for_engine",
 ]
 
@@ -238,25 +239,34 @@ def runner_for_engine(engine_dir_or_manifest: Path) -> OnnxRuntimeRunner:
             (engines are our own artifacts, so this is never the user's fault).
         EngineBuildError: ONNX Runtime cannot load the engine.
     """
+    engine_file, options = engine_session_options(engine_dir_or_manifest)
+    return OnnxRuntimeRunner(engine_file, **options)
+
+
+def engine_session_options(engine_dir_or_manifest: Path) -> tuple[Path, dict[str, Any]]:
+    """The engine's model file and the `OnnxRuntimeRunner` options its manifest records
+    (optimization_level, intra_op_threads, disabled_optimizers, flush_denormals).
+
+    Raises:
+        InternalError: as `runner_for_engine`.
+    """
     path = Path(engine_dir_or_manifest)
     manifest_path = path / MANIFEST_FILE if path.is_dir() else path
     try:
         manifest = json.loads(manifest_path.read_text())
         backend = manifest["backend"]
         engine_file = manifest["engine_file"]
-        load_level = manifest["load_optimization_level"]
-        threads = manifest.get("intra_op_threads")
-        disabled = list(manifest.get("disabled_optimizers", {}))
-        flush_denormals = bool(manifest.get("flush_denormals", False))
+        options = {"optimization_level": manifest["load_optimization_level"],
+                   "intra_op_threads": manifest.get("intra_op_threads"),
+                   "disabled_optimizers": list(manifest.get("disabled_optimizers", {})),
+                   "flush_denormals": bool(manifest.get("flush_denormals", False))}
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise InternalError(
             f"Engine manifest {str(manifest_path)!r} is missing or malformed: {err!r}") from err
     if backend != BACKEND:
         raise InternalError(
             f"Engine manifest {str(manifest_path)!r} is for backend {backend!r}, not {BACKEND!r}.")
-    return OnnxRuntimeRunner(manifest_path.parent / engine_file, optimization_level=load_level,
-                             intra_op_threads=threads, disabled_optimizers=disabled,
-                             flush_denormals=flush_denormals)
+    return manifest_path.parent / engine_file, options
 
 
 def _load(path: Path) -> onnx.ModelProto:

@@ -19,7 +19,7 @@ from worker.runtime import use_runtime
 
 FAST_BENCHMARK = {"warmup": 1, "iterations": 3, "measure_memory": False}
 IMPOSSIBLE = {"atol": 1e-12, "rtol": 0, "samples": 2}  # fused arithmetic never meets this
-STAGES = ["load", "optimize", "build_engine", "validate", "benchmark", "store"]
+STAGES = ["load", "optimize", "build_engine", "validate", "benchmark", "profile", "store"]
 
 
 def _stage_events(job: dict) -> list[str]:  # type: ignore[type-arg]
@@ -47,6 +47,14 @@ def test_a_job_runs_every_stage_in_order_and_commits_its_records(embedded: Embed
     stored = embedded.runtime.settings.artifacts_dir / "jobs" / job["id"]
     assert {p.name for p in stored.iterdir()} == {a["name"] for a in job["artifacts"]}
     assert not (embedded.runtime.settings.scratch_dir / job["id"]).exists()
+    profile = job["profile_report"]
+    # Every engine node maps back to the original's; the top one is the fused residual conv.
+    assert profile["mapping"]["engine_nodes_mapped"] == profile["mapping"]["engine_nodes"] > 0
+    assert profile["top_nodes"][0]["from"] and profile["hot_spot"].startswith(
+        profile["top_nodes"][0]["node"])
+    assert {"Conv"} <= {row["op_type"] for row in profile["by_op_type"]}
+    assert profile["engine"]["latency_ms"] > 0 and profile["input_shapes"] == {
+        "input": [2, 3, 32, 32]}
 
 
 def test_a_model_onnxruntime_cannot_load_with_fixed_inputs_gets_an_engine_with_dynamic_ones(
@@ -88,9 +96,10 @@ def test_fallback_loops_over_attempts_without_moving_progress_back(
     # The first round, then one round per fallback attempt, each saying which it is.
     assert events[:4] == [f"stage {s} started" for s in STAGES[:4]]
     assert "stage optimize started (fallback: no fusion passes, ONNX Runtime level 'all')" in events
-    assert events[-3:] == [
+    assert events[-4:] == [
         "stage validate started (fallback: the unfused model with ONNX Runtime's optimizations "
-        "off (the reference itself))", "stage benchmark started", "stage store started"]
+        "off (the reference itself))", "stage benchmark started", "stage profile started",
+        "stage store started"]
     # The kept engine is the last attempt's.
     manifest = embedded.client.get(f"/v1/jobs/{job['id']}/artifacts/manifest.json").json()
     assert manifest["requested_optimization_level"] == "disabled"

@@ -12,6 +12,8 @@ from typing import Any, NoReturn, Protocol, TypeVar
 
 from optimizer.backends.runner import Runner
 from optimizer.measure.ablation import RunnerFor
+from optimizer.measure.node_profile import NodeProfile
+from optimizer.measure.provenance import Provenance
 from optimizer.registries.backends import Backend
 from worker.pipeline.results import (
     Attempt,
@@ -22,7 +24,7 @@ from worker.pipeline.results import (
 )
 from worker.pipeline.stages import ProgressSpan
 
-__all__ = ["BenchmarkReference", "JobBackend", "SweepEngine"]
+__all__ = ["BenchmarkReference", "JobBackend", "NodeProfiles", "SweepEngine"]
 
 EngineT = TypeVar("EngineT")
 
@@ -44,6 +46,18 @@ class SweepEngine:
 
     input_shapes: dict[str, tuple[int, ...]]
     open: Callable[[], AbstractContextManager[Runner]]
+
+
+@dataclass(frozen=True)
+class NodeProfiles:
+    """Per-node times of the benchmark's original and of the engine, and the original nodes
+    (of the model the passes rewrote) each profiled node came from."""
+
+    original: NodeProfile
+    engine: NodeProfile
+    original_provenance: Provenance
+    engine_provenance: Provenance
+    profiler: str  # what measured them, for the report ("ONNX Runtime's profiler, 1 thread")
 
 
 class JobBackend(Protocol[EngineT]):
@@ -73,6 +87,11 @@ class JobBackend(Protocol[EngineT]):
                      batch: int) -> SweepEngine | str:
         """The engine at batch size `batch` (the reference runs the same shapes), or why it
         cannot be timed there (a fixed batch dim, a batch outside the engine's profile)."""
+        ...
+
+    def node_profiles(self, loaded: LoadedModel, optimized: OptimizedModel,
+                      engine: BuiltEngine[EngineT], feed: dict[str, Any]) -> NodeProfiles | str:
+        """Profile the original and the engine node by node on `feed`, or say why not."""
         ...
 
     def timing_lock(self) -> AbstractContextManager[None]:

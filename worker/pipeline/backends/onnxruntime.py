@@ -4,7 +4,7 @@ its optimizations off, as a second variant)."""
 
 import shutil
 from contextlib import AbstractContextManager, nullcontext
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from core.job_config import DEFAULT_ORT_LEVEL
 from core.reports import EngineReport
@@ -19,8 +19,9 @@ from optimizer.backends.runner import Runner
 from optimizer.errors import InternalError
 from optimizer.measure.ablation import RunnerFor, onnxruntime_stage_runner
 from optimizer.registries.backends import Backend
-from worker.pipeline.backends.base import BenchmarkReference, SweepEngine
+from worker.pipeline.backends.base import BenchmarkReference, NodeProfiles, SweepEngine
 from worker.pipeline.backends.fallbacks import onnxruntime_fallbacks
+from worker.pipeline.backends.ort_profile import ort_node_profiles
 from worker.pipeline.backends.ort_sweep import ort_sweep_engine
 from worker.pipeline.results import (
     Attempt,
@@ -81,6 +82,10 @@ class OnnxRuntimeBackend:
         """The engine rebuilt at batch size `batch` (see worker/pipeline/backends/ort_sweep.py)."""
         return ort_sweep_engine(self._run, loaded, engine, batch,
                                 open_built=lambda: self.open_runner(engine))
+
+    def node_profiles(self, loaded: LoadedModel, optimized: OptimizedModel,
+                      engine: BuiltEngine[OrtEngine], feed: dict[str, Any]) -> NodeProfiles:
+        return ort_node_profiles(self._run, loaded, optimized, engine, feed)
 
     def timing_lock(self) -> AbstractContextManager[None]:
         return nullcontext()

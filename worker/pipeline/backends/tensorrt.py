@@ -178,6 +178,11 @@ class TensorRTBackend:
                   for name, shape in loaded.input_shapes.items()}
         return SweepEngine(input_shapes=shapes, open=lambda: self.open_runner(engine))
 
+    def node_profiles(self, loaded: LoadedModel, optimized: OptimizedModel,
+                      engine: BuiltEngine[TrtEngine], feed: dict[str, Any]) -> str:
+        return ("per-layer profiles of TensorRT engines are not taken yet (the engine report's "
+                "layer summary says which ONNX nodes each layer fused)")
+
     def timing_lock(self) -> AbstractContextManager[None]:
         return self._builds.gpu_lock(BENCHMARK)
 

@@ -1,0 +1,75 @@
+"""An onnxruntime job's per-node profiles: the original as the benchmark times it (the upload at
+ONNX Runtime's default level) and the engine at its manifest's options, each session's nodes
+traced back to the model the passes rewrote.
+
+The engine's nodes reach the original in three hops, composed: the fused (or quantized) model's
+origin tags, then the engine file ONNX Runtime wrote from it, then the session's own graph of
+that file (optimizer/measure/provenance.py).
+"""
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from optimizer.backends.onnxruntime.build import OrtEngine, engine_session_options
+from optimizer.measure.node_profile import ProfiledSession, profile_onnxruntime
+from optimizer.measure.provenance import Provenance, compose, name_unnamed_nodes, node_provenance
+from optimizer.model.file import write_model_file
+from worker.pipeline.backends.base import NodeProfiles
+from worker.pipeline.results import BuiltEngine, JobRun, LoadedModel, OptimizedModel
+
+__all__ = ["PROFILE_RUNS", "ort_node_profiles"]
+
+PROFILE_RUNS = 10  # profiled runs of each model (and as many plain ones beside them)
+
+
+def ort_node_profiles(run: JobRun, loaded: LoadedModel, optimized: OptimizedModel,
+                      engine: BuiltEngine[OrtEngine], feed: dict[str, Any]) -> NodeProfiles:
+    """Raises:
+        EngineBuildError, InferenceError: ONNX Runtime cannot load or run a model to profile it.
+    """
+    given = {name: np.asarray(value) for name, value in feed.items()}
+    runs = max(1, min(PROFILE_RUNS, run.config.benchmark.iterations))
+    work = run.scratch_dir / "profile"
+    work.mkdir(exist_ok=True)
+    original = profile_onnxruntime(_named(run.model_path, work), given, optimization_level="all",
+                                   runs=runs)
+    engine_file, options = engine_session_options(engine.engine.manifest_path)
+    built = profile_onnxruntime(_named(engine_file, work), given, runs=runs, **options)
+    source = _graph(loaded.fusion_source)
+    engine_hops = compose(node_provenance(source, _graph(optimized.engine_source)),
+                          node_provenance(_graph(optimized.engine_source), _graph(engine_file)))
+    threads = options["intra_op_threads"]
+    return NodeProfiles(
+        original=original.profile, engine=built.profile,
+        original_provenance=_through_session(source, original),
+        engine_provenance=compose(engine_hops, _through_session(_graph(engine_file), built)),
+        profiler=(f"ONNX Runtime's profiler, {runs} runs, "
+                  f"{'default' if threads is None else threads} intra-op threads"))
+
+
+def _graph(path: Path) -> onnx.GraphProto:
+    graph = onnx.load(str(path), load_external_data=False).graph
+    name_unnamed_nodes(graph)  # as `_named` names them for the profiler
+    return graph
+
+
+def _named(path: Path, work: Path) -> Path:
+    """`path`, or a copy in `work` whose unnamed nodes got names (ONNX Runtime's profiler
+    would name them after indices no saved graph shows)."""
+    model = onnx.load(str(path), load_external_data=False)
+    if not name_unnamed_nodes(model.graph):
+        return path
+    model = onnx.load(str(path))
+    name_unnamed_nodes(model.graph)
+    copy = work / f"named-{path.name}"
+    write_model_file(model, copy)
+    return copy
+
+
+def _through_session(model: onnx.GraphProto, session: ProfiledSession) -> Provenance:
+    if session.session_graph is None:
+        return {}
+    return node_provenance(model, session.session_graph)
