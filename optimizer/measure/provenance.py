@@ -1,8 +1,9 @@
 """Which original nodes each node of a derived graph came from: fusion provenance.
 
-Three sources, first found wins. A node of a model FuseForge fused carries the origin tag the
+Three sources.  A node of a model FuseForge fused carries the origin tag the
 passes left (optimizer/passes/origins.py). A node ONNX Runtime's NCHWc transformer made is
-named after the node or the tensor it replaced, plus "_nchwc". Otherwise, by tensors: a
+named after the node or the tensor it replaced, plus "_nchwc": its output stands for that
+tensor, unless a ReorderOutput says what it holds. Otherwise (and then), by tensors: a
 derived graph (ONNX Runtime's session graph) keeps the names of the tensors it still computes,
 a fused node's output named after the last original node it swallowed. So a node's origin is
 the set of original nodes between its inputs and its outputs: walk back from each output
@@ -90,8 +91,8 @@ def node_provenance(original: onnx.GraphProto, derived: onnx.GraphProto) -> Prov
     result: dict[str, tuple[str, ...]] = {}
     for node_id, node in zip(node_ids(derived), derived.node, strict=True):
         tagged = [position[o] for o in origins_of(_tag(node)) if o in position]
-        if tagged or node.name in hinted:
-            result[node_id] = tuple(original_ids[i] for i in sorted(tagged or [hinted[node.name]]))
+        if tagged:
+            result[node_id] = tuple(original_ids[i] for i in sorted(tagged))
             continue
         outputs = _traced_outputs(node, aliases, producer, derived_consumers)
         found: set[int] = set()

@@ -35,7 +35,7 @@ def assert_optimize_flow_succeeds(base_url: str) -> dict:  # type: ignore[type-a
     assert job["status"] == "succeeded", job
     assert job["error"] is None and job["progress"] == 1.0 and job["stage"] == "done"
     assert [e["stage"] for e in job["events"] if e["message"].startswith("stage ")] == [
-        "load", "optimize", "build_engine", "validate", "benchmark", "store"
+        "load", "optimize", "build_engine", "validate", "benchmark", "profile", "store"
     ]
     assert job["validation"]["passed"] is True
     assert [o["name"] for o in job["validation"]["outputs"]] == ["logits"]
@@ -51,7 +51,7 @@ def assert_optimize_flow_succeeds(base_url: str) -> dict:  # type: ignore[type-a
 
     artifacts = {a["name"]: a for a in job["artifacts"]}
     assert set(artifacts) == {"engine.onnx", "manifest.json", "fused.onnx", "fusion_report.json",
-                              "latency_distribution.svg"}
+                              "latency_distribution.svg", "report.html"}
     report = job["fusion_report"]
     assert report["ops_before"]["BatchNormalization"] == 2
     assert "BatchNormalization" not in report["ops_after"]

@@ -72,7 +72,8 @@ def test_tensorrt_job_builds_validates_and_benchmarks_on_the_gpu_worker(
 
     artifacts = {a["name"] for a in job["artifacts"]}
     assert artifacts == {"engine.plan", "metadata.json", "engine_report.json", "build.log",
-                         "fused.onnx", "fusion_report.json", "latency_distribution.svg"}
+                         "fused.onnx", "fusion_report.json", "latency_distribution.svg",
+                         "report.html"}
     report = job["engine_report"]
     metadata = report["metadata"]
     assert metadata["gpu_name"] == FAKE_GPU.name and metadata["compute_capability"] == "9.0"

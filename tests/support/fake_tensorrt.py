@@ -63,6 +63,7 @@ from optimizer.backends.tensorrt.build import TrtBuildArguments
 from optimizer.backends.tensorrt.toolkit import TensorRTToolkit
 from optimizer.capabilities import GpuInfo, HostCapabilities
 from optimizer.errors import EngineBuildError
+from optimizer.measure.node_profile import profile_onnxruntime
 from optimizer.model.tensor_specs import summarize_model
 from optimizer.plugins import decompose_for_onnxruntime
 from optimizer.precision import emulate_precision
@@ -186,6 +187,24 @@ class FakeTensorRTRunner(OnnxRuntimeRunner):
             return {name: value + 1 if np.issubdtype(value.dtype, np.floating) else value
                     for name, value in outputs.items()}
         return outputs
+
+    def profile_layers(self, feeds: Mapping[str, np.ndarray], *, runs: int = 10,
+                       warmup: int = 2) -> dict[str, float]:
+        """TensorRTRunner's contract: ONNX Runtime's profiler on the plan, each node's time
+        added to the layer the fake inspector report put it in (a node in no layer keeps its
+        own name, as TensorRT's reformatting layers are in no report)."""
+        report = json.loads((self.model_path.parent / REPORT_FILE).read_text())
+        layers = parse_engine_information(json.dumps(report.get("inspector") or {}))
+        layer_of = {node: layer.name for layer in layers.profile_layers(0)
+                    for node in layer.fused_onnx_nodes}
+        profile = profile_onnxruntime(self.model_path, feeds,
+                                      optimization_level=self.optimization_level,
+                                      runs=runs, warmup=warmup).profile
+        times: dict[str, float] = {}
+        for node in profile.nodes:
+            layer = layer_of.get(node.node, node.node)
+            times[layer] = times.get(layer, 0.0) + node.time_ms
+        return times
 
     def spec(self) -> RunnerSpec:
         # `runner` lets a child process (the memory probe) recreate this runner too.

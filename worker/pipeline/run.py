@@ -23,7 +23,13 @@ from worker.pipeline.backends.registry import JOB_BACKENDS
 from worker.pipeline.progress import JobStopped, StageProgress
 from worker.pipeline.records.benchmark_context import benchmark_context
 from worker.pipeline.records.benchmark_plots import benchmark_plots
-from worker.pipeline.records.outcome import StoredArtifacts, benchmark_rows, store_artifacts_then
+from worker.pipeline.records.job_report_html import job_report_html
+from worker.pipeline.records.outcome import (
+    StoredArtifacts,
+    benchmark_rows,
+    report_columns,
+    store_artifacts_then,
+)
 from worker.pipeline.records.recorder import JobRecorder
 from worker.pipeline.results import (
     Attempt,
@@ -129,7 +135,9 @@ def _run_stages(run: JobRun, backend: JobBackend[Any], outcome: JobOutcome,
         outcome.ablation = benchmark_ablation(run, backend, loaded, span)
     # Before the scratch folder goes: the context reads the timed models, the plots are files.
     outcome.benchmark_context = benchmark_context(run, loaded, outcome)
-    outcome.add_artifacts(benchmark_plots(run, benchmark_rows(run.job_id, outcome)))
+    records = benchmark_rows(run.job_id, outcome)
+    outcome.add_artifacts(benchmark_plots(run, records))
+    outcome.add_artifacts((job_report_html(run, outcome, report_columns(outcome), records),))
 
 
 def _validated_engine(run: JobRun, backend: JobBackend[Any], loaded: LoadedModel,

@@ -14,7 +14,7 @@ from tests.support.embedded_worker import EmbeddedWorker
 from tests.support.sse import ServerSentEvent, parse_sse
 
 FAST_BENCHMARK = {"warmup": 1, "iterations": 3, "measure_memory": False}
-STAGES = ["load", "optimize", "build_engine", "validate", "benchmark", "store"]
+STAGES = ["load", "optimize", "build_engine", "validate", "benchmark", "profile", "store"]
 
 
 @pytest.fixture(autouse=True)

@@ -5,6 +5,7 @@ through FakeTensorRT (tests/support/fake_tensorrt.py: no TensorRT or GPU can exi
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -36,7 +37,7 @@ def test_a_job_runs_every_stage_in_order_and_commits_its_records(embedded: Embed
     assert job["progress"] == 1.0 and job["stage"] == "done"
     assert {a["name"] for a in job["artifacts"]} == {"engine.onnx", "manifest.json", "fused.onnx",
                                                      "fusion_report.json",
-                                                     "latency_distribution.svg"}
+                                                     "latency_distribution.svg", "report.html"}
     assert job["validation"]["passed"] is True
     assert job["accuracy_report"]["passed_first_time"] is True
     # The verdict says what it was reached on: the job's shapes (the engine is static).
@@ -55,6 +56,12 @@ def test_a_job_runs_every_stage_in_order_and_commits_its_records(embedded: Embed
     assert {"Conv"} <= {row["op_type"] for row in profile["by_op_type"]}
     assert profile["engine"]["latency_ms"] > 0 and profile["input_shapes"] == {
         "input": [2, 3, 32, 32]}
+    # report.html stands alone: every section, the hot spot, and nothing fetched from elsewhere.
+    page = embedded.client.get(f"/v1/jobs/{job['id']}/artifacts/report.html").text
+    for section in ("fusions", "accuracy", "precision", "benchmarks", "profile", "environment"):
+        assert f'<section id="{section}">' in page
+    assert profile["top_nodes"][0]["node"] in page and "validation" in page.lower()
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", page) and "<script" not in page
 
 
 def test_a_model_onnxruntime_cannot_load_with_fixed_inputs_gets_an_engine_with_dynamic_ones(
@@ -150,12 +157,20 @@ def test_tensorrt_job_builds_its_engine_and_times_it_against_the_unfused_engine(
     assert job["status"] == "succeeded", job["error"]
     assert {a["name"] for a in job["artifacts"]} == {
         "engine.plan", "metadata.json", "engine_report.json", "build.log", "fused.onnx",
-        "fusion_report.json", "latency_distribution.svg"}
+        "fusion_report.json", "latency_distribution.svg", "report.html"}
     report = job["engine_report"]
     assert report["metadata"]["precision"] == "fp32"
     assert report["reference_engine"]["engine_bytes"] != report["metadata"]["engine_bytes"]
     assert {b["backend"] for b in job["benchmarks"]} == {"fake-tensorrt"}
     assert job["config"]["ort_optimization_level"] is None
+    # The per-layer profile: each engine layer names the original nodes it computes, the
+    # fused Conv+Relu layer both (the inspector's layer through the fused model's origin tags).
+    profile = job["profile_report"]
+    assert profile["profiler"].startswith("TensorRT's per-layer profiler")
+    assert profile["mapping"]["engine_nodes_mapped"] == profile["mapping"]["engine_nodes"] > 0
+    fused_layers = [row for row in profile["top_nodes"] if len(row["from"]) > 1]
+    assert any({"Conv", "Relu"} <= set(row["from_op_types"]) for row in fused_layers)
+    assert {row["op_type"] for row in profile["by_op_type"]}
 
 
 def test_tensorrt_fallback_ends_at_the_unfused_engine_and_blames_tensorrt(

@@ -24,7 +24,9 @@ from worker.pipeline.results import (
 )
 from worker.pipeline.stages import ProgressSpan
 
-__all__ = ["BenchmarkReference", "JobBackend", "NodeProfiles", "SweepEngine"]
+__all__ = ["PROFILE_RUNS", "BenchmarkReference", "JobBackend", "NodeProfiles", "SweepEngine"]
+
+PROFILE_RUNS = 10  # profiled runs of each model in stage `profile` (at most the benchmark's)
 
 EngineT = TypeVar("EngineT")
 

@@ -17,12 +17,10 @@ from optimizer.backends.onnxruntime.build import OrtEngine, engine_session_optio
 from optimizer.measure.node_profile import ProfiledSession, profile_onnxruntime
 from optimizer.measure.provenance import Provenance, compose, name_unnamed_nodes, node_provenance
 from optimizer.model.file import write_model_file
-from worker.pipeline.backends.base import NodeProfiles
+from worker.pipeline.backends.base import PROFILE_RUNS, NodeProfiles
 from worker.pipeline.results import BuiltEngine, JobRun, LoadedModel, OptimizedModel
 
-__all__ = ["PROFILE_RUNS", "ort_node_profiles"]
-
-PROFILE_RUNS = 10  # profiled runs of each model (and as many plain ones beside them)
+__all__ = ["ort_node_profiles"]
 
 
 def ort_node_profiles(run: JobRun, loaded: LoadedModel, optimized: OptimizedModel,

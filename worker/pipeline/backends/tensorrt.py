@@ -27,8 +27,9 @@ from optimizer.quantization.node_precision import tensorrt_node_precisions
 from optimizer.registries.backends import Backend
 from optimizer.registries.precisions import PRECISIONS, Precision
 from worker.gpu.engine_builds import EngineBuilds, build_log_path
-from worker.pipeline.backends.base import BenchmarkReference, SweepEngine
+from worker.pipeline.backends.base import BenchmarkReference, NodeProfiles, SweepEngine
 from worker.pipeline.backends.fallbacks import tensorrt_fallbacks
+from worker.pipeline.backends.trt_profile import ReferenceEngine, tensorrt_node_profiles
 from worker.pipeline.records.recorder import JobRecorder
 from worker.pipeline.results import (
     Attempt,
@@ -73,6 +74,7 @@ class TensorRTBackend:
         self._run = run
         self._toolkit = toolkit
         self._gpu = capabilities.gpu
+        self._reference: ReferenceEngine | None = None  # built by benchmark_reference
         precision = run.config.precision
         self._builds = EngineBuilds(
             job_id=run.job_id, settings=run.settings, store=run.store, channel=recorder,
@@ -156,6 +158,7 @@ class TensorRTBackend:
                                     label="TensorRT build of the unfused model", stage=BENCHMARK,
                                     progress_span=span.as_tuple(),
                                     precision=self._builds.reference_precision)
+        self._reference = ReferenceEngine(engine, source)  # profiled after the benchmark
         return BenchmarkReference(open=lambda: self._open(engine),
                                   engine_metadata=engine.metadata.to_dict())
 
@@ -179,9 +182,13 @@ class TensorRTBackend:
         return SweepEngine(input_shapes=shapes, open=lambda: self.open_runner(engine))
 
     def node_profiles(self, loaded: LoadedModel, optimized: OptimizedModel,
-                      engine: BuiltEngine[TrtEngine], feed: dict[str, Any]) -> str:
-        return ("per-layer profiles of TensorRT engines are not taken yet (the engine report's "
-                "layer summary says which ONNX nodes each layer fused)")
+                      engine: BuiltEngine[TrtEngine], feed: dict[str, Any]) -> NodeProfiles | str:
+        """TensorRT's per-layer profile of the engine and of the unfused model's engine (the
+        benchmark's reference), each layer mapped to ONNX nodes by the inspector's report."""
+        if self._reference is None:
+            return "the unfused model's engine was not built (no benchmark ran)"
+        return tensorrt_node_profiles(loaded, optimized, engine.engine, self._reference,
+                                      feed, open_engine=self._open)
 
     def timing_lock(self) -> AbstractContextManager[None]:
         return self._builds.gpu_lock(BENCHMARK)

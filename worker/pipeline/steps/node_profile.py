@@ -33,7 +33,8 @@ def profile_engine_nodes(run: JobRun, backend: JobBackend[Any], loaded: LoadedMo
     profiler fails (a profile explains a job; it never fails one)."""
     _, feed = benchmark_setup(run, loaded)
     try:
-        profiles = backend.node_profiles(loaded, optimized, engine, feed)
+        with backend.timing_lock():  # a GPU's other jobs would skew the layer times
+            profiles = backend.node_profiles(loaded, optimized, engine, feed)
     except OptimizerError as err:
         logger.warning("job %s: the node profile failed: %s", run.job_id, err)
         return {"skipped": f"the profiler failed: {err}"}
