@@ -21,12 +21,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 import onnx
 
 from optimizer.passes.origins import ORIGIN_KEY, origins_of
 
-__all__ = ["Provenance", "compose", "name_unnamed_nodes", "node_ids", "node_provenance"]
+__all__ = ["Provenance", "compose", "name_unnamed_nodes", "named_graph", "node_ids",
+           "node_provenance"]
 
 # Derived node id -> the original node ids it came from.
 Provenance = dict[str, tuple[str, ...]]
@@ -52,6 +54,13 @@ def name_unnamed_nodes(graph: onnx.GraphProto) -> bool:
         if not node.name:
             node.name, changed = node_id, True
     return changed
+
+
+def named_graph(path: Path) -> onnx.GraphProto:
+    """The main graph of the model at `path` (weights not read), unnamed nodes named."""
+    graph = onnx.load(str(path), load_external_data=False).graph
+    name_unnamed_nodes(graph)
+    return graph
 
 
 def compose(first: Provenance, second: Provenance) -> Provenance:

@@ -126,6 +126,7 @@ def _with_input_dims(
     fixed = onnx.ModelProto()
     fixed.CopyFrom(model)
     graph = fixed.graph
+    _drop_initializer_inputs(fixed)
     for value in graph.input:
         if value.name in dims:
             _set_dims(value, dims[value.name])
@@ -138,6 +139,20 @@ def _with_input_dims(
         raise InvalidModelError(
             f"ONNX shape inference failed for model {model.graph.name!r} with input shapes "
             f"{shown}: {err}. Check that the model accepts these shapes.") from err
+
+
+def _drop_initializer_inputs(model: onnx.ModelProto) -> None:
+    """Weights listed as graph inputs too (IR version 3 required it: the onnx package's zoo
+    models, old Caffe2 and early PyTorch exports) are constants of a fixed model: kept as
+    inputs, an engine ONNX Runtime writes after folding them asks for them as inputs with no
+    value (every zoo model's engine did). From IR 4 on a weight need not be an input."""
+    weights = {tensor.name for tensor in model.graph.initializer}
+    if not weights & {value.name for value in model.graph.input}:
+        return
+    kept = [value for value in model.graph.input if value.name not in weights]
+    del model.graph.input[:]
+    model.graph.input.extend(kept)
+    model.ir_version = max(model.ir_version, 4)
 
 
 def _forget_inferred_shapes(graph: onnx.GraphProto) -> None:

@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import onnx
+import pytest
 
 from optimizer.capabilities import HostCapabilities
 from optimizer.testing.models import model_bytes, small_cnn
@@ -62,6 +63,23 @@ def test_a_job_runs_every_stage_in_order_and_commits_its_records(embedded: Embed
         assert f'<section id="{section}">' in page
     assert profile["top_nodes"][0]["node"] in page and "validation" in page.lower()
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", page) and "<script" not in page
+
+
+_ZOO_SQUEEZENET = Path(onnx.__file__).parent / "backend/test/data/light/light_squeezenet.onnx"
+
+
+@pytest.mark.skipif(not _ZOO_SQUEEZENET.is_file(), reason="the onnx package ships no zoo models")
+def test_a_zoo_model_listing_its_weights_as_inputs_is_optimized_validated_and_profiled(
+        embedded: EmbeddedWorker) -> None:
+    # IR version 3 lists every weight as a graph input too; the engine ONNX Runtime wrote
+    # after folding them used to ask for them as inputs, and validation failed internally.
+    model_id = embedded.upload(_ZOO_SQUEEZENET.read_bytes(), "squeezenet.onnx")
+    job = embedded.wait(embedded.submit(model_id, benchmark=FAST_BENCHMARK))
+
+    assert job["status"] == "succeeded", job["error"]
+    assert job["validation"]["passed"] is True
+    mapping = job["profile_report"]["mapping"]
+    assert mapping["engine_nodes_mapped"] == mapping["engine_nodes"] > 0
 
 
 def test_a_model_onnxruntime_cannot_load_with_fixed_inputs_gets_an_engine_with_dynamic_ones(

@@ -15,7 +15,13 @@ import onnx
 
 from optimizer.backends.onnxruntime.build import OrtEngine, engine_session_options
 from optimizer.measure.node_profile import ProfiledSession, profile_onnxruntime
-from optimizer.measure.provenance import Provenance, compose, name_unnamed_nodes, node_provenance
+from optimizer.measure.provenance import (
+    Provenance,
+    compose,
+    name_unnamed_nodes,
+    named_graph,
+    node_provenance,
+)
 from optimizer.model.file import write_model_file
 from worker.pipeline.backends.base import PROFILE_RUNS, NodeProfiles
 from worker.pipeline.results import BuiltEngine, JobRun, LoadedModel, OptimizedModel
@@ -36,22 +42,17 @@ def ort_node_profiles(run: JobRun, loaded: LoadedModel, optimized: OptimizedMode
                                    runs=runs)
     engine_file, options = engine_session_options(engine.engine.manifest_path)
     built = profile_onnxruntime(_named(engine_file, work), given, runs=runs, **options)
-    source = _graph(loaded.fusion_source)
-    engine_hops = compose(node_provenance(source, _graph(optimized.engine_source)),
-                          node_provenance(_graph(optimized.engine_source), _graph(engine_file)))
+    source, fused = named_graph(loaded.fusion_source), named_graph(optimized.engine_source)
+    engine_hops = compose(node_provenance(source, fused),
+                          node_provenance(fused, named_graph(engine_file)))
     threads = options["intra_op_threads"]
     return NodeProfiles(
         original=original.profile, engine=built.profile,
         original_provenance=_through_session(source, original),
-        engine_provenance=compose(engine_hops, _through_session(_graph(engine_file), built)),
+        engine_provenance=compose(engine_hops, _through_session(named_graph(engine_file), built)),
         profiler=(f"ONNX Runtime's profiler, {runs} runs, "
                   f"{'default' if threads is None else threads} intra-op threads"))
 
-
-def _graph(path: Path) -> onnx.GraphProto:
-    graph = onnx.load(str(path), load_external_data=False).graph
-    name_unnamed_nodes(graph)  # as `_named` names them for the profiler
-    return graph
 
 
 def _named(path: Path, work: Path) -> Path:

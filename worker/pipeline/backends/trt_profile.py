@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
-import onnx
 
 from optimizer.backends.runner import Runner
 from optimizer.backends.tensorrt import TrtEngine
@@ -21,7 +20,12 @@ from optimizer.backends.tensorrt.layer_profile import (
 )
 from optimizer.errors import InternalError
 from optimizer.measure.node_profile import NodeProfile
-from optimizer.measure.provenance import Provenance, compose, name_unnamed_nodes, node_provenance
+from optimizer.measure.provenance import (
+    Provenance,
+    compose,
+    named_graph,
+    node_provenance,
+)
 from worker.pipeline.backends.base import PROFILE_RUNS, NodeProfiles
 from worker.pipeline.results import LoadedModel, OptimizedModel
 
@@ -42,14 +46,14 @@ def tensorrt_node_profiles(loaded: LoadedModel, optimized: OptimizedModel, engin
         InferenceError, EngineBuildError: an engine cannot be loaded or run.
     """
     given = {name: np.asarray(value) for name, value in feed.items()}
-    source = _graph(loaded.fusion_source)
+    source = named_graph(loaded.fusion_source)
     original, original_layers = _profile(reference.engine, given, open_engine)
     built, built_layers = _profile(engine, given, open_engine)
     return NodeProfiles(
         original=original, engine=built,
-        original_provenance=compose(node_provenance(source, _graph(reference.source)),
+        original_provenance=compose(node_provenance(source, named_graph(reference.source)),
                                     original_layers),
-        engine_provenance=compose(node_provenance(source, _graph(optimized.engine_source)),
+        engine_provenance=compose(node_provenance(source, named_graph(optimized.engine_source)),
                                   built_layers),
         profiler=f"TensorRT's per-layer profiler, {PROFILE_RUNS} runs")
 
@@ -63,8 +67,3 @@ def _profile(engine: TrtEngine, feed: dict[str, np.ndarray],
         return tensorrt_layer_profile(cast(LayerProfiledRunner, runner), feed,
                                       engine_layers(engine.report_path), runs=PROFILE_RUNS)
 
-
-def _graph(path: Path) -> onnx.GraphProto:
-    graph = onnx.load(str(path), load_external_data=False).graph
-    name_unnamed_nodes(graph)
-    return graph

@@ -16,7 +16,7 @@ from optimizer.errors import OptimizerError
 from optimizer.fusion_report import FusionReport
 from optimizer.measure.hot_spots import ProfileInputs, profile_report
 from optimizer.measure.memory_bandwidth import memory_bandwidth_gb_s
-from optimizer.measure.provenance import name_unnamed_nodes, node_ids, node_provenance
+from optimizer.measure.provenance import named_graph, node_ids, node_provenance
 from worker.pipeline.backends.base import JobBackend
 from worker.pipeline.results import BuiltEngine, JobRun, LoadedModel, OptimizedModel
 from worker.pipeline.steps.benchmark import benchmark_setup
@@ -40,7 +40,7 @@ def profile_engine_nodes(run: JobRun, backend: JobBackend[Any], loaded: LoadedMo
         return {"skipped": f"the profiler failed: {err}"}
     if isinstance(profiles, str):
         return {"skipped": profiles}
-    source = _graph(loaded.fusion_source)
+    source = named_graph(loaded.fusion_source)
     report = profile_report(ProfileInputs(
         original=profiles.original, engine=profiles.engine,
         original_op_types=dict(zip(node_ids(source), (n.op_type for n in source.node),
@@ -54,11 +54,6 @@ def profile_engine_nodes(run: JobRun, backend: JobBackend[Any], loaded: LoadedMo
             "input_shapes": {name: list(shape) for name, shape in loaded.input_shapes.items()},
             **report}
 
-
-def _graph(path: Path) -> onnx.GraphProto:
-    graph = onnx.load(str(path), load_external_data=False).graph
-    name_unnamed_nodes(graph)
-    return graph
 
 
 def _refusals(fusion: FusionReport) -> dict[str, str]:
@@ -78,6 +73,6 @@ def _float_reasons(source: onnx.GraphProto, fused_path: Path,
                 for row in precisions.get("nodes", ()) if row.get("precision") == "float"}
     if not in_float:
         return {}
-    origins = node_provenance(source, _graph(fused_path))
+    origins = node_provenance(source, named_graph(fused_path))
     return {origin: reason for node, reason in in_float.items()
             for origin in origins.get(node, ())}
