@@ -13,12 +13,12 @@ import numpy as np
 
 from optimizer.backends.runner import Runner
 from optimizer.backends.tensorrt import TrtEngine
-from optimizer.backends.tensorrt.layer_profile import (
+from optimizer.errors import InternalError
+from optimizer.measure.layer_profile import (
     LayerProfiledRunner,
     engine_layers,
     tensorrt_layer_profile,
 )
-from optimizer.errors import InternalError
 from optimizer.measure.node_profile import NodeProfile
 from optimizer.measure.provenance import (
     Provenance,
