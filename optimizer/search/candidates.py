@@ -1,0 +1,184 @@
+"""The candidates of a search: every configuration the registries say a backend can build.
+
+A candidate is a pass set × a precision (× a quantization mode, an ONNX Runtime level) drawn
+from the registries (optimizer/passes, optimizer/registries), never from a hand-kept list, so a
+new pass family or precision joins the search by being registered. Candidates that cannot run
+here are refused up front with the reason, and listed so: a user sees why int8 static was not
+tried, not just that it is missing.
+
+The candidates come out in the order the search tries them: those most likely to win first
+(int8 on a CPU with 8-bit dot products, fp16 on a GPU), so a search cut short by its time
+budget has already measured the likely winners.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from optimizer.passes import DEFAULT_PASSES, FusionPass, PassStage
+from optimizer.registries.backends import BACKENDS, Backend
+from optimizer.registries.precisions import PRECISIONS, REFERENCE_PRECISION, Precision
+from optimizer.registries.quantization import QuantizationMode
+
+__all__ = ["ALL_PASSES", "NO_PASSES", "Candidate", "CandidatePlan", "Refusal", "SearchSpace",
+           "plan_candidates"]
+
+ALL_PASSES, NO_PASSES = "all", "none"
+
+# The order precisions are tried in on each backend: the likeliest winner first.
+_PRECISION_ORDER: Mapping[Backend, tuple[Precision, ...]] = {
+    Backend.ONNXRUNTIME: (Precision.INT8, Precision.FP32, Precision.FP16),
+    Backend.TENSORRT: (Precision.FP8, Precision.INT8, Precision.FP16, Precision.BF16,
+                       Precision.FP32),
+}
+_ORT_DEFAULT_LEVEL = "all"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One configuration to build, validate and time. `overrides` are the job-config fields
+    that rebuild it: the recipe, applied over the search job's own config."""
+
+    name: str
+    precision: Precision
+    passes: str | tuple[str, ...]
+    quantization_mode: QuantizationMode | None = None
+    ort_level: str | None = None
+
+    def overrides(self) -> dict[str, Any]:
+        recipe: dict[str, Any] = {
+            "precision": str(self.precision),
+            "passes": self.passes if isinstance(self.passes, str) else list(self.passes)}
+        if self.quantization_mode is not None:
+            recipe["quantization"] = {"mode": str(self.quantization_mode)}
+        if self.ort_level is not None:
+            recipe["ort_optimization_level"] = self.ort_level
+        return recipe
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A candidate the search will not try, and why (a precision the backend lacks, int8
+    static without a calibration dataset...)."""
+
+    name: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"name": self.name, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """What a search may vary. `precisions` None: every precision the backend builds;
+    `ort_levels` None: ONNX Runtime's default level only (onnxruntime); `firing_passes`: the
+    pass families that rewrite this model (from its fusion report), None: every family the
+    backend runs; only those get an "off" candidate, the others would rebuild "all"."""
+
+    backend: Backend
+    precisions: tuple[Precision, ...] | None = None
+    pass_sets: bool = True  # all, none, and each firing family off (fp32 only)
+    ort_levels: tuple[str, ...] | None = None
+    has_calibration: bool = False  # a calibration dataset: int8/fp8 static can run
+    has_matrix_products: bool = True  # int8 dynamic quantizes MatMul/Gemm only
+    target_gpu: str | None = None  # a compute capability: precisions it lacks are refused
+    firing_passes: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class CandidatePlan:
+    candidates: tuple[Candidate, ...]
+    refused: tuple[Refusal, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"candidates": [{"name": c.name, "recipe": c.overrides()} for c in self.candidates],
+                "refused": [r.to_dict() for r in self.refused]}
+
+
+def plan_candidates(space: SearchSpace) -> CandidatePlan:
+    """Every candidate of `space`, likeliest winner first, and those refused with the reason."""
+    spec = BACKENDS[space.backend]
+    candidates: list[Candidate] = []
+    refused: list[Refusal] = []
+    for precision in _precisions_asked(space, refused):
+        if precision not in spec.precisions:
+            refused.append(Refusal(str(precision), spec.why_not.get(
+                precision, f"backend {space.backend!r} does not run {precision}.")))
+            continue
+        refusal = PRECISIONS[precision].gpu_refusal(space.target_gpu)
+        if refusal is not None:
+            refused.append(Refusal(str(precision), refusal))
+            continue
+        if PRECISIONS[precision].quantizes:
+            _quantized(space, precision, candidates, refused)
+        elif precision == REFERENCE_PRECISION:
+            candidates.extend(_reference_candidates(space))
+        else:
+            candidates.append(Candidate(f"{precision}/{ALL_PASSES}", precision, ALL_PASSES,
+                                        ort_level=_default_level(space)))
+    return CandidatePlan(tuple(candidates), tuple(refused))
+
+
+def _precisions_asked(space: SearchSpace, refused: list[Refusal]) -> list[Precision]:
+    order = _PRECISION_ORDER[space.backend]
+    if space.precisions is None:
+        return [p for p in order if p in BACKENDS[space.backend].precisions]
+    asked = list(dict.fromkeys(space.precisions))
+    return sorted(asked, key=lambda p: order.index(p) if p in order else len(order))
+
+
+def _quantized(space: SearchSpace, precision: Precision, candidates: list[Candidate],
+               refused: list[Refusal]) -> None:
+    level = _default_level(space)
+    if space.has_calibration:
+        candidates.append(Candidate(f"{precision}-static/{ALL_PASSES}", precision, ALL_PASSES,
+                                    QuantizationMode.STATIC, level))
+    else:
+        refused.append(Refusal(f"{precision}-static", "static quantization needs a "
+                               "calibration dataset (search.calibration or "
+                               "quantization.calibration); FuseForge never calibrates on random "
+                               "inputs"))
+    if precision == Precision.FP8:
+        return  # fp8 has no dynamic form
+    if space.has_matrix_products:
+        candidates.append(Candidate(f"{precision}-dynamic/{ALL_PASSES}", precision, ALL_PASSES,
+                                    QuantizationMode.DYNAMIC, level))
+    else:
+        refused.append(Refusal(f"{precision}-dynamic", "dynamic quantization quantizes "
+                               "MatMul/Gemm only, and this model has none (dynamic convolutions "
+                               "run several times slower than fp32 on CPU)"))
+
+
+def _reference_candidates(space: SearchSpace) -> Iterable[Candidate]:
+    fp32 = REFERENCE_PRECISION
+    levels = space.ort_levels if space.backend == Backend.ONNXRUNTIME and space.ort_levels \
+        else (_default_level(space),)
+    for level in levels:
+        suffix = "" if level in (None, _ORT_DEFAULT_LEVEL) else f"@ort-{level}"
+        yield Candidate(f"{fp32}/{ALL_PASSES}{suffix}", fp32, ALL_PASSES, ort_level=level)
+    if not space.pass_sets:
+        return
+    level = _default_level(space)
+    backend = str(space.backend)
+    runs_by_default = [p.name for p in DEFAULT_PASSES if backend not in p.off_by_default]
+    for family in _families(space):
+        kept = tuple(name for name in runs_by_default if name != family.name)
+        yield Candidate(f"{fp32}/without-{family.name}", fp32, kept, ort_level=level)
+    yield Candidate(f"{fp32}/{NO_PASSES}", fp32, NO_PASSES, ort_level=level)
+
+
+def _families(space: SearchSpace) -> list[FusionPass]:
+    """The fusion families that can be switched off: those the backend runs by default (not
+    the clean-up every job needs), and that rewrite this model where that is known."""
+    backend = str(space.backend)
+    families = [p for p in DEFAULT_PASSES if p.stage is not PassStage.CLEANUP
+                and p.supports(backend) and backend not in p.off_by_default]
+    if space.firing_passes is None:
+        return families
+    return [p for p in families if p.name in space.firing_passes]
+
+
+def _default_level(space: SearchSpace) -> str | None:
+    return _ORT_DEFAULT_LEVEL if space.backend == Backend.ONNXRUNTIME else None

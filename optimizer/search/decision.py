@@ -1,0 +1,148 @@
+"""Choose a search's winner and say why each other candidate lost.
+
+The race (race.py) leaves the candidates no measurement can separate from the fastest; of
+those the most faithful precision wins (fp32 before fp16/bf16 before int8/fp8, then the higher
+cosine), because a speed-up inside the noise is not worth any accuracy. Every other candidate
+gets the reason it lost: slower beyond its interval, over the latency budget, out of the
+accuracy budget, refused, failed with its error, or not tried within the time budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from optimizer.registries.precisions import Precision
+from optimizer.search.candidates import Candidate, Refusal
+from optimizer.search.race import Standing
+
+__all__ = ["CandidateOutcome", "Outcome", "SearchDecision", "Strategy", "decide"]
+
+# Ties in the race go to the most faithful precision: the earlier in this order.
+_FIDELITY = (Precision.FP32, Precision.BF16, Precision.FP16, Precision.INT8, Precision.FP8)
+
+
+class Strategy(StrEnum):
+    """`min_latency`: the lowest p50 at the job's batch; `max_throughput`: the most inferences
+    a second at it (the same order at one batch size and thread count); `min_latency_under_budget`:
+    the lowest p50 of the candidates whose p99 stays within `latency_budget_ms`."""
+
+    MIN_LATENCY = "min_latency"
+    MAX_THROUGHPUT = "max_throughput"
+    MIN_LATENCY_UNDER_BUDGET = "min_latency_under_budget"
+
+
+class Outcome(StrEnum):
+    WON = "won"
+    SLOWER = "slower"  # left the race, or tied and less faithful
+    OVER_LATENCY_BUDGET = "over_latency_budget"
+    OUT_OF_ACCURACY_BUDGET = "out_of_accuracy_budget"
+    REFUSED = "refused"
+    FAILED = "failed"
+    NOT_TRIED = "not_tried"  # the time budget ran out first
+    TIMED = "timed"  # built, validated and in the race (before the decision)
+
+
+@dataclass(frozen=True)
+class CandidateOutcome:
+    """What became of one candidate before the race: built and within the accuracy budget
+    (`TIMED`), out of it, failed; with its accuracy metrics, engine size and build time."""
+
+    candidate: Candidate
+    outcome: Outcome
+    reason: str | None = None
+    accuracy: Mapping[str, float] = field(default_factory=dict)  # the worst output's metrics
+    engine_bytes: int | None = None
+    build_s: float | None = None
+
+
+@dataclass(frozen=True)
+class SearchDecision:
+    winner: str | None
+    why: str  # why it won, or why nothing did
+    rows: list[dict[str, Any]]  # the Pareto table: every candidate, the refused ones too
+
+
+def decide(outcomes: Sequence[CandidateOutcome], standings: Mapping[str, Standing],
+           refused: Sequence[Refusal] = ()) -> SearchDecision:
+    """The winner among the raced candidates still in at the end, and a row per candidate."""
+    by_name = {o.candidate.name: o for o in outcomes}
+    survivors = [name for name, s in standings.items() if s.out is None]
+    survivors.sort(key=lambda name: _tie_key(by_name[name], standings[name]))
+    winner = survivors[0] if survivors else None
+    rows = []
+    for outcome in outcomes:
+        name = outcome.candidate.name
+        standing = standings.get(name)
+        verdict, reason = _verdict(outcome, standing, winner, standings)
+        rows.append(_row(outcome, standing, verdict, reason))
+    rows.extend({"name": r.name, "outcome": Outcome.REFUSED.value, "reason": r.reason}
+                for r in refused)
+    _mark_pareto(rows)
+    if winner is None:
+        why = "no candidate was built within the accuracy and latency budgets"
+    else:
+        why = _why_won(winner, standings, survivors)
+    return SearchDecision(winner, why, rows)
+
+
+def _tie_key(outcome: CandidateOutcome, standing: Standing) -> tuple[float, float, float]:
+    precision = outcome.candidate.precision
+    rank = _FIDELITY.index(precision) if precision in _FIDELITY else len(_FIDELITY)
+    cosine = float(outcome.accuracy.get("cosine", 1.0))
+    return float(rank), -cosine, standing.latency_ms_p50
+
+
+def _verdict(outcome: CandidateOutcome, standing: Standing | None, winner: str | None,
+             standings: Mapping[str, Standing]) -> tuple[Outcome, str | None]:
+    name = outcome.candidate.name
+    if standing is None:
+        return outcome.outcome, outcome.reason
+    if name == winner:
+        return Outcome.WON, None
+    if standing.out is not None:
+        over = standing.out.startswith("over the latency budget")
+        return (Outcome.OVER_LATENCY_BUDGET if over else Outcome.SLOWER), standing.out
+    assert winner is not None  # a survivor that did not win means there is a winner
+    return Outcome.SLOWER, (
+        f"no measurable difference from {winner} (speed-up {standing.speedup:.3f}x, 95% "
+        f"interval {standing.speedup_ci[0]:.3f}-{standing.speedup_ci[1]:.3f}, against "
+        f"{standings[winner].speedup:.3f}x); {winner} is the more faithful")
+
+
+def _row(outcome: CandidateOutcome, standing: Standing | None, verdict: Outcome,
+         reason: str | None) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "name": outcome.candidate.name, "outcome": verdict.value, "reason": reason,
+        "recipe": outcome.candidate.overrides(), "precision": str(outcome.candidate.precision),
+        "accuracy": dict(outcome.accuracy), "engine_bytes": outcome.engine_bytes,
+        "build_s": None if outcome.build_s is None else round(outcome.build_s, 3)}
+    if standing is not None:
+        row.update(standing.to_dict())
+    return row
+
+
+def _mark_pareto(rows: list[dict[str, Any]]) -> None:
+    """`pareto`: no other timed row is at least as fast and as accurate, and better in one."""
+    timed = [r for r in rows if "latency_ms_p50" in r]
+    for row in rows:
+        row["pareto"] = row in timed and not any(
+            _dominates(other, row) for other in timed if other is not row)
+
+
+def _dominates(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    a_cos, b_cos = a["accuracy"].get("cosine", 1.0), b["accuracy"].get("cosine", 1.0)
+    no_worse = a["latency_ms_p50"] <= b["latency_ms_p50"] and a_cos >= b_cos
+    return bool(no_worse and (a["latency_ms_p50"] < b["latency_ms_p50"] or a_cos > b_cos))
+
+
+def _why_won(winner: str, standings: Mapping[str, Standing], survivors: list[str]) -> str:
+    s = standings[winner]
+    figures = (f"{s.latency_ms_p50:.3g} ms p50, {s.speedup:.3f}x the original (95% interval "
+               f"{s.speedup_ci[0]:.3f}-{s.speedup_ci[1]:.3f})")
+    if len(survivors) == 1:
+        return f"fastest: every other candidate was slower beyond its interval or out; {figures}"
+    tied = ", ".join(name for name in survivors if name != winner)
+    return (f"tied within the intervals with {tied}, and the most faithful of them; {figures}")

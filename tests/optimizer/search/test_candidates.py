@@ -1,0 +1,66 @@
+"""The search's candidates come from the registries, likeliest winner first, and what cannot
+run is refused with its reason."""
+
+from optimizer.passes import DEFAULT_PASSES
+from optimizer.registries.backends import Backend
+from optimizer.registries.precisions import Precision
+from optimizer.registries.quantization import QuantizationMode
+from optimizer.search.candidates import SearchSpace, plan_candidates
+
+
+def _names(space: SearchSpace) -> list[str]:
+    return [c.name for c in plan_candidates(space).candidates]
+
+
+def test_a_cpu_search_tries_int8_first_and_refuses_static_without_a_calibration_dataset() -> None:
+    plan = plan_candidates(SearchSpace(Backend.ONNXRUNTIME, pass_sets=False))
+    assert [c.name for c in plan.candidates] == ["int8-dynamic/all", "fp32/all", "fp16/all"]
+    refused = {r.name: r.reason for r in plan.refused}
+    assert "calibration dataset" in refused["int8-static"]
+
+
+def test_with_a_calibration_dataset_int8_static_leads_and_its_recipe_names_the_mode() -> None:
+    plan = plan_candidates(SearchSpace(Backend.ONNXRUNTIME, precisions=(Precision.FP32,
+                           Precision.INT8), pass_sets=False, has_calibration=True,
+                           has_matrix_products=False))
+    first = plan.candidates[0]
+    assert first.name == "int8-static/all"
+    assert first.quantization_mode is QuantizationMode.STATIC
+    assert first.overrides() == {"precision": "int8", "passes": "all",
+                                 "quantization": {"mode": "static"},
+                                 "ort_optimization_level": "all"}
+    assert "MatMul/Gemm only" in {r.name: r.reason for r in plan.refused}["int8-dynamic"]
+
+
+def test_a_precision_the_backend_lacks_is_refused_with_the_registry_reason() -> None:
+    plan = plan_candidates(SearchSpace(Backend.ONNXRUNTIME, precisions=(Precision.BF16,
+                                                                        Precision.FP32)))
+    assert "bf16 kernels" in {r.name: r.reason for r in plan.refused}["bf16"]
+    gpu = plan_candidates(SearchSpace(Backend.TENSORRT, precisions=(Precision.FP8,),
+                                      has_calibration=True, target_gpu="7.5"))
+    assert not gpu.candidates
+    assert "8.9" in gpu.refused[0].reason
+
+
+def test_only_the_families_that_rewrite_the_model_get_an_off_candidate() -> None:
+    firing = ("fold_batch_norm", "fuse_conv_activation")
+    plan = plan_candidates(SearchSpace(Backend.ONNXRUNTIME, precisions=(Precision.FP32,),
+                                       firing_passes=firing))
+    names = [c.name for c in plan.candidates]
+    assert names == ["fp32/all", "fp32/without-fold_batch_norm",
+                     "fp32/without-fuse_conv_activation", "fp32/none"]
+    without_bn = plan.candidates[1]
+    # The recipe keeps every pass "all" runs, the clean-up and the families that did not fire.
+    assert "cleanup" in without_bn.passes and "fold_batch_norm" not in without_bn.passes
+    assert "fuse_layer_norm" in without_bn.passes
+    assert set(without_bn.passes) <= {p.name for p in DEFAULT_PASSES}
+
+
+def test_ort_levels_asked_each_get_a_candidate() -> None:
+    plan = plan_candidates(SearchSpace(Backend.ONNXRUNTIME, precisions=(Precision.FP32,),
+                                       pass_sets=False, ort_levels=("all", "basic")))
+    assert [(c.name, c.ort_level) for c in plan.candidates] == [
+        ("fp32/all", "all"), ("fp32/all@ort-basic", "basic")]
+    trt = plan_candidates(SearchSpace(Backend.TENSORRT, precisions=(Precision.FP32,),
+                                      pass_sets=False, ort_levels=("basic",)))
+    assert [(c.name, c.ort_level) for c in trt.candidates] == [("fp32/all", None)]

@@ -1,0 +1,67 @@
+"""The winner: the fastest once the race separated them, the most faithful of a tie; every
+other candidate says why it lost, and the Pareto front is marked."""
+
+from optimizer.registries.precisions import Precision
+from optimizer.registries.quantization import QuantizationMode
+from optimizer.search.candidates import Candidate, Refusal
+from optimizer.search.decision import CandidateOutcome, Outcome, decide
+from optimizer.search.race import Standing
+
+FP32 = Candidate("fp32/all", Precision.FP32, "all", ort_level="all")
+INT8 = Candidate("int8-static/all", Precision.INT8, "all", QuantizationMode.STATIC, "all")
+NONE = Candidate("fp32/none", Precision.FP32, "none", ort_level="all")
+
+
+def _standing(name: str, p50: float, speedup: float, ci: tuple[float, float],
+              out: str | None = None) -> Standing:
+    return Standing(name, 10, p50, (p50 * 0.98, p50 * 1.02), p50 * 1.2, 1000 / p50, speedup,
+                    ci, out)
+
+
+def test_the_one_left_in_the_race_wins_and_the_dropped_say_why() -> None:
+    outcomes = [CandidateOutcome(INT8, Outcome.TIMED, accuracy={"cosine": 0.995}),
+                CandidateOutcome(FP32, Outcome.TIMED, accuracy={"cosine": 1.0})]
+    standings = {"int8-static/all": _standing("int8-static/all", 3.0, 3.1, (3.0, 3.2)),
+                 "fp32/all": _standing("fp32/all", 9.0, 1.02, (0.99, 1.05),
+                                       out="slower than int8-static/all beyond its interval")}
+    decision = decide(outcomes, standings, [Refusal("fp16", "no kernels")])
+    assert decision.winner == "int8-static/all"
+    assert decision.why.startswith("fastest")
+    rows = {row["name"]: row for row in decision.rows}
+    assert rows["fp32/all"]["outcome"] == Outcome.SLOWER
+    assert "beyond its interval" in rows["fp32/all"]["reason"]
+    assert rows["fp16"] == {"name": "fp16", "outcome": "refused", "reason": "no kernels",
+                            "pareto": False}
+    # fp32 is slower but more accurate: both are on the front.
+    assert rows["int8-static/all"]["pareto"] and rows["fp32/all"]["pareto"]
+    assert rows["int8-static/all"]["recipe"]["quantization"] == {"mode": "static"}
+
+
+def test_a_tie_goes_to_the_more_faithful_precision() -> None:
+    outcomes = [CandidateOutcome(INT8, Outcome.TIMED, accuracy={"cosine": 0.995}),
+                CandidateOutcome(FP32, Outcome.TIMED, accuracy={"cosine": 1.0})]
+    standings = {"int8-static/all": _standing("int8-static/all", 8.8, 1.04, (0.98, 1.1)),
+                 "fp32/all": _standing("fp32/all", 9.0, 1.02, (0.99, 1.05))}
+    decision = decide(outcomes, standings)
+    assert decision.winner == "fp32/all"
+    assert "tied within the intervals" in decision.why
+    int8 = next(row for row in decision.rows if row["name"] == "int8-static/all")
+    assert int8["outcome"] == Outcome.SLOWER and "no measurable difference" in int8["reason"]
+
+
+def test_candidates_out_of_the_accuracy_budget_or_failed_keep_their_reason() -> None:
+    outcomes = [CandidateOutcome(INT8, Outcome.OUT_OF_ACCURACY_BUDGET,
+                                 reason="cosine 0.93 < 0.99", accuracy={"cosine": 0.93}),
+                CandidateOutcome(NONE, Outcome.FAILED, reason="EngineBuildError: boom"),
+                CandidateOutcome(FP32, Outcome.TIMED, accuracy={"cosine": 1.0})]
+    decision = decide(outcomes, {"fp32/all": _standing("fp32/all", 9.0, 1.0, (0.98, 1.02))})
+    assert decision.winner == "fp32/all"
+    rows = {row["name"]: row for row in decision.rows}
+    assert rows["int8-static/all"]["outcome"] == "out_of_accuracy_budget"
+    assert rows["int8-static/all"]["reason"] == "cosine 0.93 < 0.99"
+    assert rows["fp32/none"]["outcome"] == "failed" and not rows["fp32/none"]["pareto"]
+
+
+def test_nothing_timed_means_no_winner_and_says_so() -> None:
+    decision = decide([CandidateOutcome(INT8, Outcome.FAILED, reason="x")], {})
+    assert decision.winner is None and "no candidate" in decision.why

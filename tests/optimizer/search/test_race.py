@@ -1,0 +1,69 @@
+"""The race drops a candidate once it is surely slower and stops when one is left; ties stay
+in to the end; a p99 over the latency budget drops a candidate."""
+
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
+from optimizer.search.race import STOPPED_ONE_LEFT, STOPPED_ROUNDS, RaceOptions, race
+from optimizer.testing.models import small_cnn
+
+
+def _sleeper(seconds: float):  # type: ignore[no-untyped-def]
+    return lambda: time.sleep(seconds)
+
+
+def test_a_clearly_slower_candidate_is_dropped_and_the_race_stops_early() -> None:
+    result = race({"fast": _sleeper(0.002), "slow": _sleeper(0.006)}, _sleeper(0.004),
+                  RaceOptions(min_rounds=5, max_rounds=30, calls=1))
+    assert result.stopped == STOPPED_ONE_LEFT
+    assert result.rounds < 30
+    assert result.survivors == ["fast"]
+    slow = result.standings["slow"]
+    assert slow.out is not None and "slower than fast beyond its interval" in slow.out
+    fast = result.standings["fast"]
+    assert fast.speedup_ci[0] > 1.0 and fast.speedup > 1.5
+    assert fast.latency_ms_p50 < slow.latency_ms_p50 <= slow.latency_ms_p99
+
+
+def test_identical_candidates_stay_tied_to_the_last_round() -> None:
+    result = race({"a": _sleeper(0.003), "b": _sleeper(0.003)}, _sleeper(0.003),
+                  RaceOptions(min_rounds=10, max_rounds=10, calls=3))
+    assert result.stopped == STOPPED_ROUNDS and result.rounds == 10
+    assert sorted(result.survivors) == ["a", "b"]
+
+
+def test_a_p99_over_the_latency_budget_drops_the_candidate() -> None:
+    result = race({"quick": _sleeper(0.001), "heavy": _sleeper(0.012)}, _sleeper(0.002),
+                  RaceOptions(min_rounds=3, max_rounds=10, calls=1, latency_budget_ms=8.0))
+    heavy = result.standings["heavy"]
+    assert heavy.out is not None and heavy.out.startswith("over the latency budget")
+    assert result.survivors == ["quick"]
+
+
+def test_the_deadline_never_stops_the_race_before_its_fewest_rounds() -> None:
+    result = race({"a": _sleeper(0.001), "b": _sleeper(0.001)}, _sleeper(0.001),
+                  RaceOptions(min_rounds=4, max_rounds=50, calls=1,
+                              deadline=time.monotonic()))
+    assert result.rounds == 4
+
+
+def test_real_onnx_runtime_sessions_race_side_by_side(tmp_path: Path) -> None:
+    """The original at ONNX Runtime's default level against a copy of itself and against the
+    same model on eight times the batch: the copy stays in, the eight-fold work is dropped."""
+    path = tmp_path / "cnn.onnx"
+    onnx.save(small_cnn(seed=3), path)
+    rng = np.random.default_rng(0)
+    one = {"input": rng.standard_normal((1, 3, 32, 32), dtype=np.float32)}
+    eight = {"input": rng.standard_normal((8, 3, 32, 32), dtype=np.float32)}
+    with OnnxRuntimeRunner(path, optimization_level="all") as original, \
+            OnnxRuntimeRunner(path, optimization_level="all") as copy:
+        result = race({"copy": lambda: copy.infer(one), "eightfold": lambda: original.infer(eight)},
+                      lambda: original.infer(one), RaceOptions(min_rounds=5, max_rounds=20))
+    assert result.standings["eightfold"].out is not None
+    assert "copy" in result.survivors
+    low, high = result.standings["copy"].speedup_ci
+    assert 0.7 < low <= high < 1.4
