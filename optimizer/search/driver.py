@@ -1,0 +1,118 @@
+"""Run a search: build and judge each candidate in turn, then race the ones within budget.
+
+Resumable by design: the caller passes the candidates it already recorded (a search whose
+worker died resumes with them) and records each new one through `on_finished` as soon as it
+is judged, so a lost worker costs at most the candidate it was on. Those resumed are not built
+again to be judged; only the ones that go to the race are opened again (`reopen`).
+
+The time budget covers both phases: no candidate starts building once `build_share` of it
+is spent (those left are "not tried", saying so), and the race stops at the budget's end.
+`stopped()` is the caller's cancel check, asked before each candidate and after each round.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager
+from dataclasses import dataclass, field, replace
+
+from optimizer.search.candidates import Candidate, CandidatePlan
+from optimizer.search.decision import CandidateOutcome, Outcome, SearchDecision, decide
+from optimizer.search.race import RaceOptions, RaceResult, race
+
+__all__ = ["Evaluated", "SearchOptions", "SearchResult", "SearchStopped", "run_search"]
+
+# A context that opens a candidate's engine: inside it, one call runs it once on the batch.
+Opener = Callable[[], AbstractContextManager[Callable[[], object]]]
+
+
+class SearchStopped(Exception):
+    """`stopped()` said so (the job was cancelled); what was recorded stays recorded."""
+
+
+@dataclass(frozen=True)
+class Evaluated:
+    """A candidate built and judged: its outcome, and how to open its engine when it is
+    `TIMED` (within the accuracy budget, so it races)."""
+
+    outcome: CandidateOutcome
+    open: Opener | None = None
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    time_budget_s: float = 600.0
+    build_share: float = 0.75  # of the budget, the most building and judging may take
+    race: RaceOptions = field(default_factory=RaceOptions)
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    decision: SearchDecision
+    outcomes: tuple[CandidateOutcome, ...]
+    race: RaceResult | None  # None: nothing was within budget to race
+    resumed: tuple[str, ...]  # candidates recorded before this run, not built again
+
+
+def run_search(plan: CandidatePlan, *, evaluate: Callable[[Candidate], Evaluated],
+               reference: Opener, reopen: Callable[[Candidate], Opener],
+               recorded: Mapping[str, CandidateOutcome] | None = None,
+               on_finished: Callable[[CandidateOutcome], None] = lambda outcome: None,
+               stopped: Callable[[], bool] = lambda: False,
+               options: SearchOptions = SearchOptions(),
+               clock: Callable[[], float] = time.monotonic) -> SearchResult:
+    """Judge every candidate of `plan` not `recorded`, race those `TIMED`, and decide.
+
+    Raises:
+        SearchStopped: `stopped()` turned true.
+    """
+    recorded = recorded or {}
+    started = clock()
+    build_deadline = started + options.time_budget_s * options.build_share
+    outcomes: list[CandidateOutcome] = []
+    openers: dict[str, Opener] = {}
+    for candidate in plan.candidates:
+        if stopped():
+            raise SearchStopped
+        if candidate.name in recorded:
+            outcome = recorded[candidate.name]
+            if outcome.outcome is Outcome.TIMED:
+                openers[candidate.name] = reopen(candidate)
+        elif clock() >= build_deadline:
+            outcome = CandidateOutcome(candidate, Outcome.NOT_TRIED, reason=(
+                f"not tried: the search's time budget ({options.time_budget_s:g} s) left no "
+                "time to build it"))
+            on_finished(outcome)
+        else:
+            evaluated = evaluate(candidate)
+            outcome = evaluated.outcome
+            if outcome.outcome is Outcome.TIMED and evaluated.open is not None:
+                openers[candidate.name] = evaluated.open
+            on_finished(outcome)
+        outcomes.append(outcome)
+    raced = _race(openers, reference, options, started, stopped) if openers else None
+    decision = decide(outcomes, raced.standings if raced else {}, plan.refused)
+    resumed = tuple(c.name for c in plan.candidates if c.name in recorded)
+    return SearchResult(decision, tuple(outcomes), raced, resumed)
+
+
+def _race(openers: Mapping[str, Opener], reference: Opener, options: SearchOptions,
+          started: float, stopped: Callable[[], bool]) -> RaceResult:
+    def each_round(done: int, still_in: Sequence[str]) -> None:
+        if stopped():
+            raise SearchStopped
+
+    deadline = started + options.time_budget_s
+    with _opened(openers, reference) as (runs, original):
+        return race(runs, original, replace(options.race, deadline=deadline),
+                    on_round=each_round)
+
+
+@contextmanager
+def _opened(openers: Mapping[str, Opener], reference: Opener
+            ) -> Iterator[tuple[dict[str, Callable[[], object]], Callable[[], object]]]:
+    with ExitStack() as stack:
+        original = stack.enter_context(reference())
+        runs = {name: stack.enter_context(opener()) for name, opener in openers.items()}
+        yield runs, original
