@@ -23,7 +23,8 @@ from optimizer.quantization.calibration import CalibrationTable, graph_sha256, o
 from optimizer.quantization.fp8 import int8_to_fp8
 from optimizer.registries.quantization import FLAVOURS, QuantFlavour
 
-__all__ = ["DYNAMIC_OP_TYPES", "quantize_dynamic_model", "quantize_static_model"]
+__all__ = ["DYNAMIC_OP_TYPES", "quantize_dynamic_model", "quantize_static_model",
+           "static_op_types"]
 
 # Dynamic quantization computes activation scales at run time; only matrix products gain from
 # it on CPU (dynamic ConvInteger ran convnets 5-11x slower than fp32 here).
@@ -96,12 +97,18 @@ def _quant_type(name: str) -> Any:
     return {"uint8": QuantType.QUInt8, "int8": QuantType.QInt8}[name]
 
 
+def static_op_types() -> frozenset[str]:
+    """The op types static quantization rewrites when none are excluded: ONNX Runtime's QDQ
+    and QLinear registries (its default for quantize_static)."""
+    from onnxruntime.quantization.registry import QDQRegistry, QLinearOpsRegistry  # noqa: PLC0415
+    return frozenset(QDQRegistry) | frozenset(QLinearOpsRegistry)
+
+
 def _op_types(excluded: Collection[str]) -> list[str] | None:
     """Every op type ONNX Runtime's QDQ quantizer handles but the excluded; None: all."""
     if not excluded:
         return None
-    from onnxruntime.quantization.registry import QDQRegistry, QLinearOpsRegistry  # noqa: PLC0415
-    return sorted((set(QDQRegistry) | set(QLinearOpsRegistry)) - set(excluded))
+    return sorted(static_op_types() - set(excluded))
 
 
 def _quietly(quantize: Any, model: onnx.ModelProto, output: Path, **arguments: Any) -> None:

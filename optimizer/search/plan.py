@@ -1,0 +1,73 @@
+"""A search's plan before any candidate is built: the rules that fire or refuse on the model
+(with the reasons), the candidates and those refused, and the precision each node class of
+the fused model runs at in each candidate. What a dry run shows.
+
+The precisions per node class are the policies' (the fp16/bf16 keep list, the ops ONNX
+Runtime's quantizer rewrites), read from the op types; the conversion also keeps some nodes by
+structure (LayerNorm written out in primitive ops), which only the built candidate shows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import onnx
+
+from optimizer.optimize import OptimizeOptions, optimize_model
+from optimizer.precision.keep_list import DEFAULT_KEEP
+from optimizer.quantization.quantize import DYNAMIC_OP_TYPES, static_op_types
+from optimizer.registries.precisions import PRECISIONS
+from optimizer.registries.quantization import QuantizationMode
+from optimizer.search.candidates import Candidate, SearchSpace, plan_candidates
+from optimizer.search.model_space import space_for_model
+
+__all__ = ["node_class_precisions", "search_plan"]
+
+_REFUSALS_SHOWN = 10  # per rule: the first ones, and how many there were
+
+
+def search_plan(model: onnx.ModelProto, space: SearchSpace) -> dict[str, Any]:
+    """The plan of a search of `model` over `space` (JSON-ready).
+
+    Raises:
+        PassError: a pass cannot run on the model.
+    """
+    narrowed, report = space_for_model(model, space)
+    plan = plan_candidates(narrowed)
+    ops_quantized = report.ops_after
+    if any(PRECISIONS[c.precision].quantizes for c in plan.candidates):
+        # int8 candidates are fused without the passes that would hide ops from the quantizer.
+        _, quantized = optimize_model(model, OptimizeOptions(backend=str(space.backend),
+                                                             for_quantization=True))
+        ops_quantized = quantized.ops_after
+    rules = [{"pass": stats.pass_name, "rule": stats.rule, "applied": stats.applied,
+              "refused": len(stats.refusals),
+              "refusals": [{"node": r.node, "reason": r.reason}
+                           for r in stats.refusals[:_REFUSALS_SHOWN]]}
+             for stats in report.rules if stats.applied or stats.refusals]
+    return {
+        "rules": rules, "passes_skipped": dict(report.passes_skipped),
+        "nodes_before": report.nodes_before, "nodes_after": report.nodes_after,
+        "candidates": [{"name": c.name, "recipe": c.overrides(),
+                        "precisions": node_class_precisions(
+                            ops_quantized if PRECISIONS[c.precision].quantizes
+                            else report.ops_after, c)}
+                       for c in plan.candidates],
+        "refused": [r.to_dict() for r in plan.refused],
+    }
+
+
+def node_class_precisions(op_counts: Mapping[str, int], candidate: Candidate) -> dict[str, str]:
+    """The precision each op type of the fused model runs at in `candidate`."""
+    precision = PRECISIONS[candidate.precision]
+    if precision.quantizes:
+        quantized = (frozenset(DYNAMIC_OP_TYPES)
+                     if candidate.quantization_mode is QuantizationMode.DYNAMIC
+                     else static_op_types())
+        return {op: str(candidate.precision) if op in quantized else "float (not quantized)"
+                for op in op_counts}
+    if precision.converts:
+        return {op: f"fp32 (kept: {DEFAULT_KEEP.ops[op]})" if op in DEFAULT_KEEP.ops
+                else str(candidate.precision) for op in op_counts}
+    return {op: str(candidate.precision) for op in op_counts}
