@@ -6,7 +6,7 @@ The worker reads it back with `JobConfig.model_validate`, so both sides hold one
 """
 
 import uuid
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -22,6 +22,7 @@ from optimizer.registries.precisions import (
     reduced_precisions,
 )
 from optimizer.registries.quantization import CalibrationMethod, QuantizationMode
+from optimizer.search.decision import Strategy
 
 __all__ = [
     "DEFAULT_ORT_LEVEL",
@@ -34,6 +35,7 @@ __all__ = [
     "OrtLevel",
     "Precision",
     "QuantizationConfig",
+    "SearchConfig",
     "checked_callback_url",
     "quantization_of",
     "ValidationConfig",
@@ -152,6 +154,36 @@ class QuantizationConfig(BaseModel):
         "float before it gives up on int8 (the fp32 model then ships, saying why)")
 
 
+class SearchConfig(BaseModel):
+    """A search job: try every candidate the registries allow (pass sets, precisions, int8
+    forms, ONNX Runtime levels), race those within the accuracy budget, and ship the winner."""
+
+    model_config = _STRICT
+
+    strategy: Strategy = Field(
+        default=Strategy.MIN_LATENCY,
+        description='"min_latency": the lowest p50; "max_throughput": the most inferences a '
+        'second at the job\'s batch; "min_latency_under_budget": the lowest p50 of those whose '
+        "p99 stays within latency_budget_ms")
+    latency_budget_ms: float | None = Field(
+        default=None, gt=0, description='strategy "min_latency_under_budget" only: the p99 '
+        "a candidate must stay within")
+    time_budget_s: float = Field(
+        default=600, ge=10, le=3 * 3600, description="the most the search may take: no candidate "
+        "starts building after 75% of it (those left are listed as not tried), and the race "
+        "stops at its end; it stops earlier once no remaining candidate can win")
+    precisions: list[Precision] | None = Field(
+        default=None, description="the precisions to try; unset: every one the backend builds "
+        "(int8 static needs quantization.calibration)")
+    pass_sets: bool = Field(
+        default=True, description='also try fp32 with no passes and with each pass family '
+        'that rewrites the model switched off (the measured answer to "is this fusion worth '
+        'it here")')
+    ort_levels: list[OrtLevel] | None = Field(
+        default=None, description="onnxruntime only: also try fp32 at these ONNX Runtime "
+        'levels (unset: "all" only)')
+
+
 # strict: JSON true or 2.0 is not a dim (pydantic would otherwise take them as 1 and 2)
 _Dim = Annotated[int, Field(strict=True, ge=1)]
 
@@ -258,6 +290,10 @@ class JobConfig(BaseModel):
     )
     validation: ValidationConfig = ValidationConfig()
     benchmark: BenchmarkConfig = BenchmarkConfig()
+    search: SearchConfig | None = Field(
+        default=None, description="search the configurations instead of running one: each "
+        "candidate is built, validated against accuracy_budget and raced; the fastest ships "
+        "(search_report: the Pareto table, why each other lost, the recipe that rebuilds it)")
     callback_url: str | None = Field(
         default=None,
         description="POSTed the job's JSON when it succeeds, fails or is cancelled, signed with "
@@ -312,9 +348,30 @@ class JobConfig(BaseModel):
         if "ort_optimization_level" in BACKENDS[self.backend].options \
                 and self.ort_optimization_level is None:
             self.ort_optimization_level = DEFAULT_ORT_LEVEL
-        if PRECISIONS[self.precision].quantizes:
+        if PRECISIONS[self.precision].quantizes and self.search is None:
             self.accuracy_budget = _quantized_budget(self)
         return self
+
+    def candidate_config(self, overrides: dict[str, Any]) -> "JobConfig":
+        """The one-configuration job a search candidate is: this search job's fields with the
+        candidate's `overrides` (its recipe), no search. Checked by the same rules as any job;
+        the accuracy budget, where the search job left the default, is each precision's own.
+
+        Raises:
+            pydantic.ValidationError: the candidate breaks a rule (a registry bug: candidates
+                come from the same registries these rules read).
+        """
+        fields = self.model_dump(mode="json", exclude={"search", "ort_optimization_level"})
+        quantization = {**(fields.pop("quantization") or {}), **overrides.get("quantization", {})}
+        fields.update({k: v for k, v in overrides.items() if k != "quantization"})
+        precision = PRECISIONS[Precision(fields["precision"])]
+        if precision.quantizes:
+            fields["quantization"] = quantization
+        if not precision.converts:
+            fields.pop("precision_search")
+        if self.accuracy_budget == AccuracyBudget():
+            fields.pop("accuracy_budget")
+        return JobConfig.model_validate(fields)
 
     def profile_shapes(self) -> dict[str, dict[str, list[int]]] | None:
         """The profiles as plain `{"min": [...], "opt": [...], "max": [...]}` per input, the form
@@ -326,6 +383,8 @@ class JobConfig(BaseModel):
 
 def _cross_field_problem(config: JobConfig) -> str | None:
     spec = BACKENDS[config.backend]
+    if config.search is not None:
+        return _search_problem(config, config.search)
     if config.precision_search and config.precision not in reduced_precisions():
         choices = ", ".join(f"{p} ({_names(backends_for(p))})" for p in reduced_precisions())
         return (f"precision_search: there is nothing to search at {config.precision}; set "
@@ -346,6 +405,47 @@ def _cross_field_problem(config: JobConfig) -> str | None:
         return (f"precision: {config.precision} needs backend {allowed}; {why} Use "
                 f"{' or '.join(spec.precisions)} with {config.backend}.")
     return _quantization_problem(config)
+
+
+# What a search varies itself, at their defaults (a stored job holds every field, so the
+# rule compares values, not the fields given): a job that also sets them asks for two things.
+_SEARCHED_FIELDS = {"precision": (REFERENCE_PRECISION, "search.precisions"),
+                    "passes": ("all", "search.pass_sets"),
+                    "ort_optimization_level": (DEFAULT_ORT_LEVEL, "search.ort_levels"),
+                    "on_validation_failure": ("fail", "a candidate out of budget loses")}
+
+
+def _search_problem(config: JobConfig, search: SearchConfig) -> str | None:
+    """The rules of a search job; each candidate's own config is checked when it is made."""
+    spec = BACKENDS[config.backend]
+    for name, (default, instead) in _SEARCHED_FIELDS.items():
+        if getattr(config, name) not in (None, default):
+            return (f"{name}: a search job tries this itself ({instead}); drop {name}, or "
+                    "drop search to run one configuration")
+    if (search.strategy is Strategy.MIN_LATENCY_UNDER_BUDGET) != (search.latency_budget_ms
+                                                                   is not None):
+        return ("search.latency_budget_ms: set it with strategy 'min_latency_under_budget', "
+                "and only then")
+    if search.ort_levels is not None and "ort_optimization_level" not in spec.options:
+        return (f"search.ort_levels: applies to backend "
+                f"{_names(backends_for('ort_optimization_level'))} only")
+    unsupported = [str(p) for p in search.precisions or () if p not in spec.precisions]
+    if unsupported:
+        return (f"search.precisions: backend '{config.backend}' does not build "
+                f"{', '.join(unsupported)}; it builds {', '.join(spec.precisions)}")
+    if config.precision_search and not any(p in reduced_precisions()
+                                           for p in search.precisions or spec.precisions):
+        return "precision_search: the search tries no fp16/bf16 candidate for it to apply to"
+    quantization = config.quantization
+    if quantization is None:
+        return None
+    if quantization.mode is not QuantizationMode.AUTO:
+        return ("quantization.mode: a search job tries int8 static and dynamic itself; "
+                "leave mode unset ('auto')")
+    if quantization.calibration is not None and quantization.calibration == config.dataset_id:
+        return (f"quantization.calibration: dataset {quantization.calibration} is also the "
+                "job's dataset_id; the same samples cannot calibrate the model and judge it")
+    return None
 
 
 def _quantization_problem(config: JobConfig) -> str | None:

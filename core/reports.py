@@ -25,6 +25,7 @@ __all__ = [
     "ProfileReport",
     "ReportSection",
     "RuleStatsRead",
+    "SearchReport",
 ]
 
 JsonObject = dict[str, Any]
@@ -107,6 +108,23 @@ class ProfileReport(ReportSection):
     skipped: str | None = None
 
 
+class SearchReport(ReportSection):
+    """A search job's decision (optimizer/search/decision.py): the candidate that shipped and
+    why, every candidate's row (the Pareto table: latency p50/p99 with 95% intervals,
+    throughput, speed-up, accuracy, engine size, build time, its outcome and the reason it
+    lost), the recipe that rebuilds the winner, and how the race ended."""
+
+    strategy: str | None = None
+    winner: str | None = None
+    why: str | None = None
+    recipe: JsonObject | None = None  # the job config that rebuilds the winner, no search
+    rows: list[JsonObject] | None = None
+    race: JsonObject | None = None  # rounds run, why it stopped
+    resumed: list[str] | None = None  # candidates a resumed search did not judge again
+    time_budget_s: float | None = None
+    elapsed_s: float | None = None
+
+
 class RuleStatsRead(BaseModel):
     pass_name: str
     rule: str
@@ -144,6 +162,9 @@ class JobReports(BaseModel):
     profile_report: ProfileReport | None = Field(
         default=None, description="per-node times of the original and the engine, mapped back "
         "to the original's nodes: the hot spots, time by op type, nodes left unfused or in float")
+    search_report: SearchReport | None = Field(
+        default=None, description="search jobs: the Pareto table of the candidates, the winner "
+        "and why, why each other lost, the recipe that rebuilds the winner")
 
     def accuracy(self) -> AccuracyReport:
         """The accuracy section, started on first use."""

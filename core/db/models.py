@@ -42,6 +42,7 @@ __all__ = [
     "JobStatus",
     "Model",
     "Project",
+    "SearchCandidate",
     "ValidationResult",
     "WebhookDelivery",
     "Worker",
@@ -294,6 +295,8 @@ class Job(Base):
     engine_report: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     # Per-node times of the original and the engine, mapped to the original's nodes; hot spots.
     profile_report: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # A search job's decision: the Pareto table, the winner and why, why each other lost.
+    search_report: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
     model: Mapped[Model] = relationship()
     dataset: Mapped[Dataset | None] = relationship()
@@ -422,6 +425,32 @@ class BenchmarkRecord(Base):
     # environment beyond both intervals: the figures (the earlier job, both medians and intervals).
     regression: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
+
+
+class SearchCandidate(Base):
+    """One candidate of a search job, recorded as soon as it is judged, so a search whose
+    process died resumes at the next candidate (worker/pipeline/steps/search.py).
+
+    `outcome`: "building" while it is built (a row left so means its build killed the process),
+    then timed, out_of_accuracy_budget, failed or not_tried (optimizer/search/decision.py's
+    Outcome); `accuracy`: the worst output's metrics; `recipe`: the job fields that rebuild it.
+    """
+
+    __tablename__ = "search_candidates"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(255))
+    outcome: Mapped[str] = mapped_column(String(32))
+    reason: Mapped[str | None] = mapped_column(Text)
+    recipe: Mapped[dict[str, Any]] = mapped_column(JSON)
+    accuracy: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    engine_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    build_s: Mapped[float | None] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
+
+    # Also the index a job's candidates are read by (job_id leads).
+    __table_args__ = (UniqueConstraint("job_id", "name", name="uq_search_candidates_job_id_name"),)
 
 
 class JobEvent(Base):

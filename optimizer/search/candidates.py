@@ -132,8 +132,8 @@ def _precisions_asked(space: SearchSpace, refused: list[Refusal]) -> list[Precis
 def _quantized(space: SearchSpace, precision: Precision, candidates: list[Candidate],
                refused: list[Refusal]) -> None:
     forms = [(QuantizationMode.STATIC, space.has_calibration,
-              "static quantization needs a calibration dataset (search.calibration or "
-              "quantization.calibration); FuseForge never calibrates on random inputs")]
+              "static quantization needs a calibration dataset (quantization.calibration); "
+              "FuseForge never calibrates on random inputs")]
     if precision != Precision.FP8:  # fp8 has no dynamic form
         forms.append((QuantizationMode.DYNAMIC, space.has_matrix_products,
                       "dynamic quantization quantizes MatMul/Gemm only, and this model has "

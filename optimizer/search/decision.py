@@ -69,8 +69,9 @@ def decide(outcomes: Sequence[CandidateOutcome], standings: Mapping[str, Standin
            refused: Sequence[Refusal] = ()) -> SearchDecision:
     """The winner among the raced candidates still in at the end, and a row per candidate."""
     by_name = {o.candidate.name: o for o in outcomes}
+    order = {o.candidate.name: at for at, o in enumerate(outcomes)}
     survivors = [name for name, s in standings.items() if s.out is None]
-    survivors.sort(key=lambda name: _tie_key(by_name[name], standings[name]))
+    survivors.sort(key=lambda name: _tie_key(by_name[name], order[name]))
     winner = survivors[0] if survivors else None
     rows = []
     for outcome in outcomes:
@@ -88,11 +89,14 @@ def decide(outcomes: Sequence[CandidateOutcome], standings: Mapping[str, Standin
     return SearchDecision(winner, why, rows)
 
 
-def _tie_key(outcome: CandidateOutcome, standing: Standing) -> tuple[float, float, float]:
+def _tie_key(outcome: CandidateOutcome, planned_at: int) -> tuple[int, float, int]:
+    """The most faithful precision, then the higher cosine (to 4 places: below that it is
+    rounding noise), then the earlier in the plan (the default pass set before its variants,
+    so a tie keeps what a plain job would have built)."""
     precision = outcome.candidate.precision
     rank = _FIDELITY.index(precision) if precision in _FIDELITY else len(_FIDELITY)
-    cosine = float(outcome.accuracy.get("cosine", 1.0))
-    return float(rank), -cosine, standing.latency_ms_p50
+    cosine = round(float(outcome.accuracy.get("cosine", 1.0)), 4)
+    return rank, -cosine, planned_at
 
 
 def _verdict(outcome: CandidateOutcome, standing: Standing | None, winner: str | None,
@@ -142,7 +146,10 @@ def _why_won(winner: str, standings: Mapping[str, Standing], survivors: list[str
     s = standings[winner]
     figures = (f"{s.latency_ms_p50:.3g} ms p50, {s.speedup:.3f}x the original (95% interval "
                f"{s.speedup_ci[0]:.3f}-{s.speedup_ci[1]:.3f})")
+    if s.speedup_ci[0] <= 1.0 <= s.speedup_ci[1]:
+        figures += "; no measurable speed-up over the original"
     if len(survivors) == 1:
         return f"fastest: every other candidate was slower beyond its interval or out; {figures}"
     tied = ", ".join(name for name in survivors if name != winner)
-    return (f"tied within the intervals with {tied}, and the most faithful of them; {figures}")
+    return (f"tied within the intervals with {tied}, and the most faithful of them (then the "
+            f"earliest in the plan); {figures}")

@@ -13,6 +13,7 @@ __all__ = [
     "LOAD",
     "OPTIMIZE",
     "PROFILE",
+    "SEARCH",
     "STAGES",
     "STORE",
     "VALIDATE",
@@ -20,12 +21,15 @@ __all__ = [
     "span_of",
 ]
 
-LOAD, OPTIMIZE, BUILD_ENGINE, VALIDATE = "load", "optimize", "build_engine", "validate"
+LOAD, SEARCH = "load", "search"
+OPTIMIZE, BUILD_ENGINE, VALIDATE = "optimize", "build_engine", "validate"
 BENCHMARK, PROFILE, ABLATION, STORE = "benchmark", "profile", "ablation", "store"
 
-# (stage, the job's progress when it starts); `ablation` runs only when the job asks for it.
+# (stage, the job's progress when it starts); `search` and `ablation` run only when the job asks
+# for them (a search job then builds its winner from `optimize` on).
 STAGES: tuple[tuple[str, float], ...] = (
-    (LOAD, 0.05),
+    (LOAD, 0.02),
+    (SEARCH, 0.05),
     (OPTIMIZE, 0.1),
     (BUILD_ENGINE, 0.2),
     (VALIDATE, 0.4),

@@ -11,13 +11,13 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy import update
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from core.db import job_state
+from core.db import job_state, search_candidates
 from core.db.models import Artifact, Dataset, Job, JobStatus
 from core.job_config import JobConfig
 from core.storage import StoredObject
@@ -136,6 +136,20 @@ class JobRecorder:
             return self._write(write)
 
         return report
+
+    def search_candidates(self) -> list[dict[str, Any]]:
+        """The candidates this search job recorded before (a resumed search reads them)."""
+        return self._write(lambda session: [
+            {"name": row.name, "outcome": row.outcome, "reason": row.reason,
+             "recipe": row.recipe, "accuracy": row.accuracy or {},
+             "engine_bytes": row.engine_bytes, "build_s": row.build_s}
+            for row in search_candidates.candidates_of(session, self.job_id)])
+
+    def record_search_candidate(self, name: str, **values: Any) -> None:
+        """Record search candidate `name` as it is now (columns of core/db/models.py's
+        SearchCandidate), in a transaction of its own."""
+        self._write(lambda session: search_candidates.record_candidate(
+            session, self.job_id, name, **values))
 
     def succeed(self, outcome: JobOutcome, stored: Sequence[tuple[str, str, StoredObject]]) -> bool:
         """Commit the stored artifacts' rows, the records (keyed, the engine's judged for a

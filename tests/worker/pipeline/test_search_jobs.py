@@ -1,0 +1,77 @@
+"""Search jobs end to end on a real worker (embedded, on the Redis broker): the candidates
+recorded as they are judged, the race's Pareto table, the winner shipped as the job's engine
+with the recipe that rebuilds it, and the refusals of a search config that asks for two things."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import onnx
+from sqlalchemy import select
+
+from core.db.models import SearchCandidate
+from optimizer.testing.models import model_bytes
+from optimizer.testing.quantization_models import conv_stack
+from tests.support.embedded_worker import EmbeddedWorker
+
+FAST = {"benchmark": {"warmup": 1, "iterations": 5, "measure_memory": False},
+        "validation": {"samples": 2}}
+
+
+def _refusal(embedded: EmbeddedWorker, model_id: str, **config: Any) -> str:
+    response = embedded.client.post("/v1/jobs", json={"model_id": model_id, **config})
+    assert response.status_code == 422, response.text
+    return str(response.json()["detail"])
+
+
+def _convnet(seed: int) -> onnx.ModelProto:
+    return conv_stack(seed=seed, channels=16, size=16, blocks=1)
+
+
+def test_a_search_config_that_asks_for_two_things_is_refused_naming_the_field(
+        embedded: EmbeddedWorker) -> None:
+    model_id = embedded.upload(model_bytes(_convnet(1)), "convnet.onnx")
+
+    assert _refusal(embedded, model_id, precision="int8", search={}).startswith("precision:")
+    assert _refusal(embedded, model_id, passes="none", search={}).startswith("passes:")
+    assert _refusal(embedded, model_id, search={"strategy": "min_latency_under_budget"}
+                    ).startswith("search.latency_budget_ms:")
+    assert _refusal(embedded, model_id, search={"precisions": ["bf16"]}
+                    ).startswith("search.precisions:")
+    assert _refusal(embedded, model_id, search={"time_budget_s": 1}).startswith("search")
+
+
+def test_a_search_job_races_its_candidates_and_ships_the_winner_with_its_recipe(
+        embedded: EmbeddedWorker) -> None:
+    model_id = embedded.upload(model_bytes(_convnet(2)), "convnet.onnx")
+    job = embedded.wait(embedded.submit(model_id, search={"time_budget_s": 120}, **FAST))
+
+    assert job["status"] == "succeeded", job.get("error")
+    report = job["search_report"]
+    rows = {row["name"]: row for row in report["rows"]}
+    assert report["winner"] in rows and rows[report["winner"]]["outcome"] == "won"
+    assert "fp32/all" in rows and "fp32/none" in rows
+    assert any(name.startswith("fp32/without-") for name in rows)
+    # int8 static without a calibration dataset: refused with the reason, not silently left out
+    assert rows["int8-static"]["outcome"] == "refused"
+    assert "calibration" in rows["int8-static"]["reason"]
+    for row in rows.values():
+        assert row["outcome"] in {"won", "slower", "out_of_accuracy_budget", "refused",
+                                  "failed", "not_tried"}, row
+        if row["outcome"] != "won":
+            assert row["reason"], row
+    raced = [row for row in rows.values() if "latency_ms_p50" in row]
+    assert raced and all(row["latency_ms_p50_ci"][0] <= row["latency_ms_p50"]
+                         <= row["latency_ms_p50_ci"][1] for row in raced)
+    assert any(row["pareto"] for row in raced)
+    # the recipe is a one-configuration job that rebuilds the winner
+    recipe = report["recipe"]
+    assert "search" not in recipe
+    assert recipe["precision"] == rows[report["winner"]]["precision"]
+    assert job["config"]["search"]["time_budget_s"] == 120
+    assert any(a["kind"] == "engine" for a in job["artifacts"])
+    with embedded.runtime.sessions() as session:
+        recorded = session.scalars(select(SearchCandidate.name).where(
+            SearchCandidate.job_id == uuid.UUID(job["id"]))).all()
+    assert set(recorded) == {name for name, row in rows.items() if row["outcome"] != "refused"}

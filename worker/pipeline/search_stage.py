@@ -1,0 +1,299 @@
+"""Stage `search` of a search job: build and judge every candidate, race those within the
+accuracy budget, and hand the winner's config to the rest of the pipeline.
+
+Each candidate is a one-configuration job (`JobConfig.candidate_config`) run through the same
+optimize → build → validate as any job (engine_attempts.py), in a scratch folder of its own,
+so a candidate's engine is exactly the engine its recipe would build. Each is recorded in the
+`search_candidates` table as it starts ("building") and as it is judged: a search whose process
+died resumes with what was recorded, and a candidate whose build killed the process is failed
+with that reason instead of being built again. The race runs under the backend's timing lock,
+against the job's original at ONNX Runtime's default level (or TensorRT's reference engine).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import onnx
+
+from core.job_config import JobConfig, SearchConfig
+from core.reports import SearchReport
+from optimizer.errors import AccuracyMismatchError, OptimizerError
+from optimizer.registries.precisions import PRECISIONS
+from optimizer.search.candidates import Candidate, CandidatePlan, SearchSpace, plan_candidates
+from optimizer.search.decision import CandidateOutcome, Outcome
+from optimizer.search.driver import Evaluated, Opener, SearchOptions, run_search
+from optimizer.search.model_space import space_for_model
+from optimizer.search.race import RaceOptions
+from optimizer.validation import ValidationReport
+from worker.pipeline.backends.base import JobBackend
+from worker.pipeline.engine_attempts import validated_engine
+from worker.pipeline.progress import JobStopped, StageProgress
+from worker.pipeline.records.recorder import JobRecorder
+from worker.pipeline.results import BuiltEngine, JobOutcome, JobRun, LoadedModel
+from worker.pipeline.stages import SEARCH, ProgressSpan
+from worker.pipeline.steps.benchmark import benchmark_setup
+
+__all__ = ["SearchStageResult", "search_configurations"]
+
+logger = logging.getLogger(__name__)
+
+BackendFor = Callable[[JobRun, StageProgress], JobBackend[Any]]
+BUILDING = "building"  # a candidate's row while it is built
+_DIED_BUILDING = ("the job's process died while this candidate was built (a crash in native "
+                  "code or the out-of-memory killer); the resumed search went on without it")
+
+
+@dataclass(frozen=True)
+class SearchStageResult:
+    report: SearchReport
+    winner: JobConfig | None  # the one-configuration job that rebuilds the winner
+
+
+class _CandidateProgress(StageProgress):
+    """A candidate's stages, recorded as events of stage `search` (the job's progress stays
+    the search's; each step still restarts the stage clock the supervisor holds to limits)."""
+
+    def __init__(self, job: StageProgress, candidate: str) -> None:
+        self._job, self._candidate = job, candidate
+
+    def enter(self, stage: str, note: str | None = None) -> ProgressSpan:
+        detail = f"candidate {self._candidate}: {stage}" + (f" ({note})" if note else "")
+        return self._job.enter(SEARCH, detail)
+
+    def note(self, message: str) -> None:
+        self._job.note(f"candidate {self._candidate}: {message}")
+
+    def waiting(self, waiting: bool) -> None:
+        self._job.waiting(waiting)
+
+
+def search_configurations(run: JobRun, loaded: LoadedModel, backend_for: BackendFor,
+                          recorder: JobRecorder, progress: StageProgress) -> SearchStageResult:
+    """Search the configurations of `run` (a job with `search`) and decide.
+
+    Raises:
+        JobStopped: the job was cancelled meanwhile.
+        PassError: a pass cannot run on the model at all.
+    """
+    search = run.config.search
+    assert search is not None, "only a search job has a search stage"
+    span = progress.enter(SEARCH, f"search of up to {search.time_budget_s:g} s")
+    plan = _plan(run, loaded, search)
+    recorded = _recorded(recorder, plan)
+    progress.note(f"{len(plan.candidates)} candidates, {len(plan.refused)} refused"
+                  + (f"; {len(recorded)} recorded before, resuming" if recorded else ""))
+    reference_backend = backend_for(run, progress)
+    _, feed = benchmark_setup(run, loaded)
+    built: dict[str, tuple[JobBackend[Any], BuiltEngine[Any]]] = {}
+    judged = len(recorded)
+
+    def build(candidate: Candidate) -> tuple[JobRun, JobBackend[Any], BuiltEngine[Any],
+                                             ValidationReport | None, float]:
+        candidate_run = _candidate_run(run, candidate)
+        backend = backend_for(candidate_run, _CandidateProgress(progress, candidate.name))
+        outcome = JobOutcome()
+        started = time.monotonic()
+        optimized, engine = validated_engine(candidate_run, backend, loaded, outcome,
+                                             _CandidateProgress(progress, candidate.name))
+        if optimized.engine_precision is not None:  # int8 judged not worth shipping
+            raise _QuantizedNotShipped(outcome.reports.accuracy().quantization or {})
+        return candidate_run, backend, engine, outcome.validation, time.monotonic() - started
+
+    def evaluate(candidate: Candidate) -> Evaluated:
+        recorder.record_search_candidate(candidate.name, outcome=BUILDING,
+                                         recipe=candidate.overrides())
+        try:
+            candidate_run, backend, engine, validation, build_s = build(candidate)
+        except JobStopped:
+            raise
+        except _QuantizedNotShipped as err:
+            return Evaluated(CandidateOutcome(candidate, err.outcome, reason=err.reason))
+        except AccuracyMismatchError as err:
+            return Evaluated(CandidateOutcome(candidate, Outcome.OUT_OF_ACCURACY_BUDGET,
+                                              reason=str(err)))
+        except OptimizerError as err:
+            return Evaluated(CandidateOutcome(candidate, Outcome.FAILED,
+                                              reason=f"{type(err).__name__}: {err}"))
+        built[candidate.name] = (backend, engine)
+        outcome = CandidateOutcome(candidate, Outcome.TIMED, accuracy=_worst(validation),
+                                   engine_bytes=_engine_bytes(engine), build_s=build_s)
+        return Evaluated(outcome, _opener(backend, engine, feed))
+
+    def reopen(candidate: Candidate) -> Opener:
+        @contextmanager
+        def rebuilt() -> Iterator[Callable[[], object]]:
+            _, backend, engine, _, _ = build(candidate)
+            with _opener(backend, engine, feed)() as call:
+                yield call
+        return rebuilt
+
+    def finished(outcome: CandidateOutcome) -> None:
+        nonlocal judged
+        judged += 1
+        recorder.record_search_candidate(outcome.candidate.name, **_columns(outcome))
+        if outcome.outcome is not Outcome.TIMED:
+            shutil.rmtree(_candidate_dir(run, outcome.candidate), ignore_errors=True)
+        recorder.reporter(SEARCH)(
+            [f"candidate {outcome.candidate.name}: {outcome.outcome}"
+             + (f" ({outcome.reason})" if outcome.reason else "")],
+            span.start + (span.end - span.start) * judged / max(len(plan.candidates), 1))
+
+    started = time.monotonic()
+    result = run_search(
+        plan, evaluate=evaluate, reopen=reopen, recorded=recorded, on_finished=finished,
+        reference=_reference_opener(reference_backend, loaded, feed, span),
+        stopped=lambda: not recorder.heartbeat(),
+        options=SearchOptions(time_budget_s=search.time_budget_s, race=RaceOptions(
+            batch_size=loaded.batch_size, latency_budget_ms=search.latency_budget_ms,
+            seed=run.config.validation.seed)))
+    decision = result.decision
+    winner = next((c for c in plan.candidates if c.name == decision.winner), None)
+    winner_config = None if winner is None else run.config.candidate_config(winner.overrides())
+    race = None if result.race is None else {
+        "rounds": result.race.rounds, "stopped": result.race.stopped}
+    report = SearchReport(
+        strategy=str(search.strategy), winner=decision.winner, why=decision.why,
+        recipe=None if winner_config is None else _recipe(winner_config),
+        rows=_ordered(decision.rows, search), race=race, resumed=list(result.resumed),
+        time_budget_s=search.time_budget_s, elapsed_s=round(time.monotonic() - started, 3))
+    progress.note(f"search: {decision.winner or 'no winner'}: {decision.why}")
+    shutil.rmtree(run.scratch_dir / _SEARCH_DIR, ignore_errors=True)
+    return SearchStageResult(report, winner_config)
+
+
+class _QuantizedNotShipped(Exception):
+    """An int8 candidate whose quantization step shipped the fp32 model instead."""
+
+    def __init__(self, quantization: Mapping[str, Any]) -> None:
+        within_budget = any(tried.get("passed") for tried in quantization.get("tried") or ())
+        self.outcome = Outcome.SLOWER if within_budget else Outcome.OUT_OF_ACCURACY_BUDGET
+        self.reason = f"the fp32 model would ship: {quantization.get('why', 'int8 did not')}"
+        super().__init__(self.reason)
+
+
+_SEARCH_DIR = "search"
+
+
+def _plan(run: JobRun, loaded: LoadedModel, search: SearchConfig) -> CandidatePlan:
+    space = SearchSpace(
+        backend=run.config.backend,
+        precisions=tuple(search.precisions) if search.precisions else None,
+        pass_sets=search.pass_sets,
+        ort_levels=tuple(search.ort_levels) if search.ort_levels else None,
+        has_calibration=loaded.calibration is not None, target_gpu=run.config.target_gpu)
+    narrowed, _ = space_for_model(onnx.load(loaded.fusion_source), space)
+    return plan_candidates(narrowed)
+
+
+def _recorded(recorder: JobRecorder, plan: CandidatePlan) -> dict[str, CandidateOutcome]:
+    """What an earlier run of this search recorded; a candidate left "building" killed that
+    run's process, and is failed now so it is not built again."""
+    by_name = {c.name: c for c in plan.candidates}
+    recorded = {}
+    for row in recorder.search_candidates():
+        candidate = by_name.get(row["name"])
+        if candidate is None:
+            continue
+        if row["outcome"] == BUILDING:
+            outcome = CandidateOutcome(candidate, Outcome.FAILED, reason=_DIED_BUILDING)
+            recorder.record_search_candidate(candidate.name, **_columns(outcome))
+        else:
+            outcome = CandidateOutcome(
+                candidate, Outcome(row["outcome"]), reason=row["reason"],
+                accuracy=row["accuracy"], engine_bytes=row["engine_bytes"],
+                build_s=row["build_s"])
+        recorded[candidate.name] = outcome
+    return recorded
+
+
+def _candidate_dir(run: JobRun, candidate: Candidate) -> Any:
+    return run.scratch_dir / _SEARCH_DIR / re.sub(r"[^A-Za-z0-9_.-]+", "_", candidate.name)
+
+
+def _candidate_run(run: JobRun, candidate: Candidate) -> JobRun:
+    folder = _candidate_dir(run, candidate)
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    return replace(run, config=run.config.candidate_config(candidate.overrides()),
+                   scratch_dir=folder)
+
+
+def _opener(backend: JobBackend[Any], engine: BuiltEngine[Any],
+            feed: dict[str, np.ndarray]) -> Opener:
+    @contextmanager
+    def opened() -> Iterator[Callable[[], object]]:
+        with backend.open_runner(engine) as runner:
+            yield lambda: runner.infer(feed)
+    return opened
+
+
+def _reference_opener(backend: JobBackend[Any], loaded: LoadedModel,
+                      feed: dict[str, np.ndarray], span: ProgressSpan) -> Opener:
+    """The original, as the job's benchmark times it; opened first and closed last by the
+    race, so the timing lock it takes covers every round."""
+    @contextmanager
+    def opened() -> Iterator[Callable[[], object]]:
+        reference = backend.benchmark_reference(loaded, span)
+        with backend.timing_lock(), reference.open() as runner:
+            yield lambda: runner.infer(feed)
+    return opened
+
+
+def _worst(validation: ValidationReport | None) -> dict[str, float]:
+    """The worst output's metrics: the lowest cosine and top-1 agreement, the largest error."""
+    if validation is None or not validation.outputs:
+        return {}
+    outputs = validation.outputs
+    worst = {"cosine": min(o.cosine_similarity for o in outputs),
+             "max_abs_err": max(o.max_abs_err for o in outputs)}
+    top1 = [o.top1_agreement for o in outputs if o.top1_agreement is not None]
+    if top1:
+        worst["top1_agreement"] = min(top1)
+    return {name: float(value) for name, value in worst.items()}
+
+
+def _engine_bytes(engine: BuiltEngine[Any]) -> int | None:
+    files = [a.path for a in engine.artifacts if a.kind == "engine" and a.path.exists()]
+    if not files:
+        return None
+    data = [p.with_name(p.name + ".data") for p in files]  # an external-data engine's weights
+    return sum(p.stat().st_size for p in [*files, *data] if p.exists())
+
+
+def _columns(outcome: CandidateOutcome) -> dict[str, Any]:
+    return {"outcome": str(outcome.outcome), "reason": outcome.reason,
+            "recipe": outcome.candidate.overrides(), "accuracy": dict(outcome.accuracy),
+            "engine_bytes": outcome.engine_bytes, "build_s": outcome.build_s}
+
+
+def _recipe(config: JobConfig) -> dict[str, Any]:
+    """The winner's job config as a user would pin it: the fields that differ from a default
+    job's, so the recipe reads as what was chosen."""
+    fields = config.model_dump(mode="json", exclude_defaults=True)
+    fields.update({"precision": str(config.precision), "passes": config.model_dump(
+        mode="json")["passes"]})
+    if PRECISIONS[config.precision].quantizes and config.quantization is not None:
+        fields["quantization"] = config.quantization.model_dump(mode="json", exclude_defaults=True)
+        fields["quantization"]["mode"] = str(config.quantization.mode)
+    return fields
+
+
+def _ordered(rows: list[dict[str, Any]], search: SearchConfig) -> list[dict[str, Any]]:
+    """The Pareto table in the strategy's order: raced rows by p50 (throughput: most first),
+    then the rest as the search met them."""
+    timed = [r for r in rows if "latency_ms_p50" in r]
+    rest = [r for r in rows if "latency_ms_p50" not in r]
+    if search.strategy == "max_throughput":
+        timed.sort(key=lambda r: -float(r["throughput_per_s"]))
+    else:
+        timed.sort(key=lambda r: float(r["latency_ms_p50"]))
+    return [*timed, *rest]
