@@ -21,6 +21,7 @@ __all__ = [
     "fail",
     "heartbeat",
     "record_event",
+    "requeue",
     "report_progress",
     "start_stage",
     "status_of",
@@ -133,6 +134,16 @@ def fail(session: Session, job_id: uuid.UUID, code: str, message: str) -> Job | 
     )
     if job is not None:
         record_event(session, job_id, f"failed: {code}: {message}", stage=job.stage)
+    return job
+
+
+def requeue(session: Session, job_id: uuid.UUID, why: str) -> Job | None:
+    """Put a running job back in the queue for the delivery at hand to claim again (a search
+    whose process died resumes); None if it no longer runs."""
+    job = _move(session, job_id, [JobStatus.RUNNING], status=JobStatus.QUEUED.value,
+                worker=None)
+    if job is not None:
+        record_event(session, job_id, why, stage=job.stage)
     return job
 
 

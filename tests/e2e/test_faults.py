@@ -201,6 +201,30 @@ def test_killing_the_pool_process_fails_its_job_on_redelivery(live: Stack) -> No
     assert wait_for_job(live.base_url, _job(live, model, **FAST))["status"] == "succeeded"
 
 
+def _events(stack: Stack, job_id: str) -> list[str]:
+    job = httpx.get(f"{stack.base_url}/v1/jobs/{job_id}", timeout=10).json()
+    return [event["message"] for event in job["events"]]
+
+
+def test_killing_a_searchs_process_resumes_the_search_at_its_next_candidate(live: Stack) -> None:
+    model = _cnn(live, 46)
+    job_id = _job(live, model, search={"precisions": ["fp32"], "time_budget_s": 300},
+                  validation={"samples": 64})
+    wait_until(lambda: any(m.startswith("candidate fp32/all: timed")
+                           for m in _events(live, job_id)), 120,
+               what="the search's first candidate to be judged")
+    os.kill(_job_process(live, job_id), signal.SIGKILL)
+    job = wait_for_job(live.base_url, job_id, timeout=300)
+
+    assert job["status"] == "succeeded", job["error"]
+    messages = [event["message"] for event in job["events"]]
+    assert any("the search resumes at its next candidate" in m for m in messages)
+    report = job["search_report"]
+    assert "fp32/all" in report["resumed"]  # judged before the kill: not built again to judge
+    assert sum(m.startswith("candidate fp32/all: timed") for m in messages) == 1
+    assert report["winner"] and _claims(live, job_id) == 1
+
+
 def test_the_janitor_fails_the_job_of_a_worker_that_died_whole(live: Stack) -> None:
     model = _cnn(live, 43)
     job_id = _job(live, model, **SLOW)

@@ -41,6 +41,7 @@ from core.webhooks.announce import announce_end
 from optimizer.errors import OptimizerError
 from worker.pipeline.progress import StageMark, read_stage_mark
 from worker.pipeline.records.lost_jobs import ERROR_CODE as PROCESS_DIED
+from worker.pipeline.records.lost_jobs import LostJob, can_resume_search
 from worker.pipeline.records.recorder import JobRecorder
 from worker.pipeline.stages import LOAD
 from worker.runtime import WorkerRuntime
@@ -87,14 +88,18 @@ def _supervise(job_id: uuid.UUID, runtime: WorkerRuntime) -> None:
     settings = runtime.settings
     # No retries here: the supervisor keeps watching through an outage instead of blocking.
     recorder = JobRecorder(job_id, runtime.sessions)
-    claimed = JobRecorder(job_id, runtime.sessions,
-                          retry_s=settings.jobs.database_retry_s).claim(worker_name())
+    claimer = JobRecorder(job_id, runtime.sessions, retry_s=settings.jobs.database_retry_s)
+    claimed = claimer.claim(worker_name())
     if claimed is None:
-        if recorder.fail_if_its_process_died(settings.scratch_dir):
+        lost = recorder.fail_if_its_process_died(settings.scratch_dir)
+        if lost is LostJob.REQUEUED:  # a search: this delivery resumes it
+            claimed = claimer.claim(worker_name())
+        elif lost is LostJob.FAILED:
             _announce_end(runtime, job_id)
-        else:
+            return
+        if claimed is None:
             logger.info("job %s is not queued any more; skipping this delivery", job_id)
-        return
+            return
     scratch = settings.scratch_dir / str(job_id)
     shutil.rmtree(scratch, ignore_errors=True)  # leftovers of a crashed earlier attempt
     scratch.mkdir(parents=True)
@@ -105,19 +110,25 @@ def _supervise(job_id: uuid.UUID, runtime: WorkerRuntime) -> None:
     temp = scratch / "tmp"  # the job's temporary files go with its scratch, even if it is killed
     temp.mkdir()
     try:
-        with _job_child(spec, temp) as child:
-            stop = _watch(child, recorder, settings, spec.stage_file)
-            stage = _stage_name(read_stage_mark(spec.stage_file))
-            if stop is not None:
-                child.kill()  # before recording, so the job's process writes nothing after
-                if stop.failure is not None:
-                    logger.warning("job %s: %s", job_id, stop.failure)
-                    recorder.fail(type(stop.failure).__name__, str(stop.failure))
-                else:
-                    logger.info("job %s was cancelled in stage %s; its process is stopped",
-                                job_id, stage)
-                return
-            _record_exit(child, recorder, job_id, stage)
+        resumes = 0
+        while True:  # more than once only for a search whose process died: it resumes
+            with _job_child(spec, temp) as child:
+                stop = _watch(child, recorder, settings, spec.stage_file)
+                stage = _stage_name(read_stage_mark(spec.stage_file))
+                if stop is not None:
+                    child.kill()  # before recording, so the job's process writes nothing after
+                    if stop.failure is not None:
+                        logger.warning("job %s: %s", job_id, stop.failure)
+                        recorder.fail(type(stop.failure).__name__, str(stop.failure))
+                    else:
+                        logger.info("job %s was cancelled in stage %s; its process is stopped",
+                                    job_id, stage)
+                    return
+                resumable = can_resume_search(claimed.config.model_dump(mode="json"), stage,
+                                              resumes)
+                if not _record_exit(child, recorder, job_id, stage, resumable=resumable):
+                    break
+            resumes += 1
     except OperationalError:
         logger.exception("job %s: the database was unavailable to record how the job ended; "
                          "the stale-job sweep will", job_id)
@@ -224,12 +235,18 @@ def _still_running(recorder: JobRecorder) -> bool:
 
 
 def _record_exit(child: IsolatedChild, recorder: JobRecorder, job_id: uuid.UUID,
-                 stage: str) -> None:
-    """The job's process exited by itself: it recorded the outcome, unless it died."""
+                 stage: str, *, resumable: bool) -> bool:
+    """The job's process exited by itself: it recorded the outcome, unless it died. Answers
+    True when it died `resumable` (a search): the caller starts the job's process again."""
     limits = ChildLimits(timeout_s=1)  # only for the wording of how it died
     try:
         child.outcome(limits, f"The process running job {job_id}", _ProcessDied)
     except _ProcessDied as died:
+        if resumable:
+            logger.warning("job %s: its process died in its search (%s); resuming", job_id, died)
+            recorder.event(f"the job's process died ({died}); the search resumes at its next "
+                           "candidate", stage)
+            return True
         message = (f"The process running job {job_id} died in stage {stage!r} before the job "
                    f"finished ({died}). A crash in native code (TensorRT, CUDA or ONNX "
                    "Runtime) or the out-of-memory killer; the worker carries on. Retry the "
@@ -239,6 +256,7 @@ def _record_exit(child: IsolatedChild, recorder: JobRecorder, job_id: uuid.UUID,
     except Exception as err:  # the job's process could not record the outcome itself
         logger.exception("job %s: its process ended with an error", job_id)
         recorder.fail_internally(err)
+    return False
 
 
 def _stage_name(mark: StageMark | None) -> str:

@@ -25,7 +25,7 @@ from optimizer.errors import InternalError
 from worker.gpu.build_events import Reporter
 from worker.pipeline.records.benchmark_context import fill_context
 from worker.pipeline.records.benchmark_keys import set_config_keys
-from worker.pipeline.records.lost_jobs import fail_if_its_process_died
+from worker.pipeline.records.lost_jobs import LostJob, fail_if_its_process_died
 from worker.pipeline.records.outcome import benchmark_rows, report_columns, validation_rows
 from worker.pipeline.records.regression import flag_regression
 from worker.pipeline.results import JobOutcome
@@ -100,9 +100,9 @@ class JobRecorder:
 
         return self._write(claim)
 
-    def fail_if_its_process_died(self, scratch_root: Path) -> bool:
-        """Fail the job now if the pool process that claimed it on this host is gone
-        (see worker/pipeline/records/lost_jobs.py)."""
+    def fail_if_its_process_died(self, scratch_root: Path) -> LostJob:
+        """Fail the job now if the pool process that claimed it on this host is gone, or
+        requeue it if it is a search (see worker/pipeline/records/lost_jobs.py)."""
         return self._write(lambda session: fail_if_its_process_died(session, self.job_id,
                                                                      scratch_root))
 
