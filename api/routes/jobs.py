@@ -49,6 +49,7 @@ from api.services.jobs.event_stream import EVENT_TYPES, StreamTiming, open_job_e
 from api.services.jobs.events import resume_point
 from api.services.jobs.list_stream import EVENT_TYPES as LIST_EVENT_TYPES
 from api.services.jobs.list_stream import open_job_list_stream, resume_since, utc_instant
+from api.services.jobs.plans import plan_job
 from core.db.models import JobStatus
 from core.job_config import Backend
 from optimizer.errors import InternalError
@@ -64,10 +65,22 @@ def _utc_or_none(value: datetime | None) -> datetime | None:
 
 
 @router.post("", response_model=JobRead, status_code=202,
-             responses=idempotent_responses({202: "The job, queued"}))
+             responses=idempotent_responses({
+                 202: "The job, queued",
+                 200: "dry_run=true: the job's plan (nothing stored, nothing queued): the "
+                      "config as it would be stored, the fusion rules that fire or refuse "
+                      "with the reasons, the candidates (a search's, or the job's one), each "
+                      "node class's precision per candidate, and an estimate of the time"}))
 def create_job(body: JobCreate, idempotent: IdempotentRequestDep, fingerprint: JsonFingerprintDep,
                session: SessionDep, dispatcher: DispatcherDep, cache: JobCacheDep,
-               settings: SettingsDep, project: CurrentProject) -> Response:
+               settings: SettingsDep, project: CurrentProject, store: StoreDep,
+               dry_run: Annotated[bool, Query(
+                   description="answer the job's plan instead of queueing it")] = False
+               ) -> Response:
+    if dry_run:  # reads only: an Idempotency-Key has nothing to guard
+        return _json(json.dumps(plan_job(session=session, project_id=project, spec=body,
+                                         store=store, webhooks=settings.webhooks)).encode())
+
     def create() -> Answer:
         job = jobs.create_job(session=session, project_id=project, spec=body,
                               dispatcher=dispatcher, webhooks=settings.webhooks)

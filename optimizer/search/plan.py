@@ -14,6 +14,7 @@ from typing import Any
 
 import onnx
 
+from optimizer.fusion_report import FusionReport
 from optimizer.optimize import OptimizeOptions, optimize_model
 from optimizer.precision.keep_list import DEFAULT_KEEP
 from optimizer.quantization.quantize import DYNAMIC_OP_TYPES, static_op_types
@@ -22,7 +23,7 @@ from optimizer.registries.quantization import QuantizationMode
 from optimizer.search.candidates import Candidate, SearchSpace, plan_candidates
 from optimizer.search.model_space import space_for_model
 
-__all__ = ["node_class_precisions", "search_plan"]
+__all__ = ["job_plan", "node_class_precisions", "search_plan"]
 
 _REFUSALS_SHOWN = 10  # per rule: the first ones, and how many there were
 
@@ -41,21 +42,42 @@ def search_plan(model: onnx.ModelProto, space: SearchSpace) -> dict[str, Any]:
         _, quantized = optimize_model(model, OptimizeOptions(backend=str(space.backend),
                                                              for_quantization=True))
         ops_quantized = quantized.ops_after
+    return {
+        **_fusion_summary(report),
+        "candidates": [_candidate_entry(c, ops_quantized if PRECISIONS[c.precision].quantizes
+                                        else report.ops_after) for c in plan.candidates],
+        "refused": [r.to_dict() for r in plan.refused],
+    }
+
+
+def job_plan(model: onnx.ModelProto, candidate: Candidate, backend: str) -> dict[str, Any]:
+    """The plan of a one-configuration job (`candidate`: its precision, passes and
+    quantization mode), in the form of `search_plan`'s with one candidate.
+
+    Raises:
+        PassError: a pass cannot run on the model.
+    """
+    passes = candidate.passes if isinstance(candidate.passes, str) else list(candidate.passes)
+    _, report = optimize_model(model, OptimizeOptions(
+        backend=backend, passes=passes,
+        for_quantization=PRECISIONS[candidate.precision].quantizes))
+    return {**_fusion_summary(report),
+            "candidates": [_candidate_entry(candidate, report.ops_after)], "refused": []}
+
+
+def _fusion_summary(report: FusionReport) -> dict[str, Any]:
     rules = [{"pass": stats.pass_name, "rule": stats.rule, "applied": stats.applied,
               "refused": len(stats.refusals),
               "refusals": [{"node": r.node, "reason": r.reason}
                            for r in stats.refusals[:_REFUSALS_SHOWN]]}
              for stats in report.rules if stats.applied or stats.refusals]
-    return {
-        "rules": rules, "passes_skipped": dict(report.passes_skipped),
-        "nodes_before": report.nodes_before, "nodes_after": report.nodes_after,
-        "candidates": [{"name": c.name, "recipe": c.overrides(),
-                        "precisions": node_class_precisions(
-                            ops_quantized if PRECISIONS[c.precision].quantizes
-                            else report.ops_after, c)}
-                       for c in plan.candidates],
-        "refused": [r.to_dict() for r in plan.refused],
-    }
+    return {"rules": rules, "passes_skipped": dict(report.passes_skipped),
+            "nodes_before": report.nodes_before, "nodes_after": report.nodes_after}
+
+
+def _candidate_entry(candidate: Candidate, op_counts: Mapping[str, int]) -> dict[str, Any]:
+    return {"name": candidate.name, "recipe": candidate.overrides(),
+            "precisions": node_class_precisions(op_counts, candidate)}
 
 
 def node_class_precisions(op_counts: Mapping[str, int], candidate: Candidate) -> dict[str, str]:

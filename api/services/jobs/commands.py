@@ -37,7 +37,7 @@ from optimizer.job_inputs import DatasetArrays, ResolvedInputs, resolve_job_inpu
 from optimizer.model.tensor_specs import TensorSpec
 from optimizer.registries.backends import BACKENDS
 
-__all__ = ["cancel_job", "create_job", "get_artifact"]
+__all__ = ["cancel_job", "create_job", "get_artifact", "resolved_job_config", "waiting_detail"]
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +63,31 @@ def create_job(*, session: Session, project_id: uuid.UUID, spec: JobCreate,
             JobConfig's own.
         BrokerUnavailable: the job was stored but could not be sent; it is marked failed.
     """
+    model, config = resolved_job_config(session=session, project_id=project_id, spec=spec,
+                                        webhooks=webhooks)
+    detail = waiting_detail(session, config)
+    job = Job(project_id=project_id, model_id=model.id, dataset_id=spec.dataset_id,
+              config=config.model_dump(mode="json"), status_detail=detail)
+    session.add(job)
+    session.flush()
+    job_state.record_event(session, job.id, "queued" if detail is None else f"queued; {detail}")
+    session.commit()
+    try:
+        dispatcher.send_job(job.id, config)
+    except Exception as err:
+        logger.exception("could not send job %s to the broker", job.id)
+        message = f"the job could not be sent to the broker ({type(err).__name__}: {err})"
+        job_state.fail(session, job.id, "BrokerUnavailable", message)
+        session.commit()
+        raise BrokerUnavailable(f"{message}; job {job.id} was marked failed, try again") from err
+    return job
+
+
+def resolved_job_config(*, session: Session, project_id: uuid.UUID, spec: JobCreate,
+                        webhooks: WebhookSettings) -> tuple[Model, JobConfig]:
+    """The job's model (share-locked until the caller's transaction ends, as its dataset) and
+    its config as it would be stored: input shapes and profiles resolved against the model,
+    the project's default callback URL filled in. Raises as `create_job`."""
     # Locked until the job commits: a delete of the model or dataset waits, then sees the job.
     model = get_model(session=session, project_id=project_id, model_id=spec.model_id,
                       share_lock=True)
@@ -83,22 +108,7 @@ def create_job(*, session: Session, project_id: uuid.UUID, spec: JobCreate,
         "input_shapes": {name: list(shape) for name, shape in resolved.shapes.items()},
         "profiles": profiles_to_dict(resolved.profiles) or None,
     })
-    detail = _waiting_detail(session, config)
-    job = Job(project_id=project_id, model_id=model.id, dataset_id=spec.dataset_id,
-              config=config.model_dump(mode="json"), status_detail=detail)
-    session.add(job)
-    session.flush()
-    job_state.record_event(session, job.id, "queued" if detail is None else f"queued; {detail}")
-    session.commit()
-    try:
-        dispatcher.send_job(job.id, config)
-    except Exception as err:
-        logger.exception("could not send job %s to the broker", job.id)
-        message = f"the job could not be sent to the broker ({type(err).__name__}: {err})"
-        job_state.fail(session, job.id, "BrokerUnavailable", message)
-        session.commit()
-        raise BrokerUnavailable(f"{message}; job {job.id} was marked failed, try again") from err
-    return job
+    return model, config
 
 
 def _resolved_inputs(spec: JobCreate, model: Model, dataset: Dataset | None) -> ResolvedInputs:
@@ -139,7 +149,7 @@ def _check_callback_host(url: str, webhooks: WebhookSettings) -> None:
         raise InvalidJobConfig(f"callback_url: {problem}")
 
 
-def _waiting_detail(session: Session, config: JobConfig) -> str | None:
+def waiting_detail(session: Session, config: JobConfig) -> str | None:
     """Why a GPU backend's job will wait in its queue: None when an online worker consumes it.
 
     Workers list their queues in the `workers` table with a heartbeat (core/db/worker_registry.py);

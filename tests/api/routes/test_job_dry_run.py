@@ -1,0 +1,99 @@
+"""POST /v1/jobs?dry_run=true: the plan of a job or a search before any worker time is spent
+(the fusion rules that fire or refuse, the candidates and the refused with their reasons, each
+node class's precision per candidate, a time estimate), with the same refusals as a real
+submit, and nothing written or queued."""
+
+import uuid
+from typing import Any
+
+import redis
+from fastapi.testclient import TestClient
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from core.db import job_state
+from core.db.models import Job, JobEvent
+from optimizer.testing.models import model_bytes
+from optimizer.testing.quantization_models import conv_stack
+
+
+def _model(client: TestClient, seed: int = 0) -> str:
+    data = model_bytes(conv_stack(seed=seed, channels=16, size=16, blocks=2))
+    response = client.post("/v1/models", files={"file": ("convnet.onnx", data)})
+    assert response.status_code == 201, response.text
+    return str(response.json()["id"])
+
+
+def _dry_run(client: TestClient, **body: Any) -> dict[str, Any]:
+    response = client.post("/v1/jobs", params={"dry_run": "true"}, json=body)
+    assert response.status_code == 200, response.text
+    return response.json()  # type: ignore[no-any-return]
+
+
+def _rows(db_session: Session) -> tuple[int, int]:
+    return (int(db_session.scalar(select(func.count()).select_from(Job)) or 0),
+            int(db_session.scalar(select(func.count()).select_from(JobEvent)) or 0))
+
+
+def test_a_search_dry_run_answers_the_plan_and_writes_and_queues_nothing(
+        client: TestClient, db_session: Session, broker: redis.Redis) -> None:
+    model_id = _model(client)
+    before = _rows(db_session)
+    answer = _dry_run(client, model_id=model_id, search={"time_budget_s": 300})
+
+    assert _rows(db_session) == before and broker.llen("cpu") == 0
+    assert answer["dry_run"] is True and answer["config"]["search"]["time_budget_s"] == 300
+    plan = answer["plan"]
+    names = [c["name"] for c in plan["candidates"]]
+    assert "fp32/all" in names and "fp32/none" in names
+    # only the families that rewrite this convnet get an "off" candidate
+    fired = {rule["pass"] for rule in plan["rules"] if rule["applied"]}
+    assert {n.removeprefix("fp32/without-") for n in names if "/without-" in n} == fired
+    assert plan["nodes_after"] < plan["nodes_before"]
+    refused = {r["name"]: r["reason"] for r in plan["refused"]}
+    assert "calibration" in refused["int8-static"]
+    int8 = next(c for c in plan["candidates"] if c["name"].startswith("int8-dynamic"))
+    assert int8["precisions"]["Conv"] == "float (not quantized)"  # dynamic: matrix products only
+    fp16 = next(c for c in plan["candidates"] if c["name"] == "fp16/all")
+    assert set(fp16["precisions"].values()) >= {"fp16"}
+    estimate = answer["estimate"]
+    assert estimate["seconds"] is None and estimate["upper_bound_s"] == 300
+    assert "no succeeded job" in estimate["basis"]
+
+
+def test_a_plain_jobs_dry_run_has_its_one_candidate(client: TestClient, broker: redis.Redis
+                                                     ) -> None:
+    plan = _dry_run(client, model_id=_model(client), passes="none")["plan"]
+
+    assert [c["name"] for c in plan["candidates"]] == ["the job"]
+    assert plan["nodes_after"] == plan["nodes_before"] and not plan["refused"]
+
+
+def test_the_estimate_reads_the_models_finished_jobs(client: TestClient, db_session: Session,
+                                                     broker: redis.Redis) -> None:
+    model_id = _model(client, seed=1)
+    job_id = uuid.UUID(client.post("/v1/jobs", json={"model_id": model_id}).json()["id"])
+    assert job_state.claim(db_session, job_id, "test:1") is not None
+    assert job_state.succeed(db_session, job_id) is not None
+    db_session.commit()
+
+    plain = _dry_run(client, model_id=model_id)["estimate"]
+    search = _dry_run(client, model_id=model_id, search={"time_budget_s": 60})["estimate"]
+
+    assert plain["seconds"] is not None and "1 succeeded jobs of this model" in plain["basis"]
+    assert search["seconds"] is not None and search["seconds"] <= search["upper_bound_s"]
+
+
+def test_a_dry_run_refuses_what_a_submit_refuses(client: TestClient, broker: redis.Redis
+                                                 ) -> None:
+    model_id = _model(client)
+    bad_shape = client.post("/v1/jobs", params={"dry_run": "true"}, json={
+        "model_id": model_id, "input_shapes": {"input": [1, 3]}})
+    two_things = client.post("/v1/jobs", params={"dry_run": "true"}, json={
+        "model_id": model_id, "precision": "fp16", "search": {}})
+    missing = client.post("/v1/jobs", params={"dry_run": "true"}, json={
+        "model_id": str(uuid.uuid4())})
+
+    assert bad_shape.status_code == 422 and "input" in bad_shape.text
+    assert two_things.status_code == 422 and two_things.json()["detail"].startswith("precision:")
+    assert missing.status_code == 404
