@@ -4,6 +4,7 @@ with the recipe that rebuilds it, and the refusals of a search config that asks 
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
@@ -75,3 +76,40 @@ def test_a_search_job_races_its_candidates_and_ships_the_winner_with_its_recipe(
         recorded = session.scalars(select(SearchCandidate.name).where(
             SearchCandidate.job_id == uuid.UUID(job["id"]))).all()
     assert set(recorded) == {name for name, row in rows.items() if row["outcome"] != "refused"}
+
+
+def test_cancel_stops_a_search_between_candidates_and_keeps_what_it_recorded(
+        embedded: EmbeddedWorker) -> None:
+    model_id = embedded.upload(model_bytes(_convnet(3)), "convnet.onnx")
+    job_id = embedded.submit(model_id, search={"precisions": ["fp32"], "time_budget_s": 300},
+                             validation={"samples": 128})
+    deadline = time.monotonic() + 120
+    while not any(e["message"].startswith("candidate fp32/all: timed")
+                  for e in embedded.job(job_id)["events"]):
+        assert time.monotonic() < deadline, "the search never judged its first candidate"
+        time.sleep(0.02)
+    assert embedded.client.post(f"/v1/jobs/{job_id}/cancel").status_code == 200
+    after = embedded.wait(embedded.submit(model_id, **FAST))  # the worker takes its next job
+    assert after["status"] == "succeeded", after["error"]
+
+    job = embedded.job(job_id)
+    assert job["status"] == "cancelled" and job["artifacts"] == []
+    with embedded.runtime.sessions() as session:
+        recorded = session.scalars(select(SearchCandidate.name).where(
+            SearchCandidate.job_id == uuid.UUID(job_id))).all()
+    assert "fp32/all" in recorded
+    assert not (embedded.runtime.settings.scratch_dir / job_id).exists()
+
+
+def test_a_search_with_no_candidate_within_the_latency_budget_fails_keeping_its_table(
+        embedded: EmbeddedWorker) -> None:
+    model_id = embedded.upload(model_bytes(_convnet(4)), "convnet.onnx")
+    job = embedded.wait(embedded.submit(model_id, search={
+        "strategy": "min_latency_under_budget", "latency_budget_ms": 1e-6,
+        "precisions": ["fp32"], "pass_sets": False, "time_budget_s": 60}, **FAST))
+
+    assert job["status"] == "failed" and job["error"]["code"] == "SearchFoundNothing"
+    rows = job["search_report"]["rows"]
+    assert rows and all(row["outcome"] == "over_latency_budget" for row in rows), rows
+    assert all("latency budget" in row["reason"] for row in rows)
+    assert job["artifacts"] == []
