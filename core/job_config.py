@@ -365,6 +365,8 @@ class JobConfig(BaseModel):
         quantization = {**(fields.pop("quantization") or {}), **overrides.get("quantization", {})}
         fields.update({k: v for k, v in overrides.items() if k != "quantization"})
         precision = PRECISIONS[Precision(fields["precision"])]
+        if quantization.get("mode") == QuantizationMode.DYNAMIC:
+            quantization.pop("calibration", None)  # scales at run time: none to read
         if precision.quantizes:
             fields["quantization"] = quantization
         if not precision.converts:

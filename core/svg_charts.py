@@ -4,7 +4,7 @@ in the dashboard's pages, and stored as a job's plot artifacts by the worker.
 Every chart is `<svg class="chart" data-chart=NAME role="img" aria-label=...>` opening with a
 `<title>`; each bar is a `rect.bar` carrying `data-value` (and `data-label`, `data-series`) so
 tests and scripts read the numbers back (a line chart's points are `circle.point` with
-`data-x` and `data-value`). Values are written next to their bars and series are
+`data-x` and `data-value`, a search scatter's `.point` marks carry `data-name` too). Values are written next to their bars and series are
 named in a legend and on each bar, and the second series is hatched, so colour is never the
 only cue. Every label is escaped: model, node and op names come from uploaded files.
 
@@ -13,9 +13,10 @@ axes. Pages still show each chart's numbers in a table for screen readers.
 """
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from math import ceil, floor, isfinite, log10
+from typing import Any
 
 from markupsafe import Markup, escape
 
@@ -24,11 +25,13 @@ __all__ = [
     "Segment",
     "Series",
     "bar_chart",
+    "format_cosine",
     "format_number",
     "grouped_bar_chart",
     "histogram",
     "line_chart",
     "nice_max",
+    "search_scatter",
     "stage_timeline",
     "standalone_svg",
 ]
@@ -79,6 +82,21 @@ def format_number(value: float, unit: str = "") -> str:
     else:
         text = f"{value:.3g}"
     return f"{text} {unit}" if unit else text
+
+
+def format_cosine(value: float | None) -> str:
+    """A cosine similarity near 1 as its distance from 1, which is what tells two apart.
+
+    >>> format_cosine(0.9999999999999949), format_cosine(1.0), format_cosine(0.98765432)
+    ('1 − 5.1e-15', '1', '0.987654')
+    """
+    if value is None:
+        return "not finite"
+    if value >= 1.0:
+        return "1"
+    if value >= 0.999:
+        return f"1 − {1.0 - value:.2g}"
+    return f"{value:.6f}"
 
 
 def nice_max(value: float) -> float:
@@ -263,6 +281,157 @@ def line_chart(name: str, title: str, xs: Sequence[float], series: Sequence[Seri
                            rotate=True))
     parts.append("</svg>")
     return Markup("".join(parts))
+
+
+@dataclass(frozen=True)
+class _Raced:
+    """A search candidate the race timed, as the scatter places it."""
+
+    name: str
+    outcome: str
+    p50: float
+    low: float  # the median's 95% interval
+    high: float
+    cosine: float
+    pareto: bool
+
+    @property
+    def faith(self) -> float:
+        """-log10 of the cosine's distance from 1: higher is more faithful, 16 the most float64
+        tells apart (a cosine below 0 counts as 0)."""
+        return -log10(min(max(1.0 - self.cosine, _COSINE_FLOOR), 1.0))
+
+
+_COSINE_FLOOR = 1e-16  # float64's resolution near 1: a cosine closer to 1 reads as 1
+_SEARCH_TITLE = "Median latency against cosine similarity of each raced candidate"
+
+
+def search_scatter(rows: Sequence[Mapping[str, Any]]) -> Markup:
+    """A search report's raced candidates (its `rows` with a latency p50 and a cosine) as one
+    point each: median latency on x, its 95% interval a line through the point, and cosine
+    similarity on y as its distance from 1 on a log scale (higher: more faithful), since the
+    candidates differ in the digits after 0.999. Candidates on the Pareto front are filled
+    diamonds, the others hollow circles (shape, not only colour), and the winner is named
+    beside its point. Each mark is a `.point` carrying `data-name`, `data-x` (ms),
+    `data-value` (the cosine) and `data-pareto`."""
+    raced = [found for found in (_raced(row) for row in rows) if found is not None]
+    if not raced:
+        return _no_data("search-pareto", _SEARCH_TITLE)
+    left, top, bottom = 96, 34, 56
+    plot_w, plot_h = WIDTH - left - 24, 220
+    base = top + plot_h
+    x_low, x_high = _padded(min(c.low for c in raced), max(c.high for c in raced))
+    y_low = floor(min(c.faith for c in raced))
+    decades = max(ceil(max(c.faith for c in raced)) - y_low, 1)
+    step = ceil(decades / 5)  # at most six ticks, the top one a tick too
+    y_high = y_low + step * ceil(decades / step)
+
+    def x_at(value: float) -> float:
+        return left + plot_w * (value - x_low) / (x_high - x_low)
+
+    def y_at(faith: float) -> float:
+        return base - plot_h * (faith - y_low) / (y_high - y_low)
+
+    on_front = sum(c.pareto for c in raced)
+    winner = next((c for c in raced if c.outcome == "won"), None)
+    summary = (f"{len(raced)} candidates, {on_front} on the Pareto front"
+               + (f"; winner {winner.name} at {format_number(winner.p50, 'ms')}, cosine "
+                  f"{format_cosine(winner.cosine)}" if winner else ""))
+    parts = [_open("search-pareto", _SEARCH_TITLE, top + plot_h + bottom, summary),
+             _scatter_legend(y=8)]
+    for decade in range(y_low, y_high + 1, step):
+        y = y_at(decade)
+        parts.append(f'<line class="grid" x1="{left}" x2="{left + plot_w}" y1="{y:.1f}" '
+                     f'y2="{y:.1f}" stroke="#d0d7de"/>')
+        parts.append(_text(left - 6, y + 4, _cosine_tick(decade), anchor="end"))
+    for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
+        x = left + plot_w * tick
+        parts.append(_text(x, base + 16, format_number(x_low + (x_high - x_low) * tick),
+                           anchor="middle"))
+    parts.append(f'<line class="axis" x1="{left}" x2="{left + plot_w}" y1="{base}" y2="{base}" '
+                 'stroke="#57606a"/>')
+    for candidate in sorted(raced, key=lambda c: c.outcome == "won"):  # the winner on top
+        parts.append(_scatter_point(candidate, x_at, y_at(candidate.faith)))
+    if winner is not None:
+        x, y = x_at(winner.p50), y_at(winner.faith)
+        right_half = x > left + plot_w * 0.6
+        parts.append(_text(x - 10 if right_half else x + 10, max(y - 8, top + 10),
+                           f"winner: {_short(winner.name)}", anchor="end" if right_half
+                           else "start", full=f"winner: {winner.name}"))
+    parts.append(_text(left + plot_w / 2, base + 36, "median latency (ms)", anchor="middle"))
+    parts.append(_text(14, top + plot_h / 2, "cosine similarity", anchor="middle", rotate=True))
+    parts.append("</svg>")
+    return Markup("".join(parts))
+
+
+def _raced(row: Mapping[str, Any]) -> _Raced | None:
+    p50 = row.get("latency_ms_p50")
+    cosine = (row.get("accuracy") or {}).get("cosine")
+    if not _finite(p50) or not _finite(cosine):
+        return None  # not raced (refused, failed, not tried, out of a budget), or no cosine
+    interval = row.get("latency_ms_p50_ci") or (p50, p50)
+    low, high = (v if _finite(v) else p50 for v in interval)
+    return _Raced(str(row.get("name", "")), str(row.get("outcome", "")), float(p50),
+                  float(min(low, p50)), float(max(high, p50)), float(cosine),
+                  bool(row.get("pareto")))
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, int | float) and isfinite(value)
+
+
+def _padded(low: float, high: float) -> tuple[float, float]:
+    """An axis from `low` to `high` with room either side, never below zero."""
+    span = high - low or max(abs(high) * 0.1, 1e-3)
+    return max(low - span * 0.08, 0.0), high + span * 0.08
+
+
+def _cosine_tick(decade: int) -> str:
+    """The label of the cosine 1 − 10^-decade: 0, 0.9, 0.99, 0.999, then 1 − 1e-4 and on."""
+    if decade <= 0:
+        return "0"
+    if decade <= 3:
+        return f"{1.0 - 10.0 ** -decade:.{decade}f}"
+    return f"1 − 1e-{decade}"
+
+
+def _scatter_point(candidate: _Raced, x_at: Callable[[float], float], y: float) -> str:
+    x, colour = x_at(candidate.p50), PALETTE[1] if candidate.outcome == "won" else PALETTE[0]
+    tooltip = " · ".join((
+        f"{candidate.name} ({candidate.outcome.replace('_', ' ')})",
+        f"p50 {format_number(candidate.p50, 'ms')} (95% interval "
+        f"{format_number(candidate.low)}–{format_number(candidate.high)})",
+        f"cosine {format_cosine(candidate.cosine)}",
+        "on the Pareto front" if candidate.pareto else "not on the Pareto front"))
+    data = (f'data-name="{escape(candidate.name)}" data-outcome="{escape(candidate.outcome)}" '
+            f'data-x="{candidate.p50!r}" data-value="{candidate.cosine!r}" '
+            f'data-pareto="{"true" if candidate.pareto else "false"}"')
+    if candidate.pareto:
+        mark = (f'<path class="point pareto" d="M{x:.1f} {y - 7:.1f}L{x + 7:.1f} {y:.1f}'
+                f'L{x:.1f} {y + 7:.1f}L{x - 7:.1f} {y:.1f}Z" fill="{colour}" {data}>')
+        closing = "</path>"
+    else:
+        mark = (f'<circle class="point" cx="{x:.1f}" cy="{y:.1f}" r="5" fill="#ffffff" '
+                f'stroke="{colour}" stroke-width="2" {data}>')
+        closing = "</circle>"
+    interval = (f'<line class="interval" x1="{x_at(candidate.low):.1f}" '
+                f'x2="{x_at(candidate.high):.1f}" y1="{y:.1f}" y2="{y:.1f}" stroke="{colour}" '
+                'stroke-width="1.5"/>')
+    return f"{interval}{mark}<title>{escape(tooltip)}</title>{closing}"
+
+
+def _scatter_legend(*, y: float) -> str:
+    blue = PALETTE[0]
+    return ('<g class="legend">'
+            f'<path d="M15 {y}L22 {y + 7}L15 {y + 14}L8 {y + 7}Z" fill="{blue}"/>'
+            + _text(28, y + 11, "on the Pareto front")
+            + f'<circle cx="160" cy="{y + 7}" r="5" fill="#ffffff" stroke="{blue}" '
+              'stroke-width="2"/>'
+            + _text(172, y + 11, "not on it")
+            + f'<line x1="250" x2="274" y1="{y + 7}" y2="{y + 7}" stroke="{blue}" '
+              'stroke-width="1.5"/>'
+            + _text(280, y + 11, "95% interval of the median")
+            + "</g>")
 
 
 def standalone_svg(title: str, charts: Sequence[Markup]) -> str:

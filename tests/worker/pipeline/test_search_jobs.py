@@ -4,16 +4,18 @@ with the recipe that rebuilds it, and the refusals of a search config that asks 
 
 from __future__ import annotations
 
+import io
 import time
 import uuid
 from typing import Any
 
+import numpy as np
 import onnx
 from sqlalchemy import select
 
 from core.db.models import SearchCandidate
 from optimizer.testing.models import model_bytes
-from optimizer.testing.quantization_models import conv_stack
+from optimizer.testing.quantization_models import calibration_images, conv_stack
 from tests.support.embedded_worker import EmbeddedWorker
 
 FAST = {"benchmark": {"warmup": 1, "iterations": 5, "measure_memory": False},
@@ -113,3 +115,47 @@ def test_a_search_with_no_candidate_within_the_latency_budget_fails_keeping_its_
     assert rows and all(row["outcome"] == "over_latency_budget" for row in rows), rows
     assert all("latency budget" in row["reason"] for row in rows)
     assert job["artifacts"] == []
+
+
+def _calibration(embedded: EmbeddedWorker, model: onnx.ModelProto) -> str:
+    buffer = io.BytesIO()
+    np.savez(buffer, input=calibration_images(model, 6, seed=5))
+    response = embedded.client.post("/v1/datasets", params={"role": "calibration"},
+                                    files={"file": ("cal.npz", buffer.getvalue())})
+    assert response.status_code in (200, 201), response.text
+    return str(response.json()["id"])
+
+
+def test_int8_out_of_the_accuracy_budget_loses_the_search_saying_so(
+        embedded: EmbeddedWorker) -> None:
+    model = _convnet(5)
+    model_id = embedded.upload(model_bytes(model), "convnet.onnx")
+    job = embedded.wait(embedded.submit(
+        model_id, search={"precisions": ["int8", "fp32"], "pass_sets": False,
+                          "time_budget_s": 120},
+        quantization={"calibration": _calibration(embedded, model), "max_kept_nodes": 0},
+        accuracy_budget={"min_cosine": 0.999999}, **FAST))
+
+    assert job["status"] == "succeeded", job["error"]
+    rows = {row["name"]: row for row in job["search_report"]["rows"]}
+    static = rows["int8-static/all"]
+    assert static["outcome"] == "out_of_accuracy_budget" and "fp32" in static["reason"]
+    assert job["search_report"]["winner"].startswith("fp32/")
+    assert job["config"]["quantization"]["calibration"]  # kept on the search job
+    assert job["search_report"]["recipe"]["precision"] == "fp32"
+
+
+def test_the_time_budget_leaves_the_last_candidates_untried_and_says_so(
+        embedded: EmbeddedWorker) -> None:
+    model_id = embedded.upload(model_bytes(conv_stack(seed=6, channels=64, size=56, blocks=4)),
+                               "convnet.onnx")
+    job = embedded.wait(embedded.submit(
+        model_id, search={"precisions": ["fp32"], "time_budget_s": 10},
+        validation={"samples": 128}), timeout_s=120)
+
+    assert job["status"] == "succeeded", job["error"]
+    rows = job["search_report"]["rows"]
+    untried = [row for row in rows if row["outcome"] == "not_tried"]
+    assert untried and all("time budget (10 s)" in row["reason"] for row in untried)
+    assert rows[0]["outcome"] != "not_tried"  # the first candidate always gets its chance
+    assert job["search_report"]["elapsed_s"] < 10 + 20  # the race runs its 5 rounds regardless

@@ -1,0 +1,127 @@
+"""Search jobs through the service, as a user runs them: start `fuseforge run` on a fresh data
+folder, upload a ResNet-50-style and a BERT-style model generated in code and model-zoo
+networks the `onnx` package ships (real exports), ask each for its dry-run plan, then run a
+search job on it and print what the search found: how many candidates it judged, refused or
+left untried, the winner and its speed-up over ONNX Runtime at its default level (the race's
+reference, timed in the same rounds) with the 95% interval, the plain job's fp32/all beside
+it, the dry run's estimate against the time the search took, and how the race stopped.
+
+    .venv/bin/python -m bench.search [--only resnet50,light_squeezenet] [--time-budget-s 600]
+
+ResNet-50 gets a calibration dataset (generated inputs: a bench, not a product, may calibrate
+on them) so int8 static is a candidate; the others search without one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import onnx
+
+from bench.service.stack import free_port, fuseforge_env, start_fuseforge, stop, wait_healthy
+from fuseforge_client import FuseForgeClient, JobError
+from optimizer.testing.quantization_models import calibration_images
+from optimizer.testing.real_models import bert_encoder, resnet50
+
+__all__ = ["main"]
+
+_LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+_CALIBRATED = {"resnet50"}
+
+
+def _models() -> dict[str, onnx.ModelProto]:
+    models = {"resnet50": resnet50(batch=1),
+              "bert-2layer": bert_encoder(layers=2, hidden=256, heads=4, seq=128)}
+    for name in ("light_squeezenet", "light_resnet50", "light_inception_v1"):
+        models[name] = onnx.load(_LIGHT / f"{name}.onnx")
+    return models
+
+
+def _interval(row: Mapping[str, Any] | None) -> str:
+    if not row or "speedup" not in row:
+        return "–"
+    low, high = row["speedup_ci"]
+    return f"{row['speedup']:.3f}x [{low:.3f}, {high:.3f}]"
+
+
+def _row(name: str, job: Mapping[str, Any], estimate: Mapping[str, Any]) -> str:
+    report = job.get("search_report") or {}
+    rows = report.get("rows") or []
+    if not rows:
+        why = (job.get("error") or {}).get("message") or job["status"]
+        return f"| {name} | – | – | – | – | – | – | {why} |"
+    by_name = {row["name"]: row for row in rows}
+    counts = {outcome: sum(r["outcome"] == outcome for r in rows)
+              for outcome in ("refused", "not_tried", "failed", "out_of_accuracy_budget")}
+    judged = len(rows) - counts["refused"] - counts["not_tried"]
+    race = report.get("race") or {}
+    planned = estimate.get("seconds") or estimate.get("upper_bound_s")
+    return (f"| {name} | {judged} judged, {counts['refused']} refused, {counts['not_tried']} "
+            f"not tried, {counts['out_of_accuracy_budget']} out of budget | {report['winner']} | "
+            f"{_interval(by_name.get(report['winner']))} | {_interval(by_name.get('fp32/all'))} | "
+            f"{report['elapsed_s']:.0f} s (estimate {planned} s) | {race.get('rounds')} rounds, "
+            f"{race.get('stopped')} | {report['why'][:90]} |")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", help="comma-separated model names")
+    parser.add_argument("--time-budget-s", type=float, default=600)
+    parser.add_argument("--log", type=Path, default=Path("search-run.log"))
+    args = parser.parse_args(argv)
+    wanted = set(args.only.split(",")) if args.only else None
+    port = free_port()
+    print("| model | candidates | winner | winner vs ORT default | fp32/all vs ORT default | "
+          "search took | race | why it won |")
+    print("|---|---|---|---|---|---|---|---|", flush=True)
+    with tempfile.TemporaryDirectory(prefix="fuseforge-search-") as tmp:
+        server = start_fuseforge("run", fuseforge_env(Path(tmp) / "data", port), args.log)
+        try:
+            base_url = f"http://127.0.0.1:{port}"
+            wait_healthy(f"{base_url}/healthz", server)
+            with FuseForgeClient(base_url) as client:
+                for name, model in _models().items():
+                    if wanted and name not in wanted:
+                        continue
+                    print(_search(client, Path(tmp), name, model, args.time_budget_s),
+                          flush=True)
+        finally:
+            stop(server)
+    return 0
+
+
+def _search(client: FuseForgeClient, tmp: Path, name: str, model: onnx.ModelProto,
+            time_budget_s: float) -> str:
+    path = tmp / f"{name}.onnx"
+    onnx.save(model, path)
+    uploaded = client.upload_model(path)
+    fields: dict[str, Any] = {"search": {"time_budget_s": time_budget_s}}
+    if name in _CALIBRATED:
+        data = tmp / f"{name}.calibration.npz"
+        np.savez(data, **{model.graph.input[0].name: calibration_images(model, 16)})
+        calibration = client.upload_dataset(data, role="calibration")
+        fields["quantization"] = {"calibration": calibration.id}
+    plan = _dry_run(client.base_url, uploaded.id, fields)
+    submitted = client.submit_job(uploaded.id, **fields)
+    try:
+        job = client.wait(submitted.id, timeout_s=4 * 3600)
+    except JobError as err:  # the table says how it ended
+        return _row(name, err.job.data, plan["estimate"])
+    return _row(name, job.data, plan["estimate"])
+
+
+def _dry_run(base_url: str, model_id: str, fields: Mapping[str, Any]) -> dict[str, Any]:
+    response = httpx.post(f"{base_url}/v1/jobs", params={"dry_run": "true"},
+                          json={**fields, "model_id": model_id}, timeout=600)
+    response.raise_for_status()
+    return response.json()  # type: ignore[no-any-return]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
