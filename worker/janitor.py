@@ -7,7 +7,8 @@ every `janitor.interval_s`:
   `jobs.stale_after_s` (its worker died), and send their webhooks. It runs apart from the
   workers, so liveness never waits behind a job or on a worker that is gone. After a database
   outage it waits a full `stale_after_s` before judging, since no heartbeat could be written
-  meanwhile.
+  meanwhile. A search job stale in its search is requeued and sent again instead: the next
+  worker resumes it at its next candidate (at most three times).
 - **lost messages**: the database is the source of truth; a job queued for
   `janitor.requeue_after_s` whose `jobs.run` message the broker no longer holds (e.g. a message
   acked while the database was down) is sent again. A duplicate is harmless: `claim` is guarded.
@@ -59,6 +60,7 @@ from core.settings import Settings, get_settings
 from core.storage import ArtifactStore, artifact_store
 from core.webhooks.announce import announce_end
 from core.webhooks.overdue import overdue_deliveries
+from worker.pipeline.records.lost_jobs import can_resume_search
 from worker.retention import delete_old_events, expire_artifacts
 
 __all__ = ["Janitor", "main"]
@@ -110,13 +112,33 @@ class Janitor:
         if back_at is None or time.monotonic() - back_at < stale_after:
             return []  # heartbeats could not be written while the database was away
         with self._sessions() as session, session.begin():
+            resumed = self._requeue_stale_searches(session, timedelta(seconds=stale_after))
             swept = job_state.sweep_stale(session, timedelta(seconds=stale_after))
+        for job_id, config in resumed:  # a late redelivery of the old message finds it claimed
+            self._dispatcher.send_job(job_id, config)
         if swept:
             logger.warning("failed %d stale job(s): %s", len(swept), ", ".join(map(str, swept)))
             with self._sessions() as session:
                 for job_id in swept:
                     announce_end(session, self._dispatcher, job_id)
         return swept
+
+    def _requeue_stale_searches(self, session: Session, stale_after: timedelta
+                                ) -> list[tuple[uuid.UUID, JobConfig]]:
+        """Stale search jobs in their search go back to the queue, to resume at their next
+        candidate on whichever worker takes them (worker/pipeline/records/lost_jobs.py)."""
+        resumed = []
+        for job in job_state.stale_jobs(session, stale_after):
+            if not can_resume_search(job.config, job.stage, job.attempts - 1):
+                continue
+            why = ("the worker running this search stopped sending heartbeats; the search "
+                   "resumes at its next candidate on the next worker")
+            if job_state.requeue(session, job.id, why) is not None:
+                resumed.append((job.id, JobConfig.model_validate(job.config)))
+        if resumed:
+            logger.warning("requeued %d search job(s) whose worker was lost: %s", len(resumed),
+                           ", ".join(str(job_id) for job_id, _ in resumed))
+        return resumed
 
     def requeue_lost_jobs(self) -> list[uuid.UUID]:
         cutoff = utc_now() - timedelta(seconds=self.settings.janitor.requeue_after_s)

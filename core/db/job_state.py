@@ -23,6 +23,7 @@ __all__ = [
     "record_event",
     "requeue",
     "report_progress",
+    "stale_jobs",
     "start_stage",
     "status_of",
     "succeed",
@@ -164,18 +165,22 @@ def cancel(session: Session, job_id: uuid.UUID) -> Job | None:
     return job
 
 
+def stale_jobs(session: Session, stale_after: timedelta, now: datetime | None = None) -> list[Job]:
+    """Running jobs whose worker has not sent a heartbeat within `stale_after`."""
+    cutoff = (now or utc_now()) - stale_after
+    return list(session.scalars(
+        select(Job).where(Job.status == JobStatus.RUNNING.value, Job.heartbeat_at < cutoff)
+    ).all())
+
+
 def sweep_stale(session: Session, stale_after: timedelta, now: datetime | None = None) -> list[uuid.UUID]:
     """Fail running jobs whose worker has not sent a heartbeat within `stale_after`."""
-    cutoff = (now or utc_now()) - stale_after
-    stale_ids = session.scalars(
-        select(Job.id).where(Job.status == JobStatus.RUNNING.value, Job.heartbeat_at < cutoff)
-    ).all()
     swept = []
-    for job_id in stale_ids:
+    for job in stale_jobs(session, stale_after, now):
         message = (
             f"the worker stopped sending heartbeats (none for more than "
             f"{int(stale_after.total_seconds())} s); it probably crashed or was killed"
         )
-        if fail(session, job_id, "WorkerLost", message) is not None:
-            swept.append(job_id)
+        if fail(session, job.id, "WorkerLost", message) is not None:
+            swept.append(job.id)
     return swept

@@ -237,6 +237,26 @@ def test_the_janitor_fails_the_job_of_a_worker_that_died_whole(live: Stack) -> N
     assert time.monotonic() - killed_at < STALE_AFTER_S + 30
 
 
+def test_a_search_on_a_worker_that_died_whole_resumes_on_the_next_worker(
+        live: Stack, services: tuple[PrivatePostgres, PrivateRedis]) -> None:
+    model = _cnn(live, 47)
+    job_id = _job(live, model, search={"precisions": ["fp32"], "time_budget_s": 300},
+                  validation={"samples": 64})
+    wait_until(lambda: any(m.startswith("candidate fp32/all: timed")
+                           for m in _events(live, job_id)), 120,
+               what="the search's first candidate to be judged")
+    live.worker.stop(signal.SIGKILL)  # main process, pool and job process
+    wait_until(lambda: any("resumes at its next candidate on the next worker" in m
+                           for m in _events(live, job_id)), STALE_AFTER_S + 60,
+               what="the janitor to requeue the search")
+    _ensure_up(live, services)  # the next worker
+    job = wait_for_job(live.base_url, job_id, timeout=300)
+
+    assert job["status"] == "succeeded", job["error"]
+    assert "fp32/all" in job["search_report"]["resumed"]
+    assert _claims(live, job_id) == 2
+
+
 def test_the_same_message_six_times_runs_the_job_once(live: Stack) -> None:
     model = _cnn(live, 44)
     job_id = _job(live, model, **FAST)
