@@ -4,9 +4,10 @@ in the dashboard's pages, and stored as a job's plot artifacts by the worker.
 Every chart is `<svg class="chart" data-chart=NAME role="img" aria-label=...>` opening with a
 `<title>`; each bar is a `rect.bar` carrying `data-value` (and `data-label`, `data-series`) so
 tests and scripts read the numbers back (a line chart's points are `circle.point` with
-`data-x` and `data-value`, a search scatter's `.point` marks carry `data-name` too). Values are written next to their bars and series are
-named in a legend and on each bar, and the second series is hatched, so colour is never the
-only cue. Every label is escaped: model, node and op names come from uploaded files.
+`data-x` and `data-value`; a search scatter's `.point` marks carry `data-name` too). Values
+are written next to their bars and series are named in a legend and on each bar, and the
+second series is hatched, so colour is never the only cue. Every label is escaped: model,
+node and op names come from uploaded files.
 
 A chart with nothing to draw (no values, or all zero) says "No data" instead of drawing empty
 axes. Pages still show each chart's numbers in a table for screen readers.
@@ -365,19 +366,21 @@ def search_scatter(rows: Sequence[Mapping[str, Any]]) -> Markup:
 
 
 def _raced(row: Mapping[str, Any]) -> _Raced | None:
-    p50 = row.get("latency_ms_p50")
-    cosine = (row.get("accuracy") or {}).get("cosine")
-    if not _finite(p50) or not _finite(cosine):
+    p50 = _number(row.get("latency_ms_p50"))
+    cosine = _number((row.get("accuracy") or {}).get("cosine"))
+    if p50 is None or cosine is None:
         return None  # not raced (refused, failed, not tried, out of a budget), or no cosine
-    interval = row.get("latency_ms_p50_ci") or (p50, p50)
-    low, high = (v if _finite(v) else p50 for v in interval)
-    return _Raced(str(row.get("name", "")), str(row.get("outcome", "")), float(p50),
-                  float(min(low, p50)), float(max(high, p50)), float(cosine),
-                  bool(row.get("pareto")))
+    low, high = (_number(v) for v in row.get("latency_ms_p50_ci") or (None, None))
+    return _Raced(str(row.get("name", "")), str(row.get("outcome", "")), p50,
+                  min(p50 if low is None else low, p50), max(p50 if high is None else high, p50),
+                  cosine, bool(row.get("pareto")))
 
 
-def _finite(value: object) -> bool:
-    return isinstance(value, int | float) and isfinite(value)
+def _number(value: object) -> float | None:
+    """`value` as a float; None when it is missing, not a number, or not finite."""
+    if isinstance(value, int | float) and isfinite(value):
+        return float(value)
+    return None
 
 
 def _padded(low: float, high: float) -> tuple[float, float]:

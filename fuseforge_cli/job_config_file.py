@@ -8,16 +8,19 @@ from pathlib import Path
 from typing import Any
 
 from fuseforge_cli.failures import EXIT_USAGE, CliFailure, readable_file
+from fuseforge_cli.search_parser import SEARCH_OPTIONS
 
 __all__ = ["job_body", "unknown_fields"]
 
 
 def job_body(args: argparse.Namespace) -> dict[str, Any]:
-    """The job options: --config's object, then --backend, --precision and --input-shape over
-    it (an --input-shape replaces that input's entry only).
+    """The job options: --config's object, then --backend, --precision, --input-shape and
+    the search options over it (an --input-shape replaces that input's entry only, a search
+    option that search field only).
 
     Raises:
-        CliFailure: (exit 3) the file is missing, not JSON, not an object, or holds model_id.
+        CliFailure: (exit 3) the file is missing, not JSON, not an object, or holds model_id;
+            a search option is given without --search (or a config's "search" object).
     """
     body = _read(args.config) if args.config is not None else {}
     if args.backend is not None:
@@ -35,7 +38,26 @@ def job_body(args: argparse.Namespace) -> dict[str, Any]:
         ("method", getattr(args, "calibration_method", None))) if value is not None}
     if quantization:
         body["quantization"] = {**(body.get("quantization") or {}), **quantization}
+    _lay_search_over(body, args)
     return body
+
+
+def _lay_search_over(body: dict[str, Any], args: argparse.Namespace) -> None:
+    """--search and its options into body["search"]."""
+    given = {field: getattr(args, f"search_{field}") for field in SEARCH_OPTIONS
+             if getattr(args, f"search_{field}", None) is not None}
+    configured = body.get("search")
+    if configured is not None and not isinstance(configured, dict):
+        raise CliFailure("InvalidConfig", f"{args.config}: search must be an object like "
+                         '{"strategy": "min_latency"}', EXIT_USAGE)
+    if not getattr(args, "search", False) and configured is None:
+        if given:
+            flags = " and ".join(SEARCH_OPTIONS[field] for field in given)
+            needs, they = ("needs", "it shapes") if len(given) == 1 else ("need", "they shape")
+            raise CliFailure("UsageError", f"{flags} {needs} --search: {they} a search job. "
+                             f"Add --search, or drop {flags}.", EXIT_USAGE)
+        return
+    body["search"] = {**(configured or {}), **given}
 
 
 def unknown_fields(body: dict[str, Any], accepted: set[str]) -> list[str]:

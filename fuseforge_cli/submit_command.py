@@ -22,6 +22,7 @@ from fuseforge_cli.failures import (
     report_failure,
 )
 from fuseforge_cli.job_config_file import job_body, unknown_fields
+from fuseforge_cli.search_summary import search_lines, shipped_precision
 from fuseforge_cli.submit_progress import JobProgressLines, UploadBar
 from fuseforge_client import (
     ApiError,
@@ -125,6 +126,9 @@ def _ended_badly(err: JobError, *, json_output: bool) -> int:
     report_failure(COMMAND, failure, json_output=False)
     if json_output:
         print(_job_json(job))
+    else:  # a search that found nothing keeps its table: it says why each candidate lost
+        for line in search_lines(job):
+            _say(line)
     return failure.exit_code
 
 
@@ -134,9 +138,11 @@ def _verdict(job: Job) -> str:
               None: "not validated"}[job.validation_passed]
     speedup = (f"engine {job.speedup:.2f}x the original's speed" if job.speedup is not None
                else "no benchmark")
+    precision = shipped_precision(job) or config.get("precision", "?")
     line = (f"job {job.id} succeeded: {passed}, {speedup} "
-            f"({config.get('backend', '?')}, {config.get('precision', '?')})")
-    return "\n".join([line, *_quantization_lines(job), *_hot_spot_lines(job)])
+            f"({config.get('backend', '?')}, {precision})")
+    return "\n".join([line, *_quantization_lines(job), *_hot_spot_lines(job),
+                      *search_lines(job)])
 
 
 def _hot_spot_lines(job: Job) -> list[str]:

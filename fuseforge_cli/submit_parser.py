@@ -8,6 +8,7 @@ from pathlib import Path
 
 from fuseforge_cli.arguments import input_shape
 from fuseforge_cli.failures import EXIT_CODES_HELP
+from fuseforge_cli.search_parser import add_search_options
 from optimizer.registries.backends import BACKENDS
 from optimizer.registries.precisions import PRECISIONS
 from optimizer.registries.quantization import CalibrationMethod, QuantizationMode
@@ -16,8 +17,9 @@ __all__ = ["add_submit_parser"]
 
 _EPILOG = """The server is FUSEFORGE_URL (default http://127.0.0.1:8000) and the API key
 FUSEFORGE_API_KEY; --url and --api-key override them. --config takes a job body as JSON (see
-POST /v1/jobs in the server's /docs, without model_id); --backend, --precision and
---input-shape override its fields. Progress goes to stderr, results to stdout.
+POST /v1/jobs in the server's /docs, without model_id); --backend, --precision,
+--input-shape and the search options override its fields. Progress goes to stderr, results
+to stdout.
 
 """
 
@@ -32,7 +34,8 @@ def add_submit_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[
     parser.add_argument("--backend", choices=list(BACKENDS), help="default: the config's, else onnxruntime")
     parser.add_argument("--precision", choices=list(PRECISIONS), help="default: the config's, else fp32")
     parser.add_argument("--calibration", type=Path, metavar="DATA.npz",
-                        help="with --precision int8: upload this .npz as the job's calibration "
+                        help="with --precision int8 (or --search, for its int8 static "
+                        "candidate): upload this .npz as the job's calibration "
                         "dataset (static quantization; part of it is held apart to judge the "
                         "engine unless the config names a dataset_id)")
     parser.add_argument("--quantization-mode", choices=list(QuantizationMode),
@@ -53,6 +56,7 @@ def add_submit_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[
                         help="with --wait: exit 5, printing the figures, when the server flagged "
                         "the job's engine slower than the model's best earlier one (same "
                         "configuration and environment)")
+    add_search_options(parser)
     parser.add_argument("--url", help="the server (default: FUSEFORGE_URL)")
     parser.add_argument("--api-key", help="the API key (default: FUSEFORGE_API_KEY)")
     parser.add_argument("--json", action="store_true",

@@ -124,3 +124,11 @@ class Job:
         "ci", "slowdown", "detail"}); None when not flagged (or not benchmarked yet)."""
         regression = self.data.get("regression")
         return regression if isinstance(regression, Mapping) else None
+
+    @property
+    def search_report(self) -> Mapping[str, Any] | None:
+        """A finished search job's outcome ({"strategy", "winner", "why", "recipe", "rows",
+        "race", "resumed", "time_budget_s", "elapsed_s"}: the candidates' table, why each
+        lost, and the job config that rebuilds the winner); None for any other job."""
+        report = self.data.get("search_report")
+        return report if isinstance(report, Mapping) else None

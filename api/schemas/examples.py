@@ -64,7 +64,8 @@ DATASET: dict[str, Any] = {
     "created_at": "2026-12-01T22:29:12.753915Z",
 }
 
-# Request bodies of POST /v1/jobs: the least, a validated CPU job, a TensorRT fp16 job.
+# Request bodies of POST /v1/jobs: the least, a validated CPU job, a TensorRT fp16 job, an int8
+# job, a search job (its candidates raced, the winner shipped: search_report below).
 JOB_CREATE: list[dict[str, Any]] = [
     {"model_id": MODEL_ID},
     {
@@ -93,6 +94,12 @@ JOB_CREATE: list[dict[str, Any]] = [
         "precision": "int8",
         "quantization": {"mode": "static", "calibration": DATASET_ID, "method": "auto"},
         "accuracy_budget": {"min_cosine": 0.99, "min_top1_agreement": 0.99},
+    },
+    {
+        "model_id": MODEL_ID,
+        "input_shapes": {"input": [1, 3, 32, 32]},
+        "dataset_id": DATASET_ID,
+        "search": {"strategy": "min_latency", "time_budget_s": 120},
     },
 ]
 
@@ -163,6 +170,23 @@ def _benchmark(variant: str, p50: float, p90: float, p99: float, mean: float,
             "config_key": "c93e1b07a4d2f611", "bytes_per_inference": 4_825_088,
             "achieved_gb_s": round(4.825088 / p50, 2), "bandwidth_fraction": round(4.825088 / p50 / 11.8, 3),
             "regression": None}
+
+
+def _search_row(name: str, outcome: str, reason: str | None, p50: float,
+                p50_ci: tuple[float, float], speedup: float, speedup_ci: tuple[float, float], *,
+                cosine: float, engine_bytes: int, pareto: bool) -> dict[str, Any]:
+    """A raced fp32 candidate of the search report (optimizer/search/decision.py's row)."""
+    passes: Any = "all" if name == "fp32/all" else "none" if name == "fp32/none" else [
+        "cleanup", "fold_batch_norm", "fuse_conv_activation", "fuse_matmul_add"]
+    return {"name": name, "outcome": outcome, "reason": reason,
+            "recipe": {"precision": "fp32", "passes": passes, "ort_optimization_level": "all"},
+            "precision": "fp32",
+            "accuracy": {"cosine": cosine, "max_abs_err": 2.384e-07, "top1_agreement": 1.0},
+            "engine_bytes": engine_bytes, "build_s": 0.021, "rounds": 30, "latency_ms_p50": p50,
+            "latency_ms_p50_ci": list(p50_ci), "latency_ms_p99": round(p50 * 1.07, 4),
+            "throughput_per_s": round(1000 / p50, 1), "speedup": speedup,
+            "speedup_ci": list(speedup_ci), "out": reason if outcome == "slower" else None,
+            "pareto": pareto}
 
 
 JOB: dict[str, Any] = {
@@ -241,6 +265,44 @@ JOB: dict[str, Any] = {
         "hot_spot": "r2_nchwc (Conv) takes 0.0508 ms, 47% of the engine's node time "
                     "(0.125 ms a run), from 4 original node(s): conv2, bn2, residual, relu2",
         "skipped": None,
+    },
+    # Null unless the job searched (JOB_CREATE's search job); filled here to show its shape.
+    # Raced rows carry the race's timings, a refused one only its name, outcome and reason.
+    "search_report": {
+        "strategy": "min_latency",
+        "winner": "fp32/all",
+        "why": "fastest: every other candidate was slower beyond its interval or out; 0.069 ms "
+               "p50, 1.419x the original (95% interval 1.376-1.462)",
+        "recipe": {"input_shapes": {"input": [1, 3, 32, 32]}, "dataset_id": DATASET_ID,
+                   "precision": "fp32", "passes": "all", "ort_optimization_level": "all"},
+        "rows": [
+            _search_row("fp32/all", "won", None, 0.069, (0.0676, 0.0705), 1.419, (1.376, 1.462),
+                        cosine=0.9999999999999972, engine_bytes=4591, pareto=True),
+            _search_row("fp32/without-fuse_conv_add_relu", "slower",
+                        "slower than fp32/all beyond its interval: 1.029x its time (95% "
+                        "interval 1.011-1.047)", 0.071, (0.0695, 0.0728), 1.379, (1.341, 1.418),
+                        cosine=0.9999999999999972, engine_bytes=4697, pareto=False),
+            _search_row("fp32/none", "slower",
+                        "slower than fp32/all beyond its interval: 1.322x its time (95% "
+                        "interval 1.281-1.366)", 0.0912, (0.0897, 0.0931), 1.02, (0.99, 1.05),
+                        cosine=1.0, engine_bytes=4740, pareto=True),
+            {"name": "int8-dynamic/all", "outcome": "slower",
+             "reason": "the fp32 model would ship: int8 (dynamic) ran at 1.078x [0.928, 1.144] "
+                       "the fp32 model's time: not faster beyond its interval, so the fp32 "
+                       "model ships",
+             "recipe": {"precision": "int8", "passes": "all", "quantization": {"mode": "dynamic"},
+                        "ort_optimization_level": "all"},
+             "precision": "int8", "accuracy": {}, "engine_bytes": None, "build_s": None,
+             "pareto": False},
+            {"name": "int8-static", "outcome": "refused",
+             "reason": "static quantization needs a calibration dataset "
+                       "(quantization.calibration); FuseForge never calibrates on random inputs",
+             "pareto": False},
+        ],
+        "race": {"rounds": 30, "stopped": "rounds done"},
+        "resumed": [],
+        "time_budget_s": 120.0,
+        "elapsed_s": 3.2,
     },
     "validation": {
         "passed": True,

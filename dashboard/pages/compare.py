@@ -15,8 +15,8 @@ from markupsafe import Markup
 
 from core import svg_charts as charts
 from core.db.models import BenchmarkVariant
-from core.svg_charts import Series
-from dashboard.pages.job_detail import comparison_benchmarks, format_cosine
+from core.svg_charts import Series, format_cosine
+from dashboard.pages.job_detail import comparison_benchmarks
 from dashboard.signed_in import Browser, BrowserDep
 from dashboard.templating import render
 

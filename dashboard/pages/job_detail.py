@@ -1,4 +1,4 @@
-"""One job: its stages, fusion report, ablation, validation, benchmarks, engine layers,
+"""One job: its search, stages, fusion report, ablation, validation, benchmarks, engine layers,
 events, artifacts and error, each chart with its numbers in a table beside it.
 
 The page reads the job document the API answers (api/schemas/jobs.py JobRead) and nothing
@@ -19,11 +19,11 @@ from markupsafe import Markup
 
 from core import svg_charts as charts
 from core.db.models import BenchmarkSuite, BenchmarkVariant
-from core.svg_charts import Segment, Series
+from core.svg_charts import Segment, Series, format_cosine
 from dashboard.signed_in import BrowserDep
 from dashboard.templating import render
 
-__all__ = ["CANCELLABLE", "JobView", "comparison_benchmarks", "format_cosine", "job_view", "router"]
+__all__ = ["CANCELLABLE", "JobView", "comparison_benchmarks", "job_view", "router"]
 
 router = APIRouter()
 
@@ -59,6 +59,7 @@ class JobView:
     quantization_time_chart: Markup | None = None  # int8: each candidate's time over fp32's
     quantization_nodes_chart: Markup | None = None  # int8: the engine's nodes by precision
     profile_chart: Markup | None = None  # time by op type, original and engine
+    search_chart: Markup | None = None  # search jobs: the raced candidates, latency by cosine
 
 
 @router.get("/ui/jobs/{job_id}")
@@ -84,6 +85,7 @@ def job_view(job: Mapping[str, Any], *, now: datetime) -> JobView:
     _fusion(view, job.get("fusion_report"))
     _quantization(view, (job.get("accuracy_report") or {}).get("quantization"))
     _profile(view, job.get("profile_report"))
+    _search(view, job.get("search_report"))
     benchmarks = job.get("benchmarks", [])
     view.ablation = [b for b in benchmarks if b["suite"] == BenchmarkSuite.ABLATION]
     if view.ablation:
@@ -215,6 +217,14 @@ def _profile(view: JobView, report: Mapping[str, Any] | None) -> None:
         unit="ms", axis_label="milliseconds per run")
 
 
+def _search(view: JobView, report: Mapping[str, Any] | None) -> None:
+    """A search job's scatter of its raced candidates; none when the race timed none (every
+    candidate refused, failed or out of a budget: the table says which and why)."""
+    rows = (report or {}).get("rows") or []
+    if any(row.get("latency_ms_p50") is not None for row in rows):
+        view.search_chart = charts.search_scatter(rows)
+
+
 def comparison_benchmarks(benchmarks: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The original-vs-engine timings, by batch size then with the original first."""
     rows = [b for b in benchmarks
@@ -241,21 +251,6 @@ def latency_chart(name: str, rows: Sequence[Mapping[str, Any]]) -> Markup:
         series.append(Series(variant, values))
     return charts.grouped_bar_chart(name, "Latency percentiles, original model and engine",
                                     categories, series, unit="ms", axis_label="latency (ms)")
-
-
-def format_cosine(value: float | None) -> str:
-    """A cosine similarity near 1 as its distance from 1, which is what tells two apart.
-
-    >>> format_cosine(0.9999999999999949), format_cosine(1.0), format_cosine(0.98765432)
-    ('1 − 5.1e-15', '1', '0.987654')
-    """
-    if value is None:
-        return "not finite"
-    if value >= 1.0:
-        return "1"
-    if value >= 0.999:
-        return f"1 − {1.0 - value:.2g}"
-    return f"{value:.6f}"
 
 
 def _variant_label(row: Mapping[str, Any]) -> str:

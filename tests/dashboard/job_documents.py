@@ -1,11 +1,14 @@
 """Jobs for the dashboard's page tests, stored as the worker stores them, from real documents.
 
 fixtures/job_documents.json holds what GET /v1/jobs/{id} answered for jobs a FuseForge run
-finished on a small CNN (optimizer.testing.models.small_cnn): "onnxruntime_ablation" (fp32 with
-`"ablation": true`), "failed_localised" (impossible tolerances: the accuracy report's
-bisection, blame and localization), "fallback", "fp16_search" (`precision_search`), and
-"tensorrt_ablation" (the pipeline's FakeTensorRT, tests/support/fake_tensorrt.py: engine
-metadata and the inspector's layer summary). "near_miss_fusion_report" is
+finished on a small CNN (optimizer.testing.models.small_cnn), except where said:
+"onnxruntime_ablation" (fp32 with `"ablation": true`), "failed_localised" (impossible
+tolerances: the accuracy report's bisection, blame and localization), "fallback",
+"fp16_search" (`precision_search`), "tensorrt_ablation" (the pipeline's FakeTensorRT,
+tests/support/fake_tensorrt.py: engine metadata and the inspector's layer summary), and
+"search" (`"search": {"time_budget_s": 120}` on a small conv stack, as
+tests/worker/pipeline/test_search_jobs.py runs it: the search_report's race, the winner, its
+recipe and the refused int8-static). "near_miss_fusion_report" is
 `optimize_model(conv_bn(share_weights=True))`'s report (tests/optimizer/passes/
 test_fold_batch_norm.py): a FoldBatchNormIntoConv match its check refused.
 
@@ -67,7 +70,8 @@ def insert_job(session: Session, project_id: uuid.UUID, model_id: uuid.UUID,
               attempts=doc.get("attempts", 0), created_at=_at(doc["created_at"]),
               started_at=_at(doc.get("started_at")), finished_at=_at(doc.get("finished_at")),
               fusion_report=doc.get("fusion_report"), accuracy_report=doc.get("accuracy_report"),
-              engine_report=doc.get("engine_report"), profile_report=doc.get("profile_report"))
+              engine_report=doc.get("engine_report"), profile_report=doc.get("profile_report"),
+              search_report=doc.get("search_report"))
     session.add(job)
     session.flush()
     for artifact in doc.get("artifacts", []):

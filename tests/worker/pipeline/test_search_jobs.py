@@ -74,6 +74,8 @@ def test_a_search_job_races_its_candidates_and_ships_the_winner_with_its_recipe(
     assert recipe["precision"] == rows[report["winner"]]["precision"]
     assert job["config"]["search"]["time_budget_s"] == 120
     assert any(a["kind"] == "engine" for a in job["artifacts"])
+    page = embedded.client.get(f"/v1/jobs/{job['id']}/artifacts/report.html").text
+    assert '<section id="search">' in page and report["winner"] in page
     with embedded.runtime.sessions() as session:
         recorded = session.scalars(select(SearchCandidate.name).where(
             SearchCandidate.job_id == uuid.UUID(job["id"]))).all()

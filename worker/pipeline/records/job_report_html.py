@@ -1,6 +1,7 @@
 """A job's static report, `report.html`: one self-contained page (inline CSS and SVG, no
-script, no link out) for people who never open the dashboard: what fused, how accurate, which
-precision each node runs at, the benchmarks, where the time goes, and where it was measured.
+script, no link out) for people who never open the dashboard: what a search chose, what fused,
+how accurate, which precision each node runs at, the benchmarks, where the time goes, and where
+it was measured.
 
 Drawn from what the job is about to store (its report columns, validation, benchmark records),
 with the dashboard's chart primitives (core/svg_charts.py). Jinja autoescapes every value:
@@ -18,7 +19,7 @@ import jinja2
 from markupsafe import Markup
 
 from core.db.models import BenchmarkRecord, BenchmarkSuite
-from core.svg_charts import Series, format_number, grouped_bar_chart
+from core.svg_charts import Series, format_cosine, format_number, grouped_bar_chart, search_scatter
 from worker.pipeline.results import JobOutcome, JobRun, PendingArtifact
 
 __all__ = ["REPORT_FILE", "job_report_html"]
@@ -37,6 +38,7 @@ def job_report_html(run: JobRun, outcome: JobOutcome, columns: Mapping[str, Any]
     comparison = [_record(r) for r in records if r.suite == BenchmarkSuite.COMPARISON]
     profile = columns.get("profile_report") or {}
     fusion = columns.get("fusion_report") or {}
+    search = columns.get("search_report") or {}
     page = _TEMPLATES.get_template("report.html").render(
         job_id=str(run.job_id), config=run.config.model_dump(mode="json"),
         written_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
@@ -46,7 +48,8 @@ def job_report_html(run: JobRun, outcome: JobOutcome, columns: Mapping[str, Any]
         environment=(outcome.benchmark_context.environment
                      if outcome.benchmark_context is not None else {}),
         op_chart=_op_chart(fusion), profile_chart=_profile_chart(profile),
-        num=format_number)
+        search=search, search_chart=_search_chart(search), num=format_number,
+        cosine=format_cosine)
     path = run.scratch_dir / REPORT_FILE
     path.write_text(page, encoding="utf-8")
     return PendingArtifact(REPORT_FILE, "report", path)
@@ -68,6 +71,13 @@ def _op_chart(fusion: Mapping[str, Any]) -> Markup | None:
                              [Series("before", [float(before.get(op, 0)) for op in ops]),
                               Series("after", [float(after.get(op, 0)) for op in ops])],
                              axis_label="number of nodes")
+
+
+def _search_chart(search: Mapping[str, Any]) -> Markup | None:
+    rows = search.get("rows") or []
+    if not any(row.get("latency_ms_p50") is not None for row in rows):
+        return None
+    return search_scatter(rows)
 
 
 def _profile_chart(profile: Mapping[str, Any]) -> Markup | None:

@@ -1,0 +1,38 @@
+"""A search job's summary lines: a candidate that was never raced shows dashes where the race's
+figures go and its reason on one shortened line; a search without a winner says why."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fuseforge_cli.search_summary import search_lines, shipped_precision
+from fuseforge_client import Job
+
+
+def _job(report: dict[str, Any] | None) -> Job:
+    return Job.from_json({"id": "j1", "model_id": "m1", "status": "succeeded", "stage": "done",
+                          "progress": 1.0, "error": None, "artifacts": [],
+                          "search_report": report})
+
+
+def test_an_unraced_candidate_shows_dashes_and_a_shortened_one_line_reason() -> None:
+    reason = "EngineBuildError: node 'x' failed\nTraceback line " + "word " * 40
+    lines = search_lines(_job({
+        "strategy": "max_throughput", "winner": None, "why": "no candidate was built",
+        "recipe": None, "race": None, "resumed": [], "time_budget_s": 60, "elapsed_s": 3.2,
+        "rows": [{"name": "int8-static", "outcome": "failed", "reason": reason,
+                  "accuracy": {}}]}))
+
+    assert lines[0] == "search (max_throughput): no winner: no candidate was built"
+    assert lines[1] == "search: 1 candidate(s) in 3 s of a 60 s budget; nothing raced"
+    [row] = [line for line in lines if line.startswith("  int8-static")]
+    assert row.split()[1:5] == ["failed", "-", "-", "-"]
+    assert "EngineBuildError: node 'x' failed Traceback line" in row
+    assert row.endswith("...") and len(row) < 140
+    assert not any("recipe" in line for line in lines)  # nothing to pin
+
+
+def test_a_job_without_a_search_report_has_no_search_lines() -> None:
+    assert search_lines(_job(None)) == []
+    assert shipped_precision(_job(None)) is None
+    assert shipped_precision(_job({"recipe": {"precision": "int8"}})) == "int8"
