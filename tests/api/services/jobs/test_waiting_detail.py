@@ -22,7 +22,7 @@ def _fake_gpu_job(target_gpu: str | None = None) -> JobConfig:
 
 def test_with_no_worker_online_it_names_the_backend_its_needs_and_its_queue(
         db_session: Session) -> None:
-    detail = commands._waiting_detail(db_session, _fake_gpu_job())
+    detail = commands.waiting_detail(db_session, _fake_gpu_job())
     assert detail == (
         "waiting for a worker: no online worker can build FakeGPU engines (an NVIDIA GPU and the "
         "FakeGPU compiler) (queue 'fakegpu'); no GPU worker is online. The job stays queued until "
@@ -31,7 +31,7 @@ def test_with_no_worker_online_it_names_the_backend_its_needs_and_its_queue(
 
 def test_a_tensorrt_worker_online_does_not_take_it(db_session: Session) -> None:
     beat(db_session, "celery@trt", TENSORRT_ONLY, ["cpu", "gpu", "gpu.sm90", "gpu.h200"])
-    detail = commands._waiting_detail(db_session, _fake_gpu_job("9.0"))
+    detail = commands.waiting_detail(db_session, _fake_gpu_job("9.0"))
     assert detail is not None and detail.startswith(
         "waiting for a worker: no online worker has a GPU of compute capability 9.0 with FakeGPU "
         "(queue 'fakegpu.sm90'); online GPU workers: celery@trt (NVIDIA H200, compute capability "
@@ -41,7 +41,7 @@ def test_a_tensorrt_worker_online_does_not_take_it(db_session: Session) -> None:
 def test_a_worker_of_its_own_online_leaves_no_detail(db_session: Session) -> None:
     beat(db_session, "celery@fake", FAKE_GPU_ONLY, ["fakegpu", "fakegpu.sm90", "fakegpu.h200"])
     for target in (None, "9.0", "H200"):
-        assert commands._waiting_detail(db_session, _fake_gpu_job(target)) is None, target
-    trt = commands._waiting_detail(db_session, JobConfig(backend=Backend.TENSORRT))
+        assert commands.waiting_detail(db_session, _fake_gpu_job(target)) is None, target
+    trt = commands.waiting_detail(db_session, JobConfig(backend=Backend.TENSORRT))
     assert trt is not None and "can build TensorRT engines (an NVIDIA GPU and TensorRT)" in trt
     assert "online GPU workers: celery@fake (NVIDIA H200, compute capability 9.0)." in trt
