@@ -1,6 +1,7 @@
 """The new-job form of a model: every option of the job configuration (core/job_config.py), with
-the passes the API lists and the project's datasets; `?from_job=` fills it from a job's stored
-config ("Run again with…"). The browser's script (static/new_job.js) posts it to /v1/jobs."""
+the passes the API lists and the project's datasets, and the search a job may run instead;
+`?from_job=` fills it from a job's stored config ("Run again with…"). The browser's script
+(static/new_job.js) posts it to /v1/jobs."""
 
 import math
 import uuid
@@ -10,12 +11,13 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
-from core.job_config import JobConfig
+from core.job_config import JobConfig, SearchConfig
 from dashboard.rest import RestError
 from dashboard.signed_in import BrowserDep
 from dashboard.templating import render
 from optimizer.registries.precisions import PRECISIONS
 from optimizer.registries.quantization import CalibrationMethod, QuantizationMode
+from optimizer.search.decision import Strategy
 from optimizer.validation.tolerances import default_tolerances
 
 __all__ = ["router"]
@@ -57,6 +59,8 @@ async def new_job_page(request: Request, browser: BrowserDep, model_id: uuid.UUI
                   for name, profile in (config.get("profiles") or {}).items()},
         ranges=config.get("input_ranges") or {},
         tolerance_defaults={p: _finite(default_tolerances(p).to_dict()) for p in PRECISIONS},
+        strategies=list(Strategy), searching=config.get("search") is not None,
+        search=_search_fields(config.get("search")),
     )
 
 
@@ -97,6 +101,17 @@ def _merged(defaults: Mapping[str, Any], stored: Mapping[str, Any]) -> dict[str,
         else:
             merged[key] = value
     return merged
+
+
+def _search_fields(stored: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The search fieldset's values: a search job's stored `search` over SearchConfig's
+    defaults, whole seconds and milliseconds shown without ".0" (600, not 600.0)."""
+    fields = {**SearchConfig().model_dump(mode="json"), **(stored or {})}
+    for name in ("time_budget_s", "latency_budget_ms"):
+        value = fields.get(name)
+        if isinstance(value, float) and value.is_integer():
+            fields[name] = int(value)
+    return fields
 
 
 def _checked_passes(config: Mapping[str, Any], passes: list[dict[str, Any]]) -> set[str]:

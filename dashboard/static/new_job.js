@@ -1,7 +1,8 @@
-// New-job form: shows the options of the chosen backend, builds the job's JSON body from the
-// form (only what is set, so the API's defaults apply to the rest), posts it to /v1/jobs and
-// goes to the new job; on a refusal it shows the API's detail and marks the fields it names
-// (each of the API's messages starts with the field path, e.g. "validation.atol: ...").
+// New-job form: shows the options of the chosen backend (and a search's own in place of those it
+// picks), builds the job's JSON body from the form (only what is set, so the API's defaults apply
+// to the rest), posts it to /v1/jobs and goes to the new job; on a refusal it shows the API's
+// detail and marks the fields it names (each of the API's messages starts with the field path,
+// e.g. "validation.atol: ...").
 "use strict";
 (() => {
   const form = document.getElementById("new-job");
@@ -14,8 +15,10 @@
   const passBoxes = () => Array.from(form.querySelectorAll('input[name="passes"]'));
   const passesBox = document.getElementById("passes");
   let passesTouched = passesBox && passesBox.dataset.custom === "true";
+  const searchBox = document.getElementById("f-search"); // not namedItem: it also matches ids
 
   const backend = () => backendSelect.value;
+  const searching = () => Boolean(searchBox && searchBox.checked);
 
   // --- what the backend and precision change on the page -------------------------------------
   function showBackendOptions() {
@@ -49,9 +52,22 @@
   });
   function showPrecisionOptions() {
     for (const el of form.querySelectorAll("[data-precision-only]")) {
-      el.hidden = !el.dataset.precisionOnly.split(" ").includes(precisionSelect.value);
+      // A search quantizes its int8 candidates itself: only its calibration dataset is asked.
+      el.hidden = searching() || !el.dataset.precisionOnly.split(" ").includes(precisionSelect.value);
     }
   }
+
+  // A search picks the precision, passes, ONNX Runtime level and validation failure itself:
+  // those controls stay (disabled, labelled, with a note) and its own options show.
+  function showSearchOptions() {
+    const on = searching();
+    const options = document.getElementById("search-options");
+    if (options) options.hidden = !on;
+    for (const el of form.querySelectorAll("[data-search-picks]")) el.disabled = on;
+    for (const el of form.querySelectorAll("[data-search-note]")) el.hidden = !on;
+    showPrecisionOptions();
+  }
+  searchBox?.addEventListener("change", showSearchOptions);
   precisionSelect.addEventListener("change", () => { showTolerancePlaceholders(); showPrecisionOptions(); });
   for (const box of passBoxes()) box.addEventListener("change", () => { passesTouched = true; });
   document.getElementById("default-passes")?.addEventListener("click", () => {
@@ -59,6 +75,7 @@
     checkDefaultPasses();
   });
   showBackendOptions();
+  showSearchOptions();
 
   // --- the body --------------------------------------------------------------------------------
   // A value the form cannot read as a number is sent as typed: the API's 422 then names the field.
@@ -92,12 +109,28 @@
     return same ? "all" : checked.map((box) => box.value);
   }
 
+  // A search job's own block; the fields it picks itself are left out of the body.
+  function searchValue(text, checked) {
+    const search = { strategy: text("search.strategy") };
+    const time = numberField("search.time_budget_s");
+    if (time !== undefined) search.time_budget_s = time;
+    const latency = numberField("search.latency_budget_ms");
+    if (latency !== undefined) search.latency_budget_ms = latency;
+    search.pass_sets = checked("search.pass_sets");
+    for (const box of form.querySelectorAll("[data-search-limit]")) {
+      if (box.checked) search[box.dataset.searchLimit] = JSON.parse(box.dataset.values);
+    }
+    return search;
+  }
+
   function body() {
-    const job = { model_id: form.dataset.modelId, backend: backend(), precision: precisionSelect.value };
     const text = (name) => (form.elements.namedItem(name)?.value || "").trim();
     const checked = (name) => Boolean(form.elements.namedItem(name)?.checked);
+    const search = searching();
+    const job = { model_id: form.dataset.modelId, backend: backend() };
+    if (!search) job.precision = precisionSelect.value;
     if (backend() === "tensorrt" && text("target_gpu")) job.target_gpu = text("target_gpu");
-    job.passes = passesValue();
+    if (!search) job.passes = passesValue();
 
     const shapes = {};
     for (const input of form.querySelectorAll("[data-shape-input]")) {
@@ -128,10 +161,15 @@
     if (Object.keys(ranges).length) job.input_ranges = ranges;
 
     if (text("dataset_id")) job.dataset_id = text("dataset_id");
-    job.on_validation_failure = text("on_validation_failure") || "fail";
+    if (!search) job.on_validation_failure = text("on_validation_failure") || "fail";
     job.validation = group("validation", ["samples", "seed", "atol", "rtol", "min_cosine", "max_rel_err",
       "max_rmse", "min_snr_db", "min_top1_agreement", "min_top5_agreement", "max_accuracy_drop"]);
-    job.precision_search = checked("precision_search");
+    // A search applies precision_search to its fp16/bf16 candidates; unchecked, it is left out.
+    if (!search || checked("precision_search")) job.precision_search = checked("precision_search");
+    if (search) {
+      job.search = searchValue(text, checked);
+      if (text("search_calibration")) job.quantization = { calibration: text("search_calibration") };
+    }
     const quantized = (form.querySelector("#quantization")?.dataset.precisionOnly || "").split(" ");
     if (quantized.includes(job.precision)) {
       job.quantization = { mode: text("quantization.mode") || "auto", method: text("quantization.method") || "auto",
@@ -146,11 +184,18 @@
       // replaced by what the form shows, so clearing a field clears that limit.
       job.accuracy_budget = { min_cosine: null, min_top1_agreement: null, max_abs_err: null,
         ...group("accuracy_budget", ["min_cosine", "min_top1_agreement", "max_abs_err"]) };
+    } else if (search) {
+      // The budget that judges every candidate, as the form shows it (all fields empty: each
+      // precision's own defaults).
+      const budget = group("accuracy_budget", ["min_cosine", "min_top1_agreement", "max_abs_err"]);
+      if (Object.keys(budget).length) {
+        job.accuracy_budget = { min_cosine: null, min_top1_agreement: null, max_abs_err: null, ...budget };
+      }
     }
     job.benchmark = { ...group("benchmark", ["warmup", "iterations"]), measure_memory: checked("benchmark.measure_memory") };
     job.ablation = checked("ablation");
     if (backend() === "onnxruntime") {
-      if (text("ort_optimization_level")) job.ort_optimization_level = text("ort_optimization_level");
+      if (!search && text("ort_optimization_level")) job.ort_optimization_level = text("ort_optimization_level");
       const flush = text("ort_flush_denormals");
       if (flush) job.ort_flush_denormals = flush === "true";
     }
@@ -172,12 +217,14 @@
   }
 
   // The control (or group) a message's field path names: the longest leading part of the path
-  // some control carries as its data-field ("profiles.x.min.0" → "profiles.x.min").
+  // some control carries as its data-field ("profiles.x.min.0" → "profiles.x.min"); of two
+  // carrying it (quantization.calibration: the quantization's and the search's), the shown one.
   function fieldOf(path) {
     const fields = Array.from(form.querySelectorAll("[data-field]"));
     let candidate = path;
     while (candidate) {
-      const match = fields.find((el) => el.dataset.field === candidate);
+      const matches = fields.filter((el) => el.dataset.field === candidate);
+      const match = matches.find((el) => !el.closest("[hidden]")) || matches[0];
       if (match) return match;
       const cut = candidate.lastIndexOf(".");
       candidate = cut > 0 ? candidate.slice(0, cut) : "";

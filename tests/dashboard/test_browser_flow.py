@@ -156,3 +156,43 @@ def test_an_int8_job_started_from_the_form_calibrates_on_the_chosen_dataset(
     panel = page.locator("#quantization")
     expect(panel.locator("h3")).to_contain_text("shipped", timeout=30_000)
     screenshot(page, "flow-int8-job")
+
+
+def test_a_search_job_started_from_the_form_ships_the_winner_of_its_race(
+        open_page: OpenPage, fresh_project: Project) -> None:
+    from optimizer.testing.models import model_bytes
+    from optimizer.testing.quantization_models import conv_stack
+
+    model = conv_stack(seed=43, channels=16, size=16, blocks=1)
+    uploaded = fresh_project.api.post("/v1/models", files={"file": ("searched.onnx",
+                                                                    model_bytes(model))})
+    assert uploaded.status_code in (200, 201), uploaded.text
+    page = open_page(fresh_project, f"/ui/models/{uploaded.json()['id']}/new-job")
+
+    form = page.locator("form#new-job")
+    options = form.locator("#search-options")
+    expect(options).to_be_hidden()  # no search by default
+    form.locator("input[name=search]").check()
+    expect(options).to_be_visible()
+    expect(form.locator("select[name=precision]")).to_be_disabled()  # the search picks it
+    options.locator("select[name='search.strategy']").select_option("min_latency")
+    options.locator("input[name='search.time_budget_s']").fill("60")
+    expect(options.locator("input[name='search.pass_sets']")).to_be_checked()
+    assert_accessible(page, "new-job form, search")
+    form.get_by_role("button", name="Start job").click()
+    page.wait_for_url(re.compile(rf"/ui/jobs/{UUID}$"), timeout=30_000)
+    job_id = page.url.rsplit("/", 1)[1]
+
+    config = fresh_project.job(job_id)["config"]
+    assert config["search"]["strategy"] == "min_latency"
+    assert config["search"]["time_budget_s"] == 60
+    assert config["search"]["pass_sets"] is True
+    assert config["precision"] == "fp32" and config["passes"] == "all"  # left to the search
+    job = fresh_project.wait_for_job(job_id, timeout=JOB_TIMEOUT_MS / 1000)
+    assert job["status"] == "succeeded", job["error"]
+    report = job["search_report"]
+    assert report["winner"], report
+    assert report["winner"] in {row["name"] for row in report["rows"]}
+    # The job page reloads itself when the job ends (job_detail.js): wait for the reloaded page.
+    expect(page.locator("#search-winner")).to_contain_text(report["winner"], timeout=30_000)
+    screenshot(page, "flow-search-job")

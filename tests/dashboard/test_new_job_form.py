@@ -1,19 +1,23 @@
 """The new-job form: built from the job configuration the API takes (every control names a
 JobCreate field, every control has a label), the passes the API lists checked as its default,
-shape and profile fields for the dynamic inputs, the project's datasets, and "Run again with…"
-filling every field from a job's stored config."""
+shape and profile fields for the dynamic inputs, the project's datasets, the search a job may
+run instead, and "Run again with…" filling every field from a job's stored config."""
 
+import json
+import typing
 import uuid
 from typing import Any
 
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from pydantic import BaseModel
 from sqlalchemy.orm import Session
 
 from api.deps import get_api_settings
 from api.schemas.jobs import JobCreate
 from core.settings import Settings, WebhookSettings
+from optimizer.search.decision import Strategy
 from optimizer.testing.models import model_bytes, small_cnn
 from tests.dashboard.html_tree import Element, parse
 from tests.dashboard.uploads import browser_headers, start_job, token_model, upload_model
@@ -48,6 +52,26 @@ def _selected(select: Element) -> str:
     return option.attrs["value"]
 
 
+def _group_fields(name: str) -> set[str] | None:
+    """The fields of the option group JobCreate's `name` is (validation, search, ...); None for
+    a field that is no group (a dict keyed by input name, a plain value)."""
+    annotation = JobCreate.model_fields[name].annotation
+    for candidate in (annotation, *typing.get_args(annotation)):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return set(candidate.model_fields)
+    return None
+
+
+def _names_a_field_of_the_job_body(path: str) -> bool:
+    """Whether `path` starts with a JobCreate field and, where that field is an option group,
+    one of the group's: "search.time_budget_s" does, "search.time_budget" does not."""
+    head, _, rest = path.partition(".")
+    if head not in JobCreate.model_fields:
+        return False
+    group = _group_fields(head)
+    return not rest or group is None or rest.split(".")[0] in group
+
+
 def _controls(form: Element) -> list[Element]:
     return [el for el in form.by_id("new-job").iter()
             if el.tag in ("input", "select", "textarea") and el.attrs.get("type") != "hidden"]
@@ -61,10 +85,9 @@ def test_every_control_is_labelled_and_names_a_field_of_the_job_body(
     assert len(controls) > 30
     labelled = {label.attrs["for"] for label in page.find_all("label") if "for" in label.attrs}
     assert [c.attrs.get("id") for c in controls if c.attrs.get("id") not in labelled] == []
-    body_fields = set(JobCreate.model_fields)
     for control in controls:
         path = control.attrs.get("data-field") or control.attrs["name"]
-        assert path.split(".")[0] in body_fields, path
+        assert _names_a_field_of_the_job_body(path), path
     assert page.by_id("new-job").one("button", type="submit").text == "Start job"
     errors = page.by_id("new-job-errors")
     assert errors.attrs["role"] == "alert" and "hidden" in errors.attrs
@@ -228,6 +251,81 @@ def test_run_again_fills_the_onnxruntime_options_ranges_and_dataset(
     assert _selected(_control(form, "dataset_id")) == dataset["id"]
     # the dataset set the shapes the job ran at; they come back as they were stored
     assert _control(form, "input_shapes.input_ids").attrs["value"] == "1, 6"
+
+
+def test_the_search_fieldset_offers_every_strategy_and_the_calibration_datasets(
+        signed_in_site: TestClient, headers: dict[str, str], tokens: dict[str, Any]) -> None:
+    calibration = signed_in_site.post(
+        "/v1/datasets", headers=headers, params={"role": "calibration"},
+        files={"file": ("calib.npz", npz_bytes(input_ids=np.ones((2, 1, 6), np.int64)))}).json()
+    signed_in_site.post("/v1/datasets", headers=headers,
+                        files={"file": ("judge.npz", npz_bytes(input_ids=np.ones((2, 1, 6), np.int64)))})
+
+    form = _form(signed_in_site, tokens["id"])
+
+    group = form.by_id("job-search")
+    labelled = {label.attrs["for"]: label.text for label in group.find_all("label")}
+    search = _control(form, "search")
+    assert search.attrs["type"] == "checkbox" and "checked" not in search.attrs
+    assert labelled[search.attrs["id"]].startswith("Search the configurations: try every precision")
+    assert "hidden" in form.by_id("search-options").attrs  # until the box is checked
+    paths = {"search.strategy": "Strategy", "search.time_budget_s": "Time budget (s)",
+             "search.latency_budget_ms": "Latency budget (ms)",
+             "search.pass_sets": "Also try fp32 without each pass family"}
+    for path, label in paths.items():
+        control = group.one(data_field=path)
+        assert labelled[control.attrs["id"]] == label, path
+        assert _names_a_field_of_the_job_body(path), path
+    assert not _names_a_field_of_the_job_body("search.time_budget")  # the check can fail
+    strategy = _control(form, "search.strategy")
+    assert [o.attrs["value"] for o in strategy.find_all("option")] == list(Strategy)
+    assert _selected(strategy) == Strategy.MIN_LATENCY
+    assert _control(form, "search.time_budget_s").attrs["value"] == "600"
+    latency = _control(form, "search.latency_budget_ms")
+    assert latency.attrs["value"] == ""
+    hint = form.by_id(latency.attrs["aria-describedby"]).text
+    assert "Only with strategy min_latency_under_budget" in hint
+    assert "checked" in _control(form, "search.pass_sets").attrs
+    [calibration_select] = group.find_all("select", data_field="quantization.calibration")
+    assert labelled[calibration_select.attrs["id"]] == "Calibration dataset for the int8 static candidates"
+    offered = {o.attrs["value"] for o in calibration_select.find_all("option")}
+    assert offered == {"", calibration["id"]}  # the calibration role only
+    assert _selected(calibration_select) == ""
+    # what the search picks itself stays on the page, disabled by the script while it is checked
+    for path in ("precision", "on_validation_failure", "ort_optimization_level"):
+        assert "data-search-picks" in _control(form, path).attrs, path
+    assert "data-search-picks" in form.by_id("passes").attrs
+    ids = [el.attrs["id"] for el in form.iter() if "id" in el.attrs]
+    assert len(ids) == len(set(ids))
+
+
+def test_run_again_from_a_search_job_checks_the_search_and_fills_it(
+        signed_in_site: TestClient, headers: dict[str, str], tokens: dict[str, Any]) -> None:
+    calibration = signed_in_site.post("/v1/datasets", headers=headers, params={"role": "calibration"},
+                                      files={"file": ("calib.npz", npz_bytes(
+                                          input_ids=np.ones((2, 1, 6), np.int64),
+                                          mask=np.zeros((2, 1, 6), np.float32),
+                                          position=np.zeros((2, 1, 4), np.int64)))}).json()
+    job = start_job(signed_in_site, headers, tokens["id"],
+                    search={"strategy": "max_throughput", "time_budget_s": 60, "pass_sets": False,
+                            "precisions": ["fp32", "fp16"]},
+                    quantization={"calibration": calibration["id"]})
+
+    form = _form(signed_in_site, tokens["id"], from_job=job["id"])
+
+    assert "checked" in _control(form, "search").attrs
+    assert "hidden" not in form.by_id("search-options").attrs
+    assert _selected(_control(form, "search.strategy")) == "max_throughput"
+    assert _control(form, "search.time_budget_s").attrs["value"] == "60"
+    assert _control(form, "search.latency_budget_ms").attrs["value"] == ""
+    assert "checked" not in _control(form, "search.pass_sets").attrs
+    [calibration_select] = form.by_id("job-search").find_all("select", data_field="quantization.calibration")
+    assert _selected(calibration_select) == calibration["id"]
+    # no control of its own: kept as the job searched, in a box that drops it when unchecked
+    kept = _control(form, "search.precisions")
+    assert "checked" in kept.attrs and json.loads(kept.attrs["data-values"]) == ["fp32", "fp16"]
+    assert not form.find_all(data_field="search.ort_levels")
+    assert _selected(_control(form, "precision")) == "fp32"
 
 
 def test_run_again_from_an_unknown_job_starts_from_the_defaults_saying_so(
