@@ -74,7 +74,9 @@ def run_claimed_job(run: JobRun, runtime: WorkerRuntime, recorder: JobRecorder,
         return recorder.succeed(outcome, stored)
 
     try:
-        _run_stages(run, runtime, recorder, outcome, progress)
+        # The backend first: a worker that cannot build it refuses before any stage runs.
+        backend = backend_for(run, runtime, recorder, progress)
+        _run_stages(run, backend, runtime, recorder, outcome, progress)
         progress.enter(STORE)
         if not store_artifacts_then(run.job_id, outcome, run.store, succeed):
             raise JobStopped
@@ -107,8 +109,8 @@ def backend_for(run: JobRun, runtime: WorkerRuntime, recorder: JobRecorder,
     return JOB_BACKENDS[run.config.backend](run, runtime, recorder, progress)
 
 
-def _run_stages(run: JobRun, runtime: WorkerRuntime, recorder: JobRecorder,
-                outcome: JobOutcome, progress: StageProgress) -> None:
+def _run_stages(run: JobRun, backend: JobBackend[Any], runtime: WorkerRuntime,
+                recorder: JobRecorder, outcome: JobOutcome, progress: StageProgress) -> None:
     """Run every stage, recording each result in `outcome` as it comes.
 
     Raises:
@@ -127,7 +129,7 @@ def _run_stages(run: JobRun, runtime: WorkerRuntime, recorder: JobRecorder,
             raise SearchFoundNothing(f"No candidate of the search won: {searched.report.why}. "
                                      "search_report lists each candidate and why it lost.")
         run = replace(run, config=searched.winner)
-    backend = backend_for(run, runtime, recorder, progress)
+        backend = backend_for(run, runtime, recorder, progress)
     optimized, engine = validated_engine(run, backend, loaded, outcome, progress)
     span = progress.enter(BENCHMARK)
     timed = benchmark_engine(run, backend, loaded, engine, span, progress.note)
