@@ -9,6 +9,7 @@ worker's first fusion would do, at a fraction of a job's cost (no engine, no val
 
 import statistics
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 import onnx
@@ -18,7 +19,7 @@ from sqlalchemy.orm import Session
 from api.schemas.jobs import JobCreate
 from api.services.errors import InvalidJobConfig
 from api.services.jobs.commands import resolved_job_config, waiting_detail
-from core.db.models import Job, JobStatus
+from core.db.models import Job, JobStatus, Model, SearchCandidate
 from core.job_config import JobConfig, quantization_of
 from core.settings import WebhookSettings
 from core.storage import ArtifactStore
@@ -51,7 +52,7 @@ def plan_job(*, session: Session, project_id: uuid.UUID, spec: JobCreate, store:
     except (InputShapeError, PassError) as err:
         raise InvalidJobConfig(str(err)) from err
     return {"dry_run": True, "model_id": str(model.id), "config": config.model_dump(mode="json"),
-            "plan": plan, "estimate": _estimate(session, project_id, model.id, config, plan),
+            "plan": plan, "estimate": _estimate(session, project_id, model, config, plan),
             "waiting": waiting_detail(session, config)}
 
 
@@ -73,44 +74,82 @@ def _plan(model: onnx.ModelProto, config: JobConfig) -> dict[str, Any]:
     return search_plan(model, space)
 
 
-def _estimate(session: Session, project_id: uuid.UUID, model_id: uuid.UUID, config: JobConfig,
+def _estimate(session: Session, project_id: uuid.UUID, model: Model, config: JobConfig,
               plan: dict[str, Any]) -> dict[str, Any]:
-    """Seconds the job should take: the median run of the project's last finished jobs of
-    this model (else of this backend), once per candidate and once more for a search's
-    winner; a search never runs past its time budget."""
-    runs, basis = _recent_runs(session, project_id, Job.model_id == model_id), "this model"
-    if not runs:
-        runs = _recent_runs(session, project_id, Job.config["backend"].as_string()
-                            == str(config.backend))
-        basis = f"backend {config.backend} in this project"
-    per_job = statistics.median(runs) if runs else None
+    """Seconds the job should take, from the project's history: a one-configuration job at the
+    median of this model's last succeeded jobs (else of the backend's, scaled by model size);
+    a search at its candidates times the median candidate's build and judgement (recorded in
+    `search_candidates`, scaled alike), plus its winner's run as a job, never past its time
+    budget. `seconds` is None without history to go by."""
+    jobs = _recent(session, project_id, config, model)
     search = config.search
-    candidates = len(plan["candidates"])
     if search is None:
-        seconds = per_job
-        why = (f"the median of the last {len(runs)} succeeded jobs of {basis}" if runs
-               else "no succeeded job of this model or backend to go by")
-        return {"seconds": _rounded(seconds), "upper_bound_s": None, "basis": why}
-    bound = search.time_budget_s + (per_job or 0.0)
-    seconds = None if per_job is None else min(per_job * candidates, search.time_budget_s) \
-        + per_job
-    why = (f"{candidates} candidates and the winner's build, each at most the median of the "
-           f"last {len(runs)} succeeded jobs of {basis} (a candidate is not benchmarked or "
-           "profiled, so this errs long); the search stops at its time budget"
-           if runs else "no succeeded job of this model or backend to go by: the search's "
-           "time budget bounds it, plus the winner's build")
-    return {"seconds": _rounded(seconds), "upper_bound_s": _rounded(bound) if runs else
-            search.time_budget_s, "basis": why}
+        return {"seconds": _rounded(jobs.seconds), "upper_bound_s": None, "basis": jobs.basis}
+    candidates = _recent_candidates(session, project_id, config, model)
+    count = len(plan["candidates"])
+    bound = search.time_budget_s + (jobs.seconds or 0.0)
+    if candidates.seconds is None or jobs.seconds is None:
+        return {"seconds": None, "upper_bound_s": _rounded(bound), "basis": (
+            "no finished search or job to go by: the search's time budget bounds it, plus "
+            "the winner's run")}
+    seconds = min(count * candidates.seconds, search.time_budget_s) + jobs.seconds
+    return {"seconds": _rounded(seconds), "upper_bound_s": _rounded(bound), "basis": (
+        f"{count} candidates at {candidates.basis}, then the winner's run at {jobs.basis}; the "
+        "race is not counted (it stops once one candidate is left, at 30 rounds or at the "
+        "time budget)")}
 
 
-def _recent_runs(session: Session, project_id: uuid.UUID, which: Any) -> list[float]:
+@dataclass(frozen=True)
+class _Typical:
+    seconds: float | None
+    basis: str
+
+
+def _recent(session: Session, project_id: uuid.UUID, config: JobConfig, model: Model
+            ) -> _Typical:
+    """A one-configuration job's typical run: this model's, else the backend's per byte of
+    model (search jobs left out: their runs are searches)."""
     rows = session.execute(
-        select(Job.started_at, Job.finished_at).where(
-            Job.project_id == project_id, Job.status == JobStatus.SUCCEEDED.value, which,
-            Job.started_at.is_not(None), Job.finished_at.is_not(None))
-        .order_by(Job.finished_at.desc()).limit(_HISTORY)).all()
-    return [(finished - started).total_seconds() for started, finished in rows
-            if started is not None and finished is not None]
+        select(Job.model_id, Job.config, Job.started_at, Job.finished_at, Model.size_bytes)
+        .join(Model, Model.id == Job.model_id)
+        .where(Job.project_id == project_id, Job.status == JobStatus.SUCCEEDED.value)
+        .order_by(Job.finished_at.desc()).limit(_HISTORY * 5)).all()
+    runs = [(model_id, (finished - started).total_seconds(), size)
+            for model_id, stored, started, finished, size in rows
+            if started is not None and finished is not None and stored.get("search") is None
+            and stored.get("backend") == str(config.backend)][:_HISTORY]
+    return _typical([(seconds, size) for model_id, seconds, size in runs
+                     if model_id == model.id],
+                    [(seconds, size) for _, seconds, size in runs], model,
+                    "succeeded jobs")
+
+
+def _recent_candidates(session: Session, project_id: uuid.UUID, config: JobConfig,
+                       model: Model) -> _Typical:
+    rows = session.execute(
+        select(Job.model_id, Job.config, SearchCandidate.build_s, Model.size_bytes)
+        .join(Job, Job.id == SearchCandidate.job_id).join(Model, Model.id == Job.model_id)
+        .where(Job.project_id == project_id, SearchCandidate.build_s.is_not(None))
+        .order_by(SearchCandidate.id.desc()).limit(_HISTORY * 5)).all()
+    runs = [(model_id, build_s, size) for model_id, stored, build_s, size in rows
+            if build_s is not None and stored.get("backend") == str(config.backend)]
+    return _typical([(seconds, size) for model_id, seconds, size in runs
+                     if model_id == model.id],
+                    [(seconds, size) for _, seconds, size in runs], model,
+                    "search candidates")
+
+
+def _typical(own: list[tuple[float, int]], backend: list[tuple[float, int]], model: Model,
+             what: str) -> _Typical:
+    if own:
+        return _Typical(statistics.median(s for s, _ in own),
+                        f"the median of this model's last {len(own)} {what}")
+    if backend:
+        per_byte = statistics.median(s / max(size, 1) for s, size in backend)
+        return _Typical(per_byte * model.size_bytes,
+                        f"the median of the backend's last {len(backend)} {what} in this "
+                        "project per byte of model, times this model's size")
+    return _Typical(None, f"no {what} of this model or backend to go by")
 
 
 def _rounded(seconds: float | None) -> float | None:

@@ -4,6 +4,7 @@ node class's precision per candidate, a time estimate), with the same refusals a
 submit, and nothing written or queued."""
 
 import uuid
+from datetime import timedelta
 from typing import Any
 
 import redis
@@ -12,7 +13,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from core.db import job_state
-from core.db.models import Job, JobEvent
+from core.db.models import Job, JobEvent, SearchCandidate
 from optimizer.testing.models import model_bytes
 from optimizer.testing.quantization_models import conv_stack
 
@@ -58,7 +59,7 @@ def test_a_search_dry_run_answers_the_plan_and_writes_and_queues_nothing(
     assert set(fp16["precisions"].values()) >= {"fp16"}
     estimate = answer["estimate"]
     assert estimate["seconds"] is None and estimate["upper_bound_s"] == 300
-    assert "no succeeded job" in estimate["basis"]
+    assert "no finished search or job to go by" in estimate["basis"]
 
 
 def test_a_plain_jobs_dry_run_has_its_one_candidate(client: TestClient, broker: redis.Redis
@@ -69,19 +70,37 @@ def test_a_plain_jobs_dry_run_has_its_one_candidate(client: TestClient, broker: 
     assert plan["nodes_after"] == plan["nodes_before"] and not plan["refused"]
 
 
-def test_the_estimate_reads_the_models_finished_jobs(client: TestClient, db_session: Session,
-                                                     broker: redis.Redis) -> None:
-    model_id = _model(client, seed=1)
-    job_id = uuid.UUID(client.post("/v1/jobs", json={"model_id": model_id}).json()["id"])
+def _finished(db_session: Session, job_id: uuid.UUID, seconds: float) -> None:
     assert job_state.claim(db_session, job_id, "test:1") is not None
     assert job_state.succeed(db_session, job_id) is not None
+    job = db_session.get(Job, job_id)
+    assert job is not None and job.started_at is not None
+    job.finished_at = job.started_at + timedelta(seconds=seconds)
     db_session.commit()
 
-    plain = _dry_run(client, model_id=model_id)["estimate"]
-    search = _dry_run(client, model_id=model_id, search={"time_budget_s": 60})["estimate"]
 
-    assert plain["seconds"] is not None and "1 succeeded jobs of this model" in plain["basis"]
-    assert search["seconds"] is not None and search["seconds"] <= search["upper_bound_s"]
+def test_the_estimate_reads_the_models_finished_jobs_and_searches(
+        client: TestClient, db_session: Session, broker: redis.Redis) -> None:
+    model_id = _model(client, seed=1)
+    plain_job = uuid.UUID(client.post("/v1/jobs", json={"model_id": model_id}).json()["id"])
+    _finished(db_session, plain_job, 40)
+    search_job = uuid.UUID(client.post("/v1/jobs", json={
+        "model_id": model_id, "search": {"time_budget_s": 600}}).json()["id"])
+    for name, build_s in (("fp32/all", 2.0), ("fp32/none", 4.0), ("fp16/all", 3.0)):
+        db_session.add(SearchCandidate(job_id=search_job, name=name, outcome="timed",
+                                       recipe={}, build_s=build_s))
+    _finished(db_session, search_job, 500)  # a search's run is not a job's: left out
+
+    plain = _dry_run(client, model_id=model_id)["estimate"]
+    answer = _dry_run(client, model_id=model_id, search={"time_budget_s": 600})
+    search, candidates = answer["estimate"], len(answer["plan"]["candidates"])
+    other_model = _dry_run(client, model_id=_model(client, seed=2))["estimate"]
+
+    assert plain["seconds"] == 40 and "this model's last 1 succeeded jobs" in plain["basis"]
+    assert search["seconds"] == candidates * 3.0 + 40  # the median candidate, then the winner
+    assert search["upper_bound_s"] == 600 + 40
+    # another model of the backend: scaled by size from this one's
+    assert other_model["seconds"] is not None and "per byte of model" in other_model["basis"]
 
 
 def test_a_dry_run_refuses_what_a_submit_refuses(client: TestClient, broker: redis.Redis
