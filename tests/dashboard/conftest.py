@@ -1,6 +1,7 @@
 """The dashboard on the test database: the site (API + pages) as a browser without a session
-(`site`), and one signed in with a key of its own project (`signed_in_site`); for the browser
-tests, a running stack and Chromium (tests/dashboard/browser_stack.py)."""
+(`site`), and one signed in with a key of its own project (`signed_in_site`), that project and
+a model row in it; for the browser tests, a running stack and Chromium
+(tests/dashboard/browser_stack.py)."""
 
 import uuid
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ from tests.dashboard.browser_stack import (  # noqa: F401 (the browser tests' fi
     pytest_terminal_summary,
     seeded,
 )
+from tests.dashboard.job_documents import insert_model
 
 
 @pytest.fixture
@@ -40,3 +42,13 @@ def signed_in_site(site: TestClient, api_key: tuple[uuid.UUID, str]) -> TestClie
     site.cookies.set(SESSION_COOKIE, api_key[1])
     return site
 
+
+
+@pytest.fixture
+def project(api_key: tuple[uuid.UUID, str]) -> uuid.UUID:
+    return api_key[0]
+
+
+@pytest.fixture
+def model_id(db_session: Session, project: uuid.UUID) -> uuid.UUID:
+    return insert_model(db_session, project)

@@ -4,7 +4,6 @@ no job of another project."""
 
 import uuid
 
-import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
@@ -12,16 +11,6 @@ from core.settings import Settings
 from tests.dashboard.html_tree import Element, parse
 from tests.dashboard.job_documents import document, insert_job, insert_model
 from tests.support.api_keys import new_key
-
-
-@pytest.fixture
-def project(api_key: tuple[uuid.UUID, str]) -> uuid.UUID:
-    return api_key[0]
-
-
-@pytest.fixture
-def model_id(db_session: Session, project: uuid.UUID) -> uuid.UUID:
-    return insert_model(db_session, project)
 
 
 def compare(site: TestClient, *job_ids: str, status: int = 200) -> Element:

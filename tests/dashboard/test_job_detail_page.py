@@ -20,16 +20,6 @@ SECTIONS = ["stages", "fusion", "ablation", "validation", "benchmarks", "profile
             "artifacts"]
 
 
-@pytest.fixture
-def project(api_key: tuple[uuid.UUID, str]) -> uuid.UUID:
-    return api_key[0]
-
-
-@pytest.fixture
-def model_id(db_session: Session, project: uuid.UUID) -> uuid.UUID:
-    return insert_model(db_session, project)
-
-
 def page(site: TestClient, job_id: str) -> Element:
     response = site.get(f"/ui/jobs/{job_id}")
     assert response.status_code == 200, response.text[:500]

@@ -6,24 +6,13 @@ that did not search."""
 import json
 import uuid
 
-import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
 from tests.dashboard.html_tree import Element, parse
-from tests.dashboard.job_documents import document, insert_job, insert_model
+from tests.dashboard.job_documents import document, insert_job
 
 TIMING_COLUMNS = slice(2, 6)  # p50, p99, throughput, speed-up: the td cells after the outcome
-
-
-@pytest.fixture
-def project(api_key: tuple[uuid.UUID, str]) -> uuid.UUID:
-    return api_key[0]
-
-
-@pytest.fixture
-def model_id(db_session: Session, project: uuid.UUID) -> uuid.UUID:
-    return insert_model(db_session, project)
 
 
 def page(site: TestClient, job_id: str) -> Element:

@@ -206,13 +206,18 @@ def _events(stack: Stack, job_id: str) -> list[str]:
     return [event["message"] for event in job["events"]]
 
 
-def test_killing_a_searchs_process_resumes_the_search_at_its_next_candidate(live: Stack) -> None:
-    model = _cnn(live, 46)
-    job_id = _job(live, model, search={"precisions": ["fp32"], "time_budget_s": 300},
+def _search_past_its_first_candidate(stack: Stack, seed: int) -> str:
+    """A search job of several fp32 candidates, once its first is judged and recorded."""
+    job_id = _job(stack, _cnn(stack, seed), search={"precisions": ["fp32"], "time_budget_s": 300},
                   validation={"samples": 64})
     wait_until(lambda: any(m.startswith("candidate fp32/all: timed")
-                           for m in _events(live, job_id)), 120,
+                           for m in _events(stack, job_id)), 120,
                what="the search's first candidate to be judged")
+    return job_id
+
+
+def test_killing_a_searchs_process_resumes_the_search_at_its_next_candidate(live: Stack) -> None:
+    job_id = _search_past_its_first_candidate(live, 46)
     os.kill(_job_process(live, job_id), signal.SIGKILL)
     job = wait_for_job(live.base_url, job_id, timeout=300)
 
@@ -239,12 +244,7 @@ def test_the_janitor_fails_the_job_of_a_worker_that_died_whole(live: Stack) -> N
 
 def test_a_search_on_a_worker_that_died_whole_resumes_on_the_next_worker(
         live: Stack, services: tuple[PrivatePostgres, PrivateRedis]) -> None:
-    model = _cnn(live, 47)
-    job_id = _job(live, model, search={"precisions": ["fp32"], "time_budget_s": 300},
-                  validation={"samples": 64})
-    wait_until(lambda: any(m.startswith("candidate fp32/all: timed")
-                           for m in _events(live, job_id)), 120,
-               what="the search's first candidate to be judged")
+    job_id = _search_past_its_first_candidate(live, 47)
     live.worker.stop(signal.SIGKILL)  # main process, pool and job process
     wait_until(lambda: any("resumes at its next candidate on the next worker" in m
                            for m in _events(live, job_id)), STALE_AFTER_S + 60,
