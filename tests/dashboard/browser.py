@@ -75,7 +75,8 @@ def screenshot(page: Page, name: str) -> Path:
     """Save the whole page as test-output/dashboard/<name>.png (kept for people to look at)."""
     SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOT_DIR / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
+    # A long page on a CI machine busy with a job's race can take more than the default 15 s.
+    page.screenshot(path=str(path), full_page=True, timeout=60_000)
     return path
 
 
