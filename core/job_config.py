@@ -22,6 +22,7 @@ from optimizer.registries.precisions import (
     reduced_precisions,
 )
 from optimizer.registries.quantization import CalibrationMethod, QuantizationMode
+from optimizer.search.candidates import SearchSpace
 from optimizer.search.decision import Strategy
 
 __all__ = [
@@ -182,6 +183,10 @@ class SearchConfig(BaseModel):
     ort_levels: list[OrtLevel] | None = Field(
         default=None, description="onnxruntime only: also try fp32 at these ONNX Runtime "
         'levels (unset: "all" only)')
+    threads: list[Annotated[int, Field(strict=True, ge=1, le=256)]] | None = Field(
+        default=None, description="onnxruntime only: also try each precision with all passes "
+        "at these intra-op thread counts (unset: ONNX Runtime's default only); the winner's "
+        "count is kept in its engine's manifest")
 
 
 # strict: JSON true or 2.0 is not a dim (pydantic would otherwise take them as 1 and 2)
@@ -280,6 +285,11 @@ class JobConfig(BaseModel):
         description=f"onnxruntime only: ONNX Runtime's own graph optimizations on the engine "
         f"(default {DEFAULT_ORT_LEVEL!r}); a TensorRT engine is optimized by TensorRT's builder",
     )
+    ort_intra_op_threads: int | None = Field(
+        default=None, ge=1, le=256,
+        description="onnxruntime only: the engine's intra-op threads, kept in its manifest so "
+        "it loads with them (unset: ONNX Runtime's default, one per core); the benchmark's "
+        "original runs with the same")
     ort_flush_denormals: bool | None = Field(
         default=None,
         description="onnxruntime only: the engine flushes denormal floats to zero while it runs. "
@@ -351,6 +361,18 @@ class JobConfig(BaseModel):
         if PRECISIONS[self.precision].quantizes and self.search is None:
             self.accuracy_budget = _quantized_budget(self)
         return self
+
+    def search_space(self, *, has_calibration: bool) -> SearchSpace:
+        """What this search job may vary (the model narrows it further: model_space.py)."""
+        search = self.search
+        assert search is not None, "only a search job has a search space"
+        return SearchSpace(
+            backend=self.backend,
+            precisions=tuple(search.precisions) if search.precisions else None,
+            pass_sets=search.pass_sets,
+            ort_levels=tuple(search.ort_levels) if search.ort_levels else None,
+            threads=tuple(search.threads) if search.threads else None,
+            has_calibration=has_calibration, target_gpu=self.target_gpu)
 
     def candidate_config(self, overrides: dict[str, Any]) -> "JobConfig":
         """The one-configuration job a search candidate is: this search job's fields with the
@@ -428,9 +450,13 @@ def _search_problem(config: JobConfig, search: SearchConfig) -> str | None:
                                                                    is not None):
         return ("search.latency_budget_ms: set it with strategy 'min_latency_under_budget', "
                 "and only then")
-    if search.ort_levels is not None and "ort_optimization_level" not in spec.options:
-        return (f"search.ort_levels: applies to backend "
-                f"{_names(backends_for('ort_optimization_level'))} only")
+    for field, option in (("ort_levels", "ort_optimization_level"),
+                          ("threads", "ort_intra_op_threads")):
+        if getattr(search, field) is not None and option not in spec.options:
+            return f"search.{field}: applies to backend {_names(backends_for(option))} only"
+    if search.threads is not None and config.ort_intra_op_threads is not None:
+        return ("ort_intra_op_threads: a search with search.threads tries thread counts "
+                "itself; drop one of them")
     unsupported = [str(p) for p in search.precisions or () if p not in spec.precisions]
     if unsupported:
         return (f"search.precisions: backend '{config.backend}' does not build "

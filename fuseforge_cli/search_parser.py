@@ -17,7 +17,8 @@ __all__ = ["SEARCH_OPTIONS", "add_search_options"]
 # `search_<field>`, None when not given (the server's default then holds).
 SEARCH_OPTIONS = {"strategy": "--strategy", "latency_budget_ms": "--latency-budget-ms",
                   "time_budget_s": "--time-budget-s", "precisions": "--search-precisions",
-                  "pass_sets": "--no-pass-sets", "ort_levels": "--ort-levels"}
+                  "pass_sets": "--no-pass-sets", "ort_levels": "--ort-levels",
+                  "threads": "--search-threads"}
 
 
 _SEARCH_HELP = """\
@@ -38,6 +39,18 @@ def _ort_levels() -> Iterable[object]:
     from core.job_config import OrtLevel
 
     return typing.get_args(OrtLevel)
+
+
+def _thread_counts(value: str) -> list[int]:
+    """`--search-threads 1,2,4` as [1, 2, 4]."""
+    try:
+        counts = [int(part) for part in value.split(",") if part.strip()]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: give thread counts of 1 or more, comma-separated (e.g. 1,2,4)")
+    return counts
 
 
 def add_search_options(parser: argparse.ArgumentParser) -> None:
@@ -67,3 +80,6 @@ def add_search_options(parser: argparse.ArgumentParser) -> None:
                        allowed=DeferredChoices(_ort_levels), metavar="LEVEL,...",
                        help="backend onnxruntime: also try fp32 at these ONNX Runtime levels, "
                        "of %(allowed)s (unset: its default level only)")
+    group.add_argument("--search-threads", dest="search_threads", type=_thread_counts,
+                       metavar="N,...", help="backend onnxruntime: also try each precision "
+                       "at these intra-op thread counts (unset: ONNX Runtime's default only)")

@@ -198,6 +198,8 @@
       if (!search && text("ort_optimization_level")) job.ort_optimization_level = text("ort_optimization_level");
       const flush = text("ort_flush_denormals");
       if (flush) job.ort_flush_denormals = flush === "true";
+      const threads = numberField("ort_intra_op_threads");
+      if (threads !== undefined) job.ort_intra_op_threads = threads;
     }
     if (text("callback_url")) job.callback_url = text("callback_url");
     return job;

@@ -79,7 +79,8 @@ BACKENDS: Mapping[Backend, BackendSpec] = MappingProxyType({
         precisions=(Precision.FP32, Precision.FP16, Precision.INT8),
         runner="optimizer.backends.onnxruntime.runner:OnnxRuntimeRunner",
         engine_builder="optimizer.backends.onnxruntime.build:build_ort_engine",
-        options=frozenset({"ort_optimization_level", "ort_flush_denormals"}),
+        options=frozenset({"ort_optimization_level", "ort_flush_denormals",
+                           "ort_intra_op_threads"}),
         why_not={
             "target_gpu": "backend 'onnxruntime' runs on CPU workers.",
             "profiles": "ONNX Runtime accepts any shape the graph allows, so backend "
@@ -99,6 +100,7 @@ BACKENDS: Mapping[Backend, BackendSpec] = MappingProxyType({
         why_not={
             "ort_optimization_level": "a TensorRT engine is optimized by TensorRT's builder.",
             "ort_flush_denormals": "TensorRT's GPU kernels choose their own denormal handling.",
+            "ort_intra_op_threads": "a TensorRT engine runs on the GPU, not on CPU threads.",
         }),
 })
 

@@ -14,7 +14,7 @@ budget has already measured the likely winners.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from optimizer.passes import DEFAULT_PASSES, FusionPass, PassStage
@@ -46,6 +46,7 @@ class Candidate:
     passes: str | tuple[str, ...]
     quantization_mode: QuantizationMode | None = None
     ort_level: str | None = None
+    threads: int | None = None  # ONNX Runtime's intra-op threads; None: its default
 
     def overrides(self) -> dict[str, Any]:
         recipe: dict[str, Any] = {
@@ -55,6 +56,8 @@ class Candidate:
             recipe["quantization"] = {"mode": str(self.quantization_mode)}
         if self.ort_level is not None:
             recipe["ort_optimization_level"] = self.ort_level
+        if self.threads is not None:
+            recipe["ort_intra_op_threads"] = self.threads
         return recipe
 
 
@@ -85,6 +88,7 @@ class SearchSpace:
     has_matrix_products: bool = True  # int8 dynamic quantizes MatMul/Gemm only
     target_gpu: str | None = None  # a compute capability: precisions it lacks are refused
     firing_passes: tuple[str, ...] | None = None
+    threads: tuple[int, ...] | None = None  # onnxruntime: intra-op thread counts to try
 
 
 @dataclass(frozen=True)
@@ -118,7 +122,18 @@ def plan_candidates(space: SearchSpace) -> CandidatePlan:
         else:
             candidates.append(Candidate(f"{precision}/{ALL_PASSES}", precision, ALL_PASSES,
                                         ort_level=_default_level(space)))
-    return CandidatePlan(tuple(candidates), tuple(refused))
+    return CandidatePlan(tuple(_with_threads(space, candidates)), tuple(refused))
+
+
+def _with_threads(space: SearchSpace, candidates: list[Candidate]) -> Iterable[Candidate]:
+    """Each candidate, and after it each thread count of `space` for those with all passes at
+    the default level (a thread count changes the kernels' speed, not what the passes do)."""
+    for candidate in candidates:
+        yield candidate
+        if candidate.passes != ALL_PASSES or candidate.ort_level != _default_level(space):
+            continue
+        for threads in space.threads or ():
+            yield replace(candidate, name=f"{candidate.name}@{threads}t", threads=threads)
 
 
 def _precisions_asked(space: SearchSpace, refused: list[Refusal]) -> list[Precision]:

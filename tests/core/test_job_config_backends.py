@@ -14,7 +14,8 @@ from core.job_config import Backend, JobConfig, Precision
 from optimizer.registries.backends import BACKENDS
 
 _OPTION_VALUES = {"target_gpu": "9.0", "profiles": {"x": {"min": [1], "opt": [1], "max": [1]}},
-                  "ort_optimization_level": "basic", "ort_flush_denormals": True}
+                  "ort_optimization_level": "basic", "ort_flush_denormals": True,
+                  "ort_intra_op_threads": 2}
 
 
 def _refusal(**fields: object) -> str:

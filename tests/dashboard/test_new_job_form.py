@@ -237,12 +237,14 @@ def test_run_again_fills_the_onnxruntime_options_ranges_and_dataset(
         position=np.zeros((2, 1, 4), np.int64)))}).json()
     job = start_job(signed_in_site, headers, tokens["id"], passes="none",
                     ort_optimization_level="basic", ort_flush_denormals=False,
+                    ort_intra_op_threads=2,
                     input_ranges={"input_ids": [0, 30522]}, dataset_id=dataset["id"])
 
     form = _form(signed_in_site, tokens["id"], from_job=job["id"])
 
     assert _selected(_control(form, "ort_optimization_level")) == "basic"
     assert _selected(_control(form, "ort_flush_denormals")) == "false"
+    assert _control(form, "ort_intra_op_threads").attrs["value"] == "2"
     assert not [b for b in form.find_all("input", name="passes") if "checked" in b.attrs]
     assert _control(form, "input_ranges.input_ids.0").attrs["value"] == "0.0"
     assert _control(form, "input_ranges.input_ids.1").attrs["value"] == "30522.0"

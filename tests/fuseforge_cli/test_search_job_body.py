@@ -22,11 +22,18 @@ def test_search_options_become_the_search_object_and_only_the_given_fields() -> 
     assert _body("--search") == {"search": {}}
     assert _body("--search", "--strategy", "min_latency_under_budget", "--latency-budget-ms",
                  "2.5", "--time-budget-s", "60", "--search-precisions", "fp32,int8",
-                 "--no-pass-sets", "--ort-levels", "basic") == {"search": {
+                 "--no-pass-sets", "--ort-levels", "basic", "--search-threads", "1,2") == {
+                     "search": {
                      "strategy": "min_latency_under_budget", "latency_budget_ms": 2.5,
                      "time_budget_s": 60.0, "precisions": ["fp32", "int8"], "pass_sets": False,
-                     "ort_levels": ["basic"]}}
+                     "ort_levels": ["basic"], "threads": [1, 2]}}
     assert "search" not in _body("--precision", "fp16")
+
+
+def test_thread_counts_must_be_whole_numbers_of_one_or_more() -> None:
+    for bad in ("0,2", "two", ","):
+        with pytest.raises(CliFailure, match="thread counts of 1 or more"):
+            _body("--search", "--search-threads", bad)
 
 
 def test_search_options_lay_over_a_configs_search_object(tmp_path: Path) -> None:

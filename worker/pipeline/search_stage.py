@@ -28,7 +28,7 @@ from core.job_config import JobConfig, SearchConfig
 from core.reports import SearchReport
 from optimizer.errors import AccuracyMismatchError, OptimizerError
 from optimizer.registries.precisions import PRECISIONS
-from optimizer.search.candidates import Candidate, CandidatePlan, SearchSpace, plan_candidates
+from optimizer.search.candidates import Candidate, CandidatePlan, plan_candidates
 from optimizer.search.decision import CandidateOutcome, Outcome
 from optimizer.search.driver import Evaluated, Opener, SearchOptions, run_search
 from optimizer.search.model_space import space_for_model
@@ -87,7 +87,7 @@ def search_configurations(run: JobRun, loaded: LoadedModel, backend_for: Backend
     search = run.config.search
     assert search is not None, "only a search job has a search stage"
     span = progress.enter(SEARCH, f"search of up to {search.time_budget_s:g} s")
-    plan = _plan(run, loaded, search)
+    plan = _plan(run, loaded)
     recorded = _recorded(recorder, plan)
     progress.note(f"{len(plan.candidates)} candidates, {len(plan.refused)} refused"
                   + (f"; {len(recorded)} recorded before, resuming" if recorded else ""))
@@ -183,13 +183,8 @@ class _QuantizedNotShipped(Exception):
 _SEARCH_DIR = "search"
 
 
-def _plan(run: JobRun, loaded: LoadedModel, search: SearchConfig) -> CandidatePlan:
-    space = SearchSpace(
-        backend=run.config.backend,
-        precisions=tuple(search.precisions) if search.precisions else None,
-        pass_sets=search.pass_sets,
-        ort_levels=tuple(search.ort_levels) if search.ort_levels else None,
-        has_calibration=loaded.calibration is not None, target_gpu=run.config.target_gpu)
+def _plan(run: JobRun, loaded: LoadedModel) -> CandidatePlan:
+    space = run.config.search_space(has_calibration=loaded.calibration is not None)
     narrowed, _ = space_for_model(onnx.load(loaded.fusion_source), space)
     return plan_candidates(narrowed)
 

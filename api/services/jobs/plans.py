@@ -25,7 +25,7 @@ from core.settings import WebhookSettings
 from core.storage import ArtifactStore
 from optimizer.errors import InputShapeError, PassError
 from optimizer.registries.precisions import PRECISIONS
-from optimizer.search.candidates import Candidate, SearchSpace
+from optimizer.search.candidates import Candidate
 from optimizer.search.plan import job_plan, search_plan
 from optimizer.static_model import static_model
 
@@ -57,21 +57,15 @@ def plan_job(*, session: Session, project_id: uuid.UUID, spec: JobCreate, store:
 
 
 def _plan(model: onnx.ModelProto, config: JobConfig) -> dict[str, Any]:
-    search = config.search
-    if search is None:
+    if config.search is None:
         precision = PRECISIONS[config.precision]
         mode = quantization_of(config).mode if precision.quantizes else None
         passes = config.passes if isinstance(config.passes, str) else tuple(config.passes)
-        job = Candidate("the job", config.precision, passes, mode, config.ort_optimization_level)
+        job = Candidate("the job", config.precision, passes, mode, config.ort_optimization_level,
+                        config.ort_intra_op_threads)
         return job_plan(model, job, str(config.backend))
-    space = SearchSpace(
-        backend=config.backend,
-        precisions=tuple(search.precisions) if search.precisions else None,
-        pass_sets=search.pass_sets,
-        ort_levels=tuple(search.ort_levels) if search.ort_levels else None,
-        has_calibration=quantization_of(config).calibration is not None,
-        target_gpu=config.target_gpu)
-    return search_plan(model, space)
+    return search_plan(model, config.search_space(
+        has_calibration=quantization_of(config).calibration is not None))
 
 
 def _estimate(session: Session, project_id: uuid.UUID, model: Model, config: JobConfig,

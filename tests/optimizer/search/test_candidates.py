@@ -64,3 +64,17 @@ def test_ort_levels_asked_each_get_a_candidate() -> None:
     trt = plan_candidates(SearchSpace(Backend.TENSORRT, precisions=(Precision.FP32,),
                                       pass_sets=False, ort_levels=("basic",)))
     assert [(c.name, c.ort_level) for c in trt.candidates] == [("fp32/all", None)]
+
+
+def test_thread_counts_asked_vary_each_precision_with_all_passes_only() -> None:
+    plan = plan_candidates(SearchSpace(Backend.ONNXRUNTIME,
+                                       precisions=(Precision.FP32, Precision.INT8),
+                                       firing_passes=("fold_batch_norm",), threads=(1, 2)))
+    names = [c.name for c in plan.candidates]
+
+    assert names == ["int8-dynamic/all", "int8-dynamic/all@1t", "int8-dynamic/all@2t",
+                     "fp32/all", "fp32/all@1t", "fp32/all@2t", "fp32/without-fold_batch_norm",
+                     "fp32/none"]
+    one = next(c for c in plan.candidates if c.name == "fp32/all@1t")
+    assert one.overrides()["ort_intra_op_threads"] == 1
+    assert "ort_intra_op_threads" not in plan.candidates[0].overrides()

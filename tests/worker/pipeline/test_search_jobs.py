@@ -43,6 +43,10 @@ def test_a_search_config_that_asks_for_two_things_is_refused_naming_the_field(
     assert _refusal(embedded, model_id, search={"precisions": ["bf16"]}
                     ).startswith("search.precisions:")
     assert _refusal(embedded, model_id, search={"time_budget_s": 1}).startswith("search")
+    assert _refusal(embedded, model_id, backend="tensorrt", search={"threads": [1]}
+                    ).startswith("search.threads: applies to backend 'onnxruntime'")
+    assert _refusal(embedded, model_id, ort_intra_op_threads=2, search={"threads": [1]}
+                    ).startswith("ort_intra_op_threads:")
 
 
 def test_a_search_job_races_its_candidates_and_ships_the_winner_with_its_recipe(
@@ -161,3 +165,30 @@ def test_the_time_budget_leaves_the_last_candidates_untried_and_says_so(
     assert untried and all("time budget (10 s)" in row["reason"] for row in untried)
     assert rows[0]["outcome"] != "not_tried"  # the first candidate always gets its chance
     assert job["search_report"]["elapsed_s"] < 10 + 20  # the race runs its 5 rounds regardless
+
+
+def test_thread_counts_asked_race_and_the_winners_count_is_in_its_engine(
+        embedded: EmbeddedWorker) -> None:
+    model_id = embedded.upload(model_bytes(_convnet(7)), "convnet.onnx")
+    job = embedded.wait(embedded.submit(model_id, search={
+        "precisions": ["fp32"], "pass_sets": False, "threads": [1], "time_budget_s": 60},
+        **FAST))
+
+    assert job["status"] == "succeeded", job["error"]
+    report = job["search_report"]
+    assert {row["name"] for row in report["rows"]} == {"fp32/all", "fp32/all@1t"}
+    manifest_url = f"/v1/jobs/{job['id']}/artifacts/manifest.json"
+    manifest = embedded.client.get(manifest_url).json()
+    expected = 1 if report["winner"] == "fp32/all@1t" else None
+    assert report["recipe"].get("ort_intra_op_threads") == expected
+    assert manifest["intra_op_threads"] == expected
+
+
+def test_a_plain_job_with_a_thread_count_builds_its_engine_with_it(
+        embedded: EmbeddedWorker) -> None:
+    model_id = embedded.upload(model_bytes(_convnet(8)), "convnet.onnx")
+    job = embedded.wait(embedded.submit(model_id, ort_intra_op_threads=1, **FAST))
+
+    assert job["status"] == "succeeded", job["error"]
+    manifest = embedded.client.get(f"/v1/jobs/{job['id']}/artifacts/manifest.json").json()
+    assert manifest["intra_op_threads"] == 1

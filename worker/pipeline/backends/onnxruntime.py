@@ -51,6 +51,7 @@ class OnnxRuntimeBackend:
         shutil.rmtree(engine_dir, ignore_errors=True)  # a fallback rebuild replaces the engine
         engine_dir.mkdir()
         options = OrtBuildOptions(optimization_level=attempt.ort_level or DEFAULT_ORT_LEVEL,
+                                  intra_op_threads=self._run.config.ort_intra_op_threads,
                                   flush_denormals=self._run.config.ort_flush_denormals)
         engine = build_ort_engine(optimized.engine_source, engine_dir, options=options,
                                   input_shapes=loaded.input_shapes,
@@ -72,10 +73,13 @@ class OnnxRuntimeBackend:
     def benchmark_reference(self, loaded: LoadedModel, span: ProgressSpan) -> BenchmarkReference:
         """The uploaded model as its user runs it today: at ONNX Runtime's default level, with
         the engine's threads; and with every optimization off, as "original_unoptimized"."""
+        threads = self._run.config.ort_intra_op_threads
         return BenchmarkReference(
-            open=lambda: OnnxRuntimeRunner(self._run.model_path, optimization_level="all"),
+            open=lambda: OnnxRuntimeRunner(self._run.model_path, optimization_level="all",
+                                           intra_op_threads=threads),
             unoptimized=lambda: OnnxRuntimeRunner(self._run.model_path,
-                                                  optimization_level="disabled"))
+                                                  optimization_level="disabled",
+                                                  intra_op_threads=threads))
 
     def sweep_engine(self, loaded: LoadedModel, engine: BuiltEngine[OrtEngine],
                      batch: int) -> SweepEngine | str:
