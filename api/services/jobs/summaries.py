@@ -38,7 +38,9 @@ __all__ = [
 # The config as stored holds every field; the defaults cover a row written without one.
 BACKEND = func.coalesce(Job.config["backend"].as_string(),
                         JobConfig.model_fields["backend"].default)
-_PRECISION = func.coalesce(Job.config["precision"].as_string(),
+# A search job's precision is its winner's (the recipe it shipped), once it has one.
+_PRECISION = func.coalesce(Job.search_report[("recipe", "precision")].as_string(),
+                           Job.config["precision"].as_string(),
                            JobConfig.model_fields["precision"].default)
 SUMMARY_COLUMNS = (Job.id, Job.model_id, Model.name.label("model_name"),
                    BACKEND.label("backend"), _PRECISION.label("precision"), Job.status,

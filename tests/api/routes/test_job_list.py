@@ -2,6 +2,7 @@
 and gives the headline speed-up, the validation verdict and the run's duration once the job has
 them; filters by backend and by part of the model's name narrow the list, with the others."""
 
+import uuid
 from datetime import timedelta
 from typing import Any
 
@@ -12,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from api.deps import get_job_cache
 from api.services.jobs.documents import JobDocumentCache
+from core.db.models import Job
 from optimizer.testing.models import mlp, model_bytes, small_cnn
 from tests.support.job_rows import finish
 
@@ -64,6 +66,21 @@ def test_a_finished_job_shows_its_engine_speedup_verdict_and_duration(
     document = client.get(f"/v1/jobs/{passed}").json()
     assert {k: document[k] for k in items[passed]} == items[passed]
     assert document["validation"]["passed"] is True
+
+
+def test_a_search_jobs_precision_is_its_winners_once_it_has_one(
+        client: TestClient, db_session: Session) -> None:
+    model = upload(client, "cnn.onnx")
+    job = submit(client, model, search={"time_budget_s": 60})
+    assert listed(client)[job]["precision"] == "fp32"  # searching: the stored config's
+
+    row = db_session.get(Job, uuid.UUID(job))
+    assert row is not None
+    row.search_report = {"winner": "int8-static/all", "recipe": {"precision": "int8"}}
+    db_session.commit()
+
+    assert listed(client)[job]["precision"] == "int8"
+    assert client.get(f"/v1/jobs/{job}").json()["precision"] == "int8"
 
 
 def test_a_page_is_read_in_a_bounded_number_of_queries(
