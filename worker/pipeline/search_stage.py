@@ -105,7 +105,12 @@ def search_configurations(run: JobRun, loaded: LoadedModel, backend_for: Backend
         optimized, engine = validated_engine(candidate_run, backend, loaded, outcome,
                                              _CandidateProgress(progress, candidate.name))
         if optimized.engine_precision is not None:  # int8 judged not worth shipping
-            raise _QuantizedNotShipped(outcome.reports.accuracy().quantization or {})
+            raise _QuantizedNotShipped.fp32_ships(outcome.reports.accuracy().quantization or {})
+        quantized = engine.quantization or {}
+        if quantized.get("shipped") not in (None, str(candidate.precision)):  # TensorRT's fp16
+            raise _QuantizedNotShipped(Outcome.SLOWER, (
+                f"TensorRT's {quantized['shipped']} engine would ship: "
+                f"{quantized.get('why', 'it was faster')}"))
         return candidate_run, backend, engine, outcome.validation, time.monotonic() - started
 
     def evaluate(candidate: Candidate) -> Evaluated:
@@ -171,13 +176,18 @@ def search_configurations(run: JobRun, loaded: LoadedModel, backend_for: Backend
 
 
 class _QuantizedNotShipped(Exception):
-    """An int8 candidate whose quantization step shipped the fp32 model instead."""
+    """A quantized candidate whose own step ships another engine: the fp32 model (out of
+    budget or not faster on ONNX Runtime), or TensorRT's fp16 engine (faster than int8)."""
 
-    def __init__(self, quantization: Mapping[str, Any]) -> None:
+    def __init__(self, outcome: Outcome, reason: str) -> None:
+        super().__init__(reason)
+        self.outcome, self.reason = outcome, reason
+
+    @classmethod
+    def fp32_ships(cls, quantization: Mapping[str, Any]) -> _QuantizedNotShipped:
         within_budget = any(tried.get("passed") for tried in quantization.get("tried") or ())
-        self.outcome = Outcome.SLOWER if within_budget else Outcome.OUT_OF_ACCURACY_BUDGET
-        self.reason = f"the fp32 model would ship: {quantization.get('why', 'int8 did not')}"
-        super().__init__(self.reason)
+        return cls(Outcome.SLOWER if within_budget else Outcome.OUT_OF_ACCURACY_BUDGET,
+                   f"the fp32 model would ship: {quantization.get('why', 'int8 did not')}")
 
 
 _SEARCH_DIR = "search"

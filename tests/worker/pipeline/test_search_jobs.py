@@ -5,8 +5,10 @@ with the recipe that rebuilds it, and the refusals of a search config that asks 
 from __future__ import annotations
 
 import io
+import json
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -192,3 +194,23 @@ def test_a_plain_job_with_a_thread_count_builds_its_engine_with_it(
     assert job["status"] == "succeeded", job["error"]
     manifest = embedded.client.get(f"/v1/jobs/{job['id']}/artifacts/manifest.json").json()
     assert manifest["intra_op_threads"] == 1
+
+
+def test_a_tensorrt_search_races_on_the_gpu_worker_and_int8_losing_to_fp16_says_so(
+        embedded: EmbeddedWorker, fake_tensorrt_control: Path) -> None:
+    # FakeTensorRT (tests/support/fake_tensorrt.py) stands in for TensorRT and the GPU; its
+    # int8 kernels are made to lose, so the int8 candidate's own step ships fp16.
+    fake_tensorrt_control.write_text(json.dumps({"infer_delay_s": {"int8": 0.05}}))
+    model = _convnet(9)
+    model_id = embedded.upload(model_bytes(model), "convnet.onnx")
+    job = embedded.wait(embedded.submit(
+        model_id, backend="tensorrt", quantization={"calibration": _calibration(embedded, model)},
+        search={"precisions": ["int8", "fp16"], "pass_sets": False, "time_budget_s": 120},
+        **FAST))
+
+    assert job["status"] == "succeeded", job["error"]
+    rows = {row["name"]: row for row in job["search_report"]["rows"]}
+    assert rows["int8-static/all"]["outcome"] == "slower"
+    assert rows["int8-static/all"]["reason"].startswith("TensorRT's fp16 engine would ship")
+    assert rows["fp16/all"]["outcome"] == "won" and "latency_ms_p50" in rows["fp16/all"]
+    assert job["engine_report"]["metadata"]["precision"] == "fp16"
