@@ -8,6 +8,7 @@ reference, timed in the same rounds) with the 95% interval, the plain job's fp32
 it, the dry run's estimate against the time the search took, and how the race stopped.
 
     .venv/bin/python -m bench.search [--only resnet50,light_squeezenet] [--time-budget-s 600]
+        [--threads 1,2]
 
 ResNet-50 gets a calibration dataset (generated inputs: a bench, not a product, may calibrate
 on them) so int8 static is a candidate; the others search without one.
@@ -89,9 +90,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", help="comma-separated model names")
     parser.add_argument("--time-budget-s", type=float, default=600)
+    parser.add_argument("--threads", help="search.threads: also try these intra-op thread "
+                        "counts, comma-separated")
     parser.add_argument("--log", type=Path, default=Path("search-run.log"))
     args = parser.parse_args(argv)
     wanted = set(args.only.split(",")) if args.only else None
+    search: dict[str, Any] = {"time_budget_s": args.time_budget_s}
+    if args.threads:
+        search["threads"] = [int(count) for count in args.threads.split(",")]
     port = free_port()
     print("| model | candidates | winner | winner vs ORT default | fp32/all vs ORT default | "
           "search took | race | why it won |")
@@ -103,19 +109,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             wait_healthy(f"{base_url}/healthz", server)
             with FuseForgeClient(base_url) as client:
                 for name, model, shapes in _models(wanted, args.log.with_suffix(".corpus.log")):
-                    print(_search(client, Path(tmp), name, model, shapes, args.time_budget_s),
-                          flush=True)
+                    print(_search(client, Path(tmp), name, model, shapes, search), flush=True)
         finally:
             stop(server)
     return 0
 
 
 def _search(client: FuseForgeClient, tmp: Path, name: str, model: onnx.ModelProto,
-            shapes: Shapes, time_budget_s: float) -> str:
+            shapes: Shapes, search: Mapping[str, Any]) -> str:
     path = tmp / f"{name}.onnx"
     onnx.save(model, path)
     uploaded = client.upload_model(path)
-    fields: dict[str, Any] = {"search": {"time_budget_s": time_budget_s}}
+    fields: dict[str, Any] = {"search": dict(search)}
     if shapes:
         fields["input_shapes"] = shapes
     if name in _CALIBRATED:
