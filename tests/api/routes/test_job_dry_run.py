@@ -59,7 +59,7 @@ def test_a_search_dry_run_answers_the_plan_and_writes_and_queues_nothing(
     assert set(fp16["precisions"].values()) >= {"fp16"}
     estimate = answer["estimate"]
     assert estimate["seconds"] is None and estimate["upper_bound_s"] == 300
-    assert "no finished search or job to go by" in estimate["basis"]
+    assert "no finished search to go by" in estimate["basis"]
 
 
 def test_a_plain_jobs_dry_run_has_its_one_candidate(client: TestClient, broker: redis.Redis
@@ -101,6 +101,23 @@ def test_the_estimate_reads_the_models_finished_jobs_and_searches(
     assert search["upper_bound_s"] == 600 + 40
     # another model of the backend: scaled by size from this one's
     assert other_model["seconds"] is not None and "per byte of model" in other_model["basis"]
+
+
+def test_without_a_plain_job_a_searchs_winner_is_estimated_as_a_candidate(
+        client: TestClient, db_session: Session, broker: redis.Redis) -> None:
+    model_id = _model(client, seed=3)
+    search_job = uuid.UUID(client.post("/v1/jobs", json={
+        "model_id": model_id, "search": {"time_budget_s": 600}}).json()["id"])
+    db_session.add(SearchCandidate(job_id=search_job, name="fp32/all", outcome="timed",
+                                   recipe={}, build_s=5.0))
+    _finished(db_session, search_job, 100)
+
+    answer = _dry_run(client, model_id=model_id, search={"time_budget_s": 600})
+    estimate = answer["estimate"]
+
+    assert estimate["seconds"] == len(answer["plan"]["candidates"]) * 5.0 + 5.0
+    assert "the winner's run at the median of this model's last 1 search candidates" in \
+        estimate["basis"]
 
 
 def test_a_dry_run_refuses_what_a_submit_refuses(client: TestClient, broker: redis.Redis
