@@ -78,11 +78,12 @@ def _row(name: str, job: Mapping[str, Any], estimate: Mapping[str, Any]) -> str:
               for outcome in ("refused", "not_tried", "failed", "out_of_accuracy_budget")}
     judged = len(rows) - counts["refused"] - counts["not_tried"]
     race = report.get("race") or {}
-    planned = estimate.get("seconds") or estimate.get("upper_bound_s")
+    planned = (f"{estimate['seconds']} s" if estimate.get("seconds") is not None
+               else f"none; at most {estimate.get('upper_bound_s')} s")
     return (f"| {name} | {judged} judged, {counts['refused']} refused, {counts['not_tried']} "
             f"not tried, {counts['out_of_accuracy_budget']} out of budget | {report['winner']} | "
             f"{_interval(by_name.get(report['winner']))} | {_interval(by_name.get('fp32/all'))} | "
-            f"{report['elapsed_s']:.0f} s (estimate {planned} s) | {race.get('rounds')} rounds, "
+            f"{report['elapsed_s']:.0f} s (estimate {planned}) | {race.get('rounds')} rounds, "
             f"{race.get('stopped')} | {report['why'][:90]} |")
 
 
