@@ -195,4 +195,9 @@ def test_a_search_job_started_from_the_form_ships_the_winner_of_its_race(
     assert report["winner"] in {row["name"] for row in report["rows"]}
     # The job page reloads itself when the job ends (job_detail.js): wait for the reloaded page.
     expect(page.locator("#search-winner")).to_contain_text(report["winner"], timeout=30_000)
+    rows = page.locator("#search-table tbody tr")
+    expect(rows).to_have_count(len(report["rows"]))
+    raced = sum("latency_ms_p50" in row for row in report["rows"])
+    expect(page.locator("#search svg .point")).to_have_count(raced)
+    assert_accessible(page, "job page with a search's table and chart")
     screenshot(page, "flow-search-job")
