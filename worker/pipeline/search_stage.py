@@ -12,39 +12,38 @@ against the job's original at ONNX Runtime's default level (or TensorRT's refere
 
 from __future__ import annotations
 
-import logging
 import re
 import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import onnx
 
+from core.db.models import JobStatus
 from core.job_config import JobConfig, SearchConfig
 from core.reports import SearchReport
 from optimizer.errors import AccuracyMismatchError, OptimizerError
 from optimizer.registries.precisions import PRECISIONS
 from optimizer.search.candidates import Candidate, CandidatePlan, plan_candidates
-from optimizer.search.decision import CandidateOutcome, Outcome
+from optimizer.search.decision import CandidateOutcome, Outcome, Strategy
 from optimizer.search.driver import Evaluated, Opener, SearchOptions, run_search
 from optimizer.search.model_space import space_for_model
 from optimizer.search.race import RaceOptions
 from optimizer.validation import ValidationReport
 from worker.pipeline.backends.base import JobBackend
 from worker.pipeline.engine_attempts import validated_engine
-from worker.pipeline.progress import JobStopped, StageProgress
+from worker.pipeline.progress import StageProgress
 from worker.pipeline.records.recorder import JobRecorder
 from worker.pipeline.results import BuiltEngine, JobOutcome, JobRun, LoadedModel
 from worker.pipeline.stages import SEARCH, ProgressSpan
 from worker.pipeline.steps.benchmark import benchmark_setup
 
 __all__ = ["SearchStageResult", "search_configurations"]
-
-logger = logging.getLogger(__name__)
 
 BackendFor = Callable[[JobRun, StageProgress], JobBackend[Any]]
 BUILDING = "building"  # a candidate's row while it is built
@@ -93,17 +92,17 @@ def search_configurations(run: JobRun, loaded: LoadedModel, backend_for: Backend
                   + (f"; {len(recorded)} recorded before, resuming" if recorded else ""))
     reference_backend = backend_for(run, progress)
     _, feed = benchmark_setup(run, loaded)
-    built: dict[str, tuple[JobBackend[Any], BuiltEngine[Any]]] = {}
     judged = len(recorded)
 
-    def build(candidate: Candidate) -> tuple[JobRun, JobBackend[Any], BuiltEngine[Any],
+    def build(candidate: Candidate) -> tuple[JobBackend[Any], BuiltEngine[Any],
                                              ValidationReport | None, float]:
         candidate_run = _candidate_run(run, candidate)
-        backend = backend_for(candidate_run, _CandidateProgress(progress, candidate.name))
+        its_progress = _CandidateProgress(progress, candidate.name)
+        backend = backend_for(candidate_run, its_progress)
         outcome = JobOutcome()
         started = time.monotonic()
         optimized, engine = validated_engine(candidate_run, backend, loaded, outcome,
-                                             _CandidateProgress(progress, candidate.name))
+                                             its_progress)
         if optimized.engine_precision is not None:  # int8 judged not worth shipping
             raise _QuantizedNotShipped.fp32_ships(outcome.reports.accuracy().quantization or {})
         quantized = engine.quantization or {}
@@ -111,15 +110,13 @@ def search_configurations(run: JobRun, loaded: LoadedModel, backend_for: Backend
             raise _QuantizedNotShipped(Outcome.SLOWER, (
                 f"TensorRT's {quantized['shipped']} engine would ship: "
                 f"{quantized.get('why', 'it was faster')}"))
-        return candidate_run, backend, engine, outcome.validation, time.monotonic() - started
+        return backend, engine, outcome.validation, time.monotonic() - started
 
     def evaluate(candidate: Candidate) -> Evaluated:
         recorder.record_search_candidate(candidate.name, outcome=BUILDING,
                                          recipe=candidate.overrides())
-        try:
-            candidate_run, backend, engine, validation, build_s = build(candidate)
-        except JobStopped:
-            raise
+        try:  # JobStopped (a cancel) is no OptimizerError: it goes through
+            backend, engine, validation, build_s = build(candidate)
         except _QuantizedNotShipped as err:
             return Evaluated(CandidateOutcome(candidate, err.outcome, reason=err.reason))
         except AccuracyMismatchError as err:
@@ -128,7 +125,6 @@ def search_configurations(run: JobRun, loaded: LoadedModel, backend_for: Backend
         except OptimizerError as err:
             return Evaluated(CandidateOutcome(candidate, Outcome.FAILED,
                                               reason=f"{type(err).__name__}: {err}"))
-        built[candidate.name] = (backend, engine)
         outcome = CandidateOutcome(candidate, Outcome.TIMED, accuracy=_worst(validation),
                                    engine_bytes=_engine_bytes(engine), build_s=build_s)
         return Evaluated(outcome, _opener(backend, engine, feed))
@@ -136,7 +132,7 @@ def search_configurations(run: JobRun, loaded: LoadedModel, backend_for: Backend
     def reopen(candidate: Candidate) -> Opener:
         @contextmanager
         def rebuilt() -> Iterator[Callable[[], object]]:
-            _, backend, engine, _, _ = build(candidate)
+            backend, engine, _, _ = build(candidate)
             with _opener(backend, engine, feed)() as call:
                 yield call
         return rebuilt
@@ -156,7 +152,7 @@ def search_configurations(run: JobRun, loaded: LoadedModel, backend_for: Backend
     result = run_search(
         plan, evaluate=evaluate, reopen=reopen, recorded=recorded, on_finished=finished,
         reference=_reference_opener(reference_backend, loaded, feed, span),
-        stopped=lambda: not recorder.heartbeat(),
+        stopped=lambda: recorder.status() is not JobStatus.RUNNING,
         options=SearchOptions(time_budget_s=search.time_budget_s, race=RaceOptions(
             batch_size=loaded.batch_size, latency_budget_ms=search.latency_budget_ms,
             seed=run.config.validation.seed)))
@@ -220,7 +216,7 @@ def _recorded(recorder: JobRecorder, plan: CandidatePlan) -> dict[str, Candidate
     return recorded
 
 
-def _candidate_dir(run: JobRun, candidate: Candidate) -> Any:
+def _candidate_dir(run: JobRun, candidate: Candidate) -> Path:
     return run.scratch_dir / _SEARCH_DIR / re.sub(r"[^A-Za-z0-9_.-]+", "_", candidate.name)
 
 
@@ -284,8 +280,7 @@ def _recipe(config: JobConfig) -> dict[str, Any]:
     """The winner's job config as a user would pin it: the fields that differ from a default
     job's, so the recipe reads as what was chosen."""
     fields = config.model_dump(mode="json", exclude_defaults=True)
-    fields.update({"precision": str(config.precision), "passes": config.model_dump(
-        mode="json")["passes"]})
+    fields.update({"precision": str(config.precision), "passes": config.passes})
     if PRECISIONS[config.precision].quantizes and config.quantization is not None:
         fields["quantization"] = config.quantization.model_dump(mode="json", exclude_defaults=True)
         fields["quantization"]["mode"] = str(config.quantization.mode)
@@ -297,7 +292,7 @@ def _ordered(rows: list[dict[str, Any]], search: SearchConfig) -> list[dict[str,
     then the rest as the search met them."""
     timed = [r for r in rows if "latency_ms_p50" in r]
     rest = [r for r in rows if "latency_ms_p50" not in r]
-    if search.strategy == "max_throughput":
+    if search.strategy is Strategy.MAX_THROUGHPUT:
         timed.sort(key=lambda r: -float(r["throughput_per_s"]))
     else:
         timed.sort(key=lambda r: float(r["latency_ms_p50"]))

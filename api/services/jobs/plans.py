@@ -117,10 +117,7 @@ def _recent(session: Session, project_id: uuid.UUID, config: JobConfig, model: M
             for model_id, stored, started, finished, size in rows
             if started is not None and finished is not None and stored.get("search") is None
             and stored.get("backend") == str(config.backend)][:_HISTORY]
-    return _typical([(seconds, size) for model_id, seconds, size in runs
-                     if model_id == model.id],
-                    [(seconds, size) for _, seconds, size in runs], model,
-                    "succeeded jobs")
+    return _typical(runs, model, "succeeded jobs")
 
 
 def _recent_candidates(session: Session, project_id: uuid.UUID, config: JobConfig,
@@ -132,16 +129,16 @@ def _recent_candidates(session: Session, project_id: uuid.UUID, config: JobConfi
         .order_by(SearchCandidate.id.desc()).limit(_HISTORY * 5)).all()
     runs = [(model_id, build_s, size) for model_id, stored, build_s, size in rows
             if build_s is not None and stored.get("backend") == str(config.backend)]
-    return _typical([(seconds, size) for model_id, seconds, size in runs
-                     if model_id == model.id],
-                    [(seconds, size) for _, seconds, size in runs], model,
-                    "search candidates")
+    return _typical(runs, model, "search candidates")
 
 
-def _typical(own: list[tuple[float, int]], backend: list[tuple[float, int]], model: Model,
-             what: str) -> _Typical:
+def _typical(runs: list[tuple[uuid.UUID, float, int]], model: Model, what: str) -> _Typical:
+    """The median of `runs` (model, seconds, its model's bytes) of `model`, else of them all
+    per byte of model, scaled to this one."""
+    own = [seconds for model_id, seconds, _ in runs if model_id == model.id]
+    backend = [(seconds, size) for _, seconds, size in runs]
     if own:
-        return _Typical(statistics.median(s for s, _ in own),
+        return _Typical(statistics.median(own),
                         f"the median of this model's last {len(own)} {what}")
     if backend:
         per_byte = statistics.median(s / max(size, 1) for s, size in backend)
