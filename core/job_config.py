@@ -183,6 +183,11 @@ class SearchConfig(BaseModel):
     ort_levels: list[OrtLevel] | None = Field(
         default=None, description="onnxruntime only: also try fp32 at these ONNX Runtime "
         'levels (unset: "all" only)')
+    backends: list[Backend] | None = Field(
+        default=None, description="the backends to try (unset: the job's backend only). The "
+        "job's backend decides which workers run the search, so it must be one of them and "
+        "each other must build on its workers: a tensorrt search (on a GPU worker) can also "
+        "try onnxruntime; an onnxruntime search (on a CPU worker) cannot try tensorrt")
     threads: list[Annotated[int, Field(strict=True, ge=1, le=256)]] | None = Field(
         default=None, description="onnxruntime only: also try each precision with all passes "
         "at these intra-op thread counts (unset: ONNX Runtime's default only); the winner's "
@@ -362,17 +367,30 @@ class JobConfig(BaseModel):
             self.accuracy_budget = _quantized_budget(self)
         return self
 
-    def search_space(self, *, has_calibration: bool) -> SearchSpace:
-        """What this search job may vary (the model narrows it further: model_space.py)."""
+    def searched_backends(self) -> list[Backend]:
+        """The backends a search job tries: its own first (its workers run the search)."""
+        assert self.search is not None, "only a search job searches backends"
+        return list(dict.fromkeys([self.backend, *(self.search.backends or ())]))
+
+    def search_spaces(self, *, has_calibration: bool) -> list[SearchSpace]:
+        """What this search job may vary, one space per backend it tries, its own first (the
+        model narrows each further: model_space.py)."""
         search = self.search
         assert search is not None, "only a search job has a search space"
-        return SearchSpace(
-            backend=self.backend,
-            precisions=tuple(search.precisions) if search.precisions else None,
-            pass_sets=search.pass_sets,
-            ort_levels=tuple(search.ort_levels) if search.ort_levels else None,
-            threads=tuple(search.threads) if search.threads else None,
-            has_calibration=has_calibration, target_gpu=self.target_gpu)
+        spaces = []
+        for backend in self.searched_backends():
+            options = BACKENDS[backend].options
+            spaces.append(SearchSpace(
+                backend=backend,
+                precisions=tuple(search.precisions) if search.precisions else None,
+                pass_sets=search.pass_sets,
+                ort_levels=tuple(search.ort_levels) if search.ort_levels
+                and "ort_optimization_level" in options else None,
+                threads=tuple(search.threads) if search.threads
+                and "ort_intra_op_threads" in options else None,
+                has_calibration=has_calibration,
+                target_gpu=self.target_gpu if "target_gpu" in options else None))
+        return spaces
 
     def candidate_config(self, overrides: dict[str, Any]) -> "JobConfig":
         """The one-configuration job a search candidate is: this search job's fields with the
@@ -386,6 +404,7 @@ class JobConfig(BaseModel):
         fields = self.model_dump(mode="json", exclude={"search", "ort_optimization_level"})
         quantization = {**(fields.pop("quantization") or {}), **overrides.get("quantization", {})}
         fields.update({k: v for k, v in overrides.items() if k != "quantization"})
+        _drop_other_backends_options(fields, Backend(fields["backend"]))
         precision = PRECISIONS[Precision(fields["precision"])]
         if quantization.get("mode") == QuantizationMode.DYNAMIC:
             quantization.pop("calibration", None)  # scales at run time: none to read
@@ -403,6 +422,22 @@ class JobConfig(BaseModel):
         if not self.profiles:
             return None
         return {name: profile.model_dump() for name, profile in self.profiles.items()}
+
+
+def _drop_other_backends_options(fields: dict[str, Any], backend: Backend) -> None:
+    """A search candidate on another backend than the job's keeps only the options its own
+    backend takes; a TensorRT job's profiles become the ONNX Runtime candidate's shapes at
+    their opt, the shape the search validates and times at."""
+    options = BACKENDS[backend].options
+    profiles = fields.get("profiles") if "profiles" not in options else None
+    if profiles:
+        shapes = dict(fields.get("input_shapes") or {})
+        for name, profile in profiles.items():
+            shapes.setdefault(name, profile["opt"])
+        fields["input_shapes"] = shapes
+    for option in _BACKEND_OPTIONS:
+        if option not in options:
+            fields.pop(option, None)
 
 
 def _cross_field_problem(config: JobConfig) -> str | None:
@@ -441,7 +476,6 @@ _SEARCHED_FIELDS = {"precision": (REFERENCE_PRECISION, "search.precisions"),
 
 def _search_problem(config: JobConfig, search: SearchConfig) -> str | None:
     """The rules of a search job; each candidate's own config is checked when it is made."""
-    spec = BACKENDS[config.backend]
     for name, (default, instead) in _SEARCHED_FIELDS.items():
         if getattr(config, name) not in (None, default):
             return (f"{name}: a search job tries this itself ({instead}); drop {name}, or "
@@ -450,19 +484,34 @@ def _search_problem(config: JobConfig, search: SearchConfig) -> str | None:
                                                                    is not None):
         return ("search.latency_budget_ms: set it with strategy 'min_latency_under_budget', "
                 "and only then")
+    backends = config.searched_backends()
+    problem = _searched_backends_problem(config, search)
+    if problem is not None:
+        return problem
+    options = {option for backend in backends for option in BACKENDS[backend].options}
     for field, option in (("ort_levels", "ort_optimization_level"),
                           ("threads", "ort_intra_op_threads")):
-        if getattr(search, field) is not None and option not in spec.options:
+        if getattr(search, field) is not None and option not in options:
             return f"search.{field}: applies to backend {_names(backends_for(option))} only"
+    for option in _BACKEND_OPTIONS:
+        if getattr(config, option) is not None and option not in options:
+            allowed = _names(backends_for(option))
+            return (f"{option}: applies to backend {allowed} only, and this search tries "
+                    f"{_names(tuple(backends))}. Drop {option} or add {allowed} to "
+                    "search.backends.")
     if search.threads is not None and config.ort_intra_op_threads is not None:
         return ("ort_intra_op_threads: a search with search.threads tries thread counts "
                 "itself; drop one of them")
-    unsupported = [str(p) for p in search.precisions or () if p not in spec.precisions]
+    built = [p for backend in backends for p in BACKENDS[backend].precisions]
+    unsupported = [str(p) for p in search.precisions or () if p not in built]
     if unsupported:
-        return (f"search.precisions: backend '{config.backend}' does not build "
-                f"{', '.join(unsupported)}; it builds {', '.join(spec.precisions)}")
+        which = (f"backend {_names(tuple(backends))} does not" if len(backends) == 1
+                 else f"none of backends {', '.join(map(repr, map(str, backends)))}")
+        return (f"search.precisions: {which} build {', '.join(unsupported)}; "
+                f"{'it builds' if len(backends) == 1 else 'they build'} "
+                f"{', '.join(dict.fromkeys(built))}")
     if config.precision_search and not any(p in reduced_precisions()
-                                           for p in search.precisions or spec.precisions):
+                                           for p in search.precisions or built):
         return "precision_search: the search tries no fp16/bf16 candidate for it to apply to"
     quantization = config.quantization
     if quantization is None:
@@ -473,6 +522,30 @@ def _search_problem(config: JobConfig, search: SearchConfig) -> str | None:
     if quantization.calibration is not None and quantization.calibration == config.dataset_id:
         return (f"quantization.calibration: dataset {quantization.calibration} is also the "
                 "job's dataset_id; the same samples cannot calibrate the model and judge it")
+    return None
+
+
+def _searched_backends_problem(config: JobConfig, search: SearchConfig) -> str | None:
+    """search.backends must hold the job's backend (its workers run the search), each once,
+    and only backends those workers can build as well."""
+    if search.backends is None:
+        return None
+    if len(set(search.backends)) != len(search.backends):
+        return "search.backends: name each backend once"
+    spec = BACKENDS[config.backend]
+    others = [BACKENDS[b] for b in search.backends if b != config.backend]
+    cannot = [other for other in others
+              if other.host_check is not None and other.host_check != spec.host_check]
+    if cannot:
+        other = cannot[0]
+        return (f"search.backends: {str(other.name)!r} needs {other.host_needs}, which the workers "
+                f"of backend {str(config.backend)!r} (which run this search) may lack; set backend "
+                f"to {str(other.name)!r} so the search runs on a worker that builds every backend "
+                "it tries")
+    if config.backend not in search.backends:
+        return (f"search.backends: the job's backend {str(config.backend)!r} must be one of them "
+                f"(its workers run the search); add it, or set backend to one of "
+                f"{_names(tuple(search.backends))}")
     return None
 
 

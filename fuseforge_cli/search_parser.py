@@ -9,6 +9,7 @@ import typing
 from collections.abc import Iterable
 
 from fuseforge_cli.deferred_choices import CommaSeparated, DeferredChoices
+from optimizer.registries.backends import BACKENDS
 from optimizer.registries.precisions import PRECISIONS
 
 __all__ = ["SEARCH_OPTIONS", "add_search_options"]
@@ -18,7 +19,7 @@ __all__ = ["SEARCH_OPTIONS", "add_search_options"]
 SEARCH_OPTIONS = {"strategy": "--strategy", "latency_budget_ms": "--latency-budget-ms",
                   "time_budget_s": "--time-budget-s", "precisions": "--search-precisions",
                   "pass_sets": "--no-pass-sets", "ort_levels": "--ort-levels",
-                  "threads": "--search-threads"}
+                  "threads": "--search-threads", "backends": "--search-backends"}
 
 
 _SEARCH_HELP = """\
@@ -83,3 +84,8 @@ def add_search_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--search-threads", dest="search_threads", type=_thread_counts,
                        metavar="N,...", help="backend onnxruntime: also try each precision "
                        "at these intra-op thread counts (unset: ONNX Runtime's default only)")
+    group.add_argument("--search-backends", dest="search_backends", action=CommaSeparated,
+                       allowed=list(BACKENDS), metavar="B,B,...",
+                       help=f"the backends to race, of {', '.join(BACKENDS)}, the job's "
+                       "--backend among them (it decides the workers, which must build every "
+                       "one: a tensorrt search may add onnxruntime; unset: --backend only)")

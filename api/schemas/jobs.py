@@ -137,8 +137,8 @@ class JobSummary(BaseModel):
     id: uuid.UUID
     model_id: uuid.UUID
     model_name: str  # the uploaded model's name
-    backend: Backend  # config.backend
-    precision: Precision  # config.precision
+    backend: Backend  # config.backend; a search job's, its winner's once it has one
+    precision: Precision  # config.precision; a search job's, its winner's once it has one
     status: JobStatus
     stage: str | None
     progress: float

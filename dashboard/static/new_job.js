@@ -120,6 +120,10 @@
     for (const box of form.querySelectorAll("[data-search-limit]")) {
       if (box.checked) search[box.dataset.searchLimit] = JSON.parse(box.dataset.values);
     }
+    // Other backends to race, offered only where the chosen backend's workers build them.
+    const others = [...form.querySelectorAll('input[name="search.backends"]')]
+      .filter((box) => box.checked && !box.closest("[hidden]")).map((box) => box.value);
+    if (others.length) search.backends = [backend(), ...others];
     return search;
   }
 

@@ -13,7 +13,7 @@ budget has already measured the likely winners.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -23,7 +23,7 @@ from optimizer.registries.precisions import PRECISIONS, REFERENCE_PRECISION, Pre
 from optimizer.registries.quantization import QuantizationMode
 
 __all__ = ["ALL_PASSES", "NO_PASSES", "Candidate", "CandidatePlan", "Refusal", "SearchSpace",
-           "plan_candidates"]
+           "plan_candidates", "plan_search"]
 
 ALL_PASSES, NO_PASSES = "all", "none"
 
@@ -47,9 +47,11 @@ class Candidate:
     quantization_mode: QuantizationMode | None = None
     ort_level: str | None = None
     threads: int | None = None  # ONNX Runtime's intra-op threads; None: its default
+    backend: Backend | None = None  # set in a search of several backends; None: the job's
 
     def overrides(self) -> dict[str, Any]:
-        recipe: dict[str, Any] = {
+        recipe: dict[str, Any] = {} if self.backend is None else {"backend": str(self.backend)}
+        recipe |= {
             "precision": str(self.precision),
             "passes": self.passes if isinstance(self.passes, str) else list(self.passes)}
         if self.quantization_mode is not None:
@@ -99,6 +101,23 @@ class CandidatePlan:
     def to_dict(self) -> dict[str, Any]:
         return {"candidates": [{"name": c.name, "recipe": c.overrides()} for c in self.candidates],
                 "refused": [r.to_dict() for r in self.refused]}
+
+
+def plan_search(spaces: Sequence[SearchSpace]) -> CandidatePlan:
+    """The candidates of a search over one backend or several, each backend's in the order of
+    `spaces` (the job's own first: its workers run the search). With several, each candidate
+    and refusal is named after its backend ("onnxruntime:int8-dynamic/all") and its recipe
+    sets the backend."""
+    if len(spaces) == 1:
+        return plan_candidates(spaces[0])
+    candidates: list[Candidate] = []
+    refused: list[Refusal] = []
+    for space in spaces:
+        plan = plan_candidates(space)
+        candidates.extend(replace(c, name=f"{space.backend}:{c.name}", backend=space.backend)
+                          for c in plan.candidates)
+        refused.extend(Refusal(f"{space.backend}:{r.name}", r.reason) for r in plan.refused)
+    return CandidatePlan(tuple(candidates), tuple(refused))
 
 
 def plan_candidates(space: SearchSpace) -> CandidatePlan:

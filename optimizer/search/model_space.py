@@ -7,6 +7,7 @@ which refused, with the reasons, for a plan shown before any candidate is built.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 import onnx
@@ -17,7 +18,7 @@ from optimizer.passes import DEFAULT_PASSES
 from optimizer.quantization.quantize import DYNAMIC_OP_TYPES
 from optimizer.search.candidates import SearchSpace
 
-__all__ = ["firing_families", "has_matrix_products", "space_for_model"]
+__all__ = ["firing_families", "has_matrix_products", "space_for_model", "spaces_for_model"]
 
 
 def firing_families(report: FusionReport) -> tuple[str, ...]:
@@ -41,3 +42,13 @@ def space_for_model(model: onnx.ModelProto, space: SearchSpace) -> tuple[SearchS
     narrowed = replace(space, firing_passes=firing_families(report),
                        has_matrix_products=has_matrix_products(model))
     return narrowed, report
+
+
+def spaces_for_model(model: onnx.ModelProto, spaces: Sequence[SearchSpace]
+                     ) -> list[tuple[SearchSpace, FusionReport]]:
+    """space_for_model() of each backend's space (each backend fuses the model its own way).
+
+    Raises:
+        PassError: a pass cannot run on the model.
+    """
+    return [space_for_model(model, space) for space in spaces]

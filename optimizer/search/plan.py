@@ -9,7 +9,7 @@ structure (LayerNorm written out in primitive ops), which only the built candida
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import onnx
@@ -20,34 +20,45 @@ from optimizer.precision.keep_list import DEFAULT_KEEP
 from optimizer.quantization.quantize import DYNAMIC_OP_TYPES, static_op_types
 from optimizer.registries.precisions import PRECISIONS
 from optimizer.registries.quantization import QuantizationMode
-from optimizer.search.candidates import Candidate, SearchSpace, plan_candidates
-from optimizer.search.model_space import space_for_model
+from optimizer.search.candidates import Candidate, SearchSpace, plan_search
+from optimizer.search.model_space import spaces_for_model
 
 __all__ = ["job_plan", "node_class_precisions", "search_plan"]
 
 _REFUSALS_SHOWN = 10  # per rule: the first ones, and how many there were
 
 
-def search_plan(model: onnx.ModelProto, space: SearchSpace) -> dict[str, Any]:
-    """The plan of a search of `model` over `space` (JSON-ready).
+def search_plan(model: onnx.ModelProto, spaces: Sequence[SearchSpace]) -> dict[str, Any]:
+    """The plan of a search of `model` over `spaces` (one per backend, the job's first; the
+    rules shown are its backend's), JSON-ready.
 
     Raises:
         PassError: a pass cannot run on the model.
     """
-    narrowed, report = space_for_model(model, space)
-    plan = plan_candidates(narrowed)
-    ops_quantized = report.ops_after
-    if any(PRECISIONS[c.precision].quantizes for c in plan.candidates):
-        # int8 candidates are fused without the passes that would hide ops from the quantizer.
-        _, quantized = optimize_model(model, OptimizeOptions(backend=str(space.backend),
-                                                             for_quantization=True))
-        ops_quantized = quantized.ops_after
+    narrowed = spaces_for_model(model, spaces)
+    plan = plan_search([space for space, _ in narrowed])
+    ops_by_backend = {space.backend: _op_counts(model, space, report, plan.candidates)
+                      for space, report in narrowed}
+    default_backend = spaces[0].backend
     return {
-        **_fusion_summary(report),
-        "candidates": [_candidate_entry(c, ops_quantized if PRECISIONS[c.precision].quantizes
-                                        else report.ops_after) for c in plan.candidates],
+        **_fusion_summary(narrowed[0][1]),
+        "candidates": [_candidate_entry(c, ops_by_backend[c.backend or default_backend][
+            PRECISIONS[c.precision].quantizes]) for c in plan.candidates],
         "refused": [r.to_dict() for r in plan.refused],
     }
+
+
+def _op_counts(model: onnx.ModelProto, space: SearchSpace, report: FusionReport,
+               candidates: Sequence[Candidate]) -> dict[bool, Mapping[str, int]]:
+    """The fused model's op counts on `space`'s backend: [False] as fused for float, [True] as
+    fused for quantization (without the passes that would hide ops from the quantizer)."""
+    counts: dict[bool, Mapping[str, int]] = {False: report.ops_after, True: report.ops_after}
+    if any(PRECISIONS[c.precision].quantizes and (c.backend or space.backend) == space.backend
+           for c in candidates):
+        _, quantized = optimize_model(model, OptimizeOptions(backend=str(space.backend),
+                                                             for_quantization=True))
+        counts[True] = quantized.ops_after
+    return counts
 
 
 def job_plan(model: onnx.ModelProto, candidate: Candidate, backend: str) -> dict[str, Any]:

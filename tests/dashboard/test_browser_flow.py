@@ -201,3 +201,32 @@ def test_a_search_job_started_from_the_form_ships_the_winner_of_its_race(
     expect(page.locator("#search svg .point")).to_have_count(raced)
     assert_accessible(page, "job page with a search's table and chart")
     screenshot(page, "flow-search-job")
+
+
+def test_a_tensorrt_search_from_the_form_may_also_race_onnxruntime(
+        open_page: OpenPage, fresh_project: Project) -> None:
+    from optimizer.testing.models import model_bytes
+    from optimizer.testing.quantization_models import conv_stack
+
+    model = conv_stack(seed=44, channels=8, size=8, blocks=1)
+    uploaded = fresh_project.api.post("/v1/models", files={"file": ("gpu-search.onnx",
+                                                                    model_bytes(model))})
+    assert uploaded.status_code in (200, 201), uploaded.text
+    page = open_page(fresh_project, f"/ui/models/{uploaded.json()['id']}/new-job")
+
+    form = page.locator("form#new-job")
+    form.locator("input[name=search]").check()
+    also = form.locator("input[name='search.backends'][value=onnxruntime]")
+    expect(also).to_be_hidden()  # an onnxruntime search runs on CPU workers: no GPU backend
+    form.locator("select[name=backend]").select_option("tensorrt")
+    expect(also).to_be_visible()
+    also.check()
+    assert_accessible(page, "new-job form, a tensorrt search that also tries onnxruntime")
+    form.get_by_role("button", name="Start job").click()
+    page.wait_for_url(re.compile(rf"/ui/jobs/{UUID}$"), timeout=30_000)
+    job_id = page.url.rsplit("/", 1)[1]
+
+    config = fresh_project.job(job_id)["config"]
+    assert config["backend"] == "tensorrt"
+    assert config["search"]["backends"] == ["tensorrt", "onnxruntime"]
+    fresh_project.api.post(f"/v1/jobs/{job_id}/cancel")  # no GPU worker need build it

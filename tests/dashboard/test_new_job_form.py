@@ -359,3 +359,20 @@ def test_new_job_form_of_an_unknown_model_is_404(signed_in_site: TestClient) -> 
     response = signed_in_site.get(f"/ui/models/{uuid.uuid4()}/new-job")
     assert response.status_code == 404
     assert "ModelNotFound" in response.text
+
+
+def test_a_gpu_search_may_also_race_onnxruntime_and_run_again_keeps_that(
+        signed_in_site: TestClient, headers: dict[str, str], tokens: dict[str, Any]) -> None:
+    form = _form(signed_in_site, tokens["id"])
+    also = _control(form, "search.backends")
+    wrapper = form.by_id("job-search").one(data_backend_only="tensorrt")
+    assert also.attrs["value"] == "onnxruntime" and "checked" not in also.attrs
+    assert "hidden" in wrapper.attrs  # the default backend, onnxruntime, runs on CPU workers
+    labelled = {label.attrs["for"]: label.text for label in form.find_all("label")}
+    assert labelled[also.attrs["id"]] == "Also try ONNX Runtime on the same worker"
+
+    job = start_job(signed_in_site, headers, tokens["id"], backend="tensorrt",
+                    search={"backends": ["tensorrt", "onnxruntime"], "time_budget_s": 60})
+    again = _form(signed_in_site, tokens["id"], from_job=job["id"])
+    assert "checked" in _control(again, "search.backends").attrs
+    assert "hidden" not in again.by_id("job-search").one(data_backend_only="tensorrt").attrs

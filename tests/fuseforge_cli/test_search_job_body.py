@@ -22,11 +22,13 @@ def test_search_options_become_the_search_object_and_only_the_given_fields() -> 
     assert _body("--search") == {"search": {}}
     assert _body("--search", "--strategy", "min_latency_under_budget", "--latency-budget-ms",
                  "2.5", "--time-budget-s", "60", "--search-precisions", "fp32,int8",
-                 "--no-pass-sets", "--ort-levels", "basic", "--search-threads", "1,2") == {
+                 "--no-pass-sets", "--ort-levels", "basic", "--search-threads", "1,2",
+                 "--search-backends", "tensorrt,onnxruntime") == {
                      "search": {
                      "strategy": "min_latency_under_budget", "latency_budget_ms": 2.5,
                      "time_budget_s": 60.0, "precisions": ["fp32", "int8"], "pass_sets": False,
-                     "ort_levels": ["basic"], "threads": [1, 2]}}
+                     "ort_levels": ["basic"], "threads": [1, 2],
+                     "backends": ["tensorrt", "onnxruntime"]}}
     assert "search" not in _body("--precision", "fp16")
 
 

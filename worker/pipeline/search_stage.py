@@ -29,10 +29,10 @@ from core.job_config import JobConfig, SearchConfig
 from core.reports import SearchReport
 from optimizer.errors import AccuracyMismatchError, OptimizerError
 from optimizer.registries.precisions import PRECISIONS
-from optimizer.search.candidates import Candidate, CandidatePlan, plan_candidates
+from optimizer.search.candidates import Candidate, CandidatePlan, plan_search
 from optimizer.search.decision import CandidateOutcome, Outcome, Strategy
 from optimizer.search.driver import Evaluated, Opener, SearchOptions, run_search
-from optimizer.search.model_space import space_for_model
+from optimizer.search.model_space import spaces_for_model
 from optimizer.search.race import RaceOptions
 from optimizer.validation import ValidationReport
 from worker.pipeline.backends.base import JobBackend
@@ -190,9 +190,9 @@ _SEARCH_DIR = "search"
 
 
 def _plan(run: JobRun, loaded: LoadedModel) -> CandidatePlan:
-    space = run.config.search_space(has_calibration=loaded.calibration is not None)
-    narrowed, _ = space_for_model(onnx.load(loaded.fusion_source), space)
-    return plan_candidates(narrowed)
+    spaces = run.config.search_spaces(has_calibration=loaded.calibration is not None)
+    narrowed = spaces_for_model(onnx.load(loaded.fusion_source), spaces)
+    return plan_search([space for space, _ in narrowed])
 
 
 def _recorded(recorder: JobRecorder, plan: CandidatePlan) -> dict[str, CandidateOutcome]:
@@ -280,7 +280,8 @@ def _recipe(config: JobConfig) -> dict[str, Any]:
     """The winner's job config as a user would pin it: the fields that differ from a default
     job's, so the recipe reads as what was chosen."""
     fields = config.model_dump(mode="json", exclude_defaults=True)
-    fields.update({"precision": str(config.precision), "passes": config.passes})
+    fields.update({"backend": str(config.backend), "precision": str(config.precision),
+                   "passes": config.passes})
     if PRECISIONS[config.precision].quantizes and config.quantization is not None:
         fields["quantization"] = config.quantization.model_dump(mode="json", exclude_defaults=True)
         fields["quantization"]["mode"] = str(config.quantization.mode)

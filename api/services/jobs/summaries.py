@@ -36,9 +36,10 @@ __all__ = [
 ]
 
 # The config as stored holds every field; the defaults cover a row written without one.
-BACKEND = func.coalesce(Job.config["backend"].as_string(),
+# A search job's backend and precision are its winner's (the recipe it shipped), once it has one.
+BACKEND = func.coalesce(Job.search_report[("recipe", "backend")].as_string(),
+                        Job.config["backend"].as_string(),
                         JobConfig.model_fields["backend"].default)
-# A search job's precision is its winner's (the recipe it shipped), once it has one.
 _PRECISION = func.coalesce(Job.search_report[("recipe", "precision")].as_string(),
                            Job.config["precision"].as_string(),
                            JobConfig.model_fields["precision"].default)

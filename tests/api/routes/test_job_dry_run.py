@@ -62,6 +62,24 @@ def test_a_search_dry_run_answers_the_plan_and_writes_and_queues_nothing(
     assert "no finished search to go by" in estimate["basis"]
 
 
+def test_a_dry_run_of_a_search_over_two_backends_plans_each_backends_candidates(
+        client: TestClient, broker: redis.Redis) -> None:
+    plan = _dry_run(client, model_id=_model(client), backend="tensorrt", search={
+        "backends": ["tensorrt", "onnxruntime"], "precisions": ["bf16", "int8"]})["plan"]
+
+    names = [c["name"] for c in plan["candidates"]]
+    assert names == ["tensorrt:int8-dynamic/all", "tensorrt:bf16/all",
+                     "onnxruntime:int8-dynamic/all"]
+    refused = {r["name"]: r["reason"] for r in plan["refused"]}
+    assert "bf16 kernels" in refused["onnxruntime:bf16"]
+    assert "calibration" in refused["tensorrt:int8-static"]
+    recipes = {c["name"]: c["recipe"] for c in plan["candidates"]}
+    assert recipes["onnxruntime:int8-dynamic/all"]["backend"] == "onnxruntime"
+    assert recipes["tensorrt:bf16/all"]["backend"] == "tensorrt"
+    bf16 = next(c for c in plan["candidates"] if c["name"] == "tensorrt:bf16/all")
+    assert "bf16" in set(bf16["precisions"].values())
+
+
 def test_a_plain_jobs_dry_run_has_its_one_candidate(client: TestClient, broker: redis.Redis
                                                      ) -> None:
     plan = _dry_run(client, model_id=_model(client), passes="none")["plan"]

@@ -5,7 +5,7 @@ from optimizer.passes import DEFAULT_PASSES
 from optimizer.registries.backends import Backend
 from optimizer.registries.precisions import Precision
 from optimizer.registries.quantization import QuantizationMode
-from optimizer.search.candidates import SearchSpace, plan_candidates
+from optimizer.search.candidates import SearchSpace, plan_candidates, plan_search
 
 
 def _names(space: SearchSpace) -> list[str]:
@@ -78,3 +78,22 @@ def test_thread_counts_asked_vary_each_precision_with_all_passes_only() -> None:
     one = next(c for c in plan.candidates if c.name == "fp32/all@1t")
     assert one.overrides()["ort_intra_op_threads"] == 1
     assert "ort_intra_op_threads" not in plan.candidates[0].overrides()
+
+
+def test_a_search_of_two_backends_names_each_candidate_after_its_backend() -> None:
+    plan = plan_search([SearchSpace(Backend.TENSORRT, precisions=(Precision.FP16, Precision.BF16),
+                                    pass_sets=False),
+                        SearchSpace(Backend.ONNXRUNTIME, precisions=(Precision.FP16,
+                                    Precision.BF16), pass_sets=False)])
+    # the job's own backend (first) is tried first; a precision one backend lacks is refused
+    # for that backend only
+    assert [c.name for c in plan.candidates] == [
+        "tensorrt:fp16/all", "tensorrt:bf16/all", "onnxruntime:fp16/all"]
+    assert "bf16 kernels" in {r.name: r.reason for r in plan.refused}["onnxruntime:bf16"]
+    assert plan.candidates[2].overrides() == {"backend": "onnxruntime", "precision": "fp16",
+                                              "passes": "all", "ort_optimization_level": "all"}
+    # one backend: names and recipes as before, no backend in them
+    alone = plan_search([SearchSpace(Backend.ONNXRUNTIME, precisions=(Precision.FP32,),
+                                     pass_sets=False)])
+    assert [(c.name, "backend" in c.overrides()) for c in alone.candidates] == [
+        ("fp32/all", False)]

@@ -9,7 +9,7 @@ from optimizer.testing.models import small_cnn
 
 
 def test_a_cnns_plan_names_the_fired_rules_and_each_candidates_precisions() -> None:
-    plan = search_plan(small_cnn(seed=2, batch=1), SearchSpace(Backend.ONNXRUNTIME))
+    plan = search_plan(small_cnn(seed=2, batch=1), [SearchSpace(Backend.ONNXRUNTIME)])
     fired = {rule["pass"] for rule in plan["rules"] if rule["applied"]}
     assert "fold_batch_norm" in fired
     assert plan["nodes_after"] < plan["nodes_before"]

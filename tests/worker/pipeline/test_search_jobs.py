@@ -214,3 +214,29 @@ def test_a_tensorrt_search_races_on_the_gpu_worker_and_int8_losing_to_fp16_says_
     assert rows["int8-static/all"]["reason"].startswith("TensorRT's fp16 engine would ship")
     assert rows["fp16/all"]["outcome"] == "won" and "latency_ms_p50" in rows["fp16/all"]
     assert job["engine_report"]["metadata"]["precision"] == "fp16"
+
+
+def test_a_tensorrt_search_that_also_tries_onnxruntime_ships_the_cpu_engine_when_it_wins(
+        embedded: EmbeddedWorker, fake_tensorrt_control: Path) -> None:
+    # FakeTensorRT's engines are made slow, so ONNX Runtime's (timed on the same worker) win.
+    fake_tensorrt_control.write_text(json.dumps({"infer_delay_s": {"fp16": 0.02, "fp32": 0.02}}))
+    model_id = embedded.upload(model_bytes(_convnet(10)), "convnet.onnx")
+    job = embedded.wait(embedded.submit(
+        model_id, backend="tensorrt", search={
+            "backends": ["tensorrt", "onnxruntime"], "precisions": ["fp16", "fp32"],
+            "pass_sets": False, "time_budget_s": 120}, **FAST))
+
+    assert job["status"] == "succeeded", job["error"]
+    report = job["search_report"]
+    rows = {row["name"]: row for row in report["rows"]}
+    assert set(rows) == {"tensorrt:fp16/all", "tensorrt:fp32/all", "onnxruntime:fp32/all",
+                         "onnxruntime:fp16/all"}
+    assert report["winner"].startswith("onnxruntime:"), report
+    for name in ("tensorrt:fp16/all", "tensorrt:fp32/all"):
+        assert rows[name]["outcome"] == "slower" and "beyond its interval" in rows[name]["reason"]
+    assert report["recipe"]["backend"] == "onnxruntime" and "profiles" not in report["recipe"]
+    manifest = embedded.client.get(f"/v1/jobs/{job['id']}/artifacts/manifest.json").json()
+    assert manifest["backend"] == "onnxruntime"
+    # the jobs list shows the engine it shipped
+    listed = embedded.client.get("/v1/jobs", params={"model_id": model_id}).json()
+    assert [item["backend"] for item in listed["items"]] == ["onnxruntime"]
