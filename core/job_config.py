@@ -164,8 +164,10 @@ class SearchConfig(BaseModel):
     strategy: Strategy = Field(
         default=Strategy.MIN_LATENCY,
         description='"min_latency": the lowest p50; "max_throughput": the most inferences a '
-        'second at the job\'s batch; "min_latency_under_budget": the lowest p50 of those whose '
-        "p99 stays within latency_budget_ms")
+        "second the worker serves at the job's batch, each onnxruntime candidate running as "
+        "many requests at once as the cores hold at its threads (and one thread is tried too, "
+        'unless threads says otherwise); "min_latency_under_budget": the lowest p50 of those '
+        "whose p99 stays within latency_budget_ms")
     latency_budget_ms: float | None = Field(
         default=None, gt=0, description='strategy "min_latency_under_budget" only: the p99 '
         "a candidate must stay within")
@@ -386,8 +388,8 @@ class JobConfig(BaseModel):
                 pass_sets=search.pass_sets,
                 ort_levels=tuple(search.ort_levels) if search.ort_levels
                 and "ort_optimization_level" in options else None,
-                threads=tuple(search.threads) if search.threads
-                and "ort_intra_op_threads" in options else None,
+                threads=_searched_threads(search) if "ort_intra_op_threads" in options
+                else None,
                 has_calibration=has_calibration,
                 target_gpu=self.target_gpu if "target_gpu" in options else None))
         return spaces
@@ -422,6 +424,14 @@ class JobConfig(BaseModel):
         if not self.profiles:
             return None
         return {name: profile.model_dump() for name, profile in self.profiles.items()}
+
+
+def _searched_threads(search: SearchConfig) -> tuple[int, ...] | None:
+    """The thread counts a search tries; a throughput search that names none also tries one
+    thread (a request per core at once, optimizer/search/streams.py), often the most served."""
+    if search.threads:
+        return tuple(search.threads)
+    return (1,) if search.strategy is Strategy.MAX_THROUGHPUT else None
 
 
 def _drop_other_backends_options(fields: dict[str, Any], backend: Backend) -> None:

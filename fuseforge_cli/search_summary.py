@@ -23,7 +23,8 @@ def search_lines(job: Job) -> list[str]:
     winner, why = report.get("winner"), report.get("why")
     lines = [f"search ({report.get('strategy')}): {winner} won: {why}" if winner
              else f"search ({report.get('strategy')}): no winner: {why}", _effort(report)]
-    lines += _table(report.get("rows") or [])
+    lines += _table(report.get("rows") or [],
+                    throughput=report.get("strategy") == "max_throughput")
     recipe = report.get("recipe")
     if recipe:  # last, on one line, so `| tail -1 > recipe.json` saves it
         lines += ["search: the winner's recipe, the job config that builds just it; save the "
@@ -51,20 +52,27 @@ def _effort(report: Mapping[str, Any]) -> str:
             f"of a {_number(report.get('time_budget_s'), '.0f')} s budget{raced}{again}")
 
 
-def _table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    cells = [_HEADER, *[_cells(row) for row in rows]]
-    widths = [max(len(line[i]) for line in cells) for i in range(len(_HEADER) - 1)]
+def _table(rows: Sequence[Mapping[str, Any]], *, throughput: bool) -> list[str]:
+    """A line per candidate; a throughput search's also says how many it served a second
+    (and how many requests at once, where more than one)."""
+    header = _HEADER if not throughput else (*_HEADER[:3], "served/s", *_HEADER[3:])
+    cells = [header, *[_cells(row, throughput) for row in rows]]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(header) - 1)]
     return ["  " + "  ".join([*(cell.ljust(w) for cell, w in zip(line, widths, strict=False)),
                               line[-1]]).rstrip() for line in cells]
 
 
-def _cells(row: Mapping[str, Any]) -> tuple[str, ...]:
+def _cells(row: Mapping[str, Any], throughput: bool) -> tuple[str, ...]:
     p50, interval = row.get("latency_ms_p50"), row.get("latency_ms_p50_ci")
     timing = "-" if p50 is None else _ms(p50) + (
         f" [{_ms(interval[0])}-{_ms(interval[1])}]" if interval else "")
     speedup = row.get("speedup")
     cosine = (row.get("accuracy") or {}).get("cosine")
-    return (str(row.get("name")), str(row.get("outcome")), timing,
+    served = row.get("throughput_per_s")
+    at_once = f" ({row['requests']} at once)" if (row.get("requests") or 1) > 1 else ""
+    rate = ("-" if served is None else f"{served:#.4g}".rstrip(".") + at_once,) \
+        if throughput else ()
+    return (str(row.get("name")), str(row.get("outcome")), timing, *rate,
             "-" if speedup is None else f"{speedup:.3f}x",
             "-" if cosine is None else f"{cosine:.5f}", _shortened(row.get("reason")))
 

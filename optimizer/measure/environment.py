@@ -32,6 +32,7 @@ __all__ = [
     "capture_environment",
     "environment_differences",
     "environment_key",
+    "host_cores",
 ]
 
 # Left out of the key: the worker names one process (its successor on the same machine measures
@@ -51,7 +52,7 @@ def capture_environment(*, threads: int | None, worker: str | None,
     """This machine and process as a benchmark saw it. `threads`: the intra-op threads the
     benchmark ran with (None: the runtime's default, one per physical core); `worker`: the worker's id
     ("host:pid"); `memory_bandwidth_gb_s`: optimizer/measure/memory_bandwidth.py's figure, if measured."""
-    cores = _cpu_cores()
+    cores = host_cores()
     return {
         "cpu": _cpu_model(),
         "cpu_cores": cores,
@@ -104,7 +105,7 @@ def _cpu_model() -> str | None:
     return platform.processor() or platform.machine() or None
 
 
-def _cpu_cores() -> int:
+def host_cores() -> int:
     """The cores this process may run on (its affinity, which containers and taskset narrow)."""
     try:
         return len(os.sched_getaffinity(0))

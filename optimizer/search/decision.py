@@ -26,8 +26,9 @@ _FIDELITY = (Precision.FP32, Precision.BF16, Precision.FP16, Precision.INT8, Pre
 
 class Strategy(StrEnum):
     """`min_latency`: the lowest p50 at the job's batch; `max_throughput`: the most inferences
-    a second at it (the same order at one batch size and thread count); `min_latency_under_budget`:
-    the lowest p50 of the candidates whose p99 stays within `latency_budget_ms`."""
+    a second the host serves at it, each CPU candidate running as many requests at once as the
+    cores hold at its thread count (streams.py); `min_latency_under_budget`: the lowest p50 of
+    the candidates whose p99 stays within `latency_budget_ms`."""
 
     MIN_LATENCY = "min_latency"
     MAX_THROUGHPUT = "max_throughput"
@@ -146,6 +147,9 @@ def _why_won(winner: str, standings: Mapping[str, Standing], survivors: list[str
     s = standings[winner]
     figures = (f"{s.latency_ms_p50:.3g} ms p50, {s.speedup:.3f}x the original (95% interval "
                f"{s.speedup_ci[0]:.3f}-{s.speedup_ci[1]:.3f})")
+    if s.requests > 1:
+        figures += (f", serving {s.requests} requests at once: {s.throughput_per_s:.4g} "
+                    "inferences a second")
     if s.speedup_ci[0] <= 1.0 <= s.speedup_ci[1]:
         figures += "; no measurable speed-up over the original"
     if len(survivors) == 1:

@@ -61,8 +61,10 @@ def run_search(plan: CandidatePlan, *, evaluate: Callable[[Candidate], Evaluated
                on_finished: Callable[[CandidateOutcome], None] = lambda outcome: None,
                stopped: Callable[[], bool] = lambda: False,
                options: SearchOptions = SearchOptions(),
-               clock: Callable[[], float] = time.monotonic) -> SearchResult:
+               clock: Callable[[], float] = time.monotonic,
+               requests: Callable[[Candidate], int] = lambda candidate: 1) -> SearchResult:
     """Judge every candidate of `plan` not `recorded`, race those `TIMED`, and decide.
+    `requests(candidate)`: how many requests one call of its opened engine serves at once.
 
     Raises:
         SearchStopped: `stopped()` turned true.
@@ -91,14 +93,16 @@ def run_search(plan: CandidatePlan, *, evaluate: Callable[[Candidate], Evaluated
                 openers[candidate.name] = evaluated.open
             on_finished(outcome)
         outcomes.append(outcome)
-    raced = _race(openers, reference, options, started, stopped) if openers else None
+    by_name = {c.name: c for c in plan.candidates}
+    served = {name: requests(by_name[name]) for name in openers}
+    raced = _race(openers, reference, options, started, stopped, served) if openers else None
     decision = decide(outcomes, raced.standings if raced else {}, plan.refused)
     resumed = tuple(c.name for c in plan.candidates if c.name in recorded)
     return SearchResult(decision, tuple(outcomes), raced, resumed)
 
 
 def _race(openers: Mapping[str, Opener], reference: Opener, options: SearchOptions,
-          started: float, stopped: Callable[[], bool]) -> RaceResult:
+          started: float, stopped: Callable[[], bool], served: Mapping[str, int]) -> RaceResult:
     def each_round(done: int, still_in: Sequence[str]) -> None:
         if stopped():
             raise SearchStopped
@@ -106,7 +110,7 @@ def _race(openers: Mapping[str, Opener], reference: Opener, options: SearchOptio
     deadline = started + options.time_budget_s
     with _opened(openers, reference) as (runs, original):
         return race(runs, original, replace(options.race, deadline=deadline),
-                    on_round=each_round)
+                    on_round=each_round, requests=served)
 
 
 @contextmanager

@@ -9,6 +9,10 @@ interval"; closer than 1% is a tie).
 The race stops early once one candidate is left, since no other can win then; otherwise at
 `max_rounds` or at the deadline (never before `min_rounds`), with the survivors statistically
 tied.
+
+A call of a run may serve several requests at once (`requests`: a throughput search runs one
+request per core at a candidate's thread count); candidates are then compared by time per
+request, while their latency figures stay those of a call, what each request waited.
 """
 
 from __future__ import annotations
@@ -53,12 +57,14 @@ class Standing:
     latency_ms_p50_ci: tuple[float, float]
     latency_ms_p99: float
     throughput_per_s: float
-    speedup: float  # the original's time over this one's, median of per-round ratios
+    speedup: float  # the original's time per request over this one's, median of per-round ratios
     speedup_ci: tuple[float, float]
     out: str | None = None  # why it left the race; None: it was still in at the end
+    requests: int = 1  # served at once by each call (concurrent streams)
 
     def to_dict(self) -> dict[str, object]:
-        return {"rounds": self.rounds, "latency_ms_p50": round(self.latency_ms_p50, 4),
+        return {"rounds": self.rounds, "requests": self.requests,
+                "latency_ms_p50": round(self.latency_ms_p50, 4),
                 "latency_ms_p50_ci": [round(v, 4) for v in self.latency_ms_p50_ci],
                 "latency_ms_p99": round(self.latency_ms_p99, 4),
                 "throughput_per_s": round(self.throughput_per_s, 3),
@@ -80,27 +86,36 @@ class RaceResult:
 
 @dataclass
 class _Timings:
+    requests: int = 1  # served by each call
     rounds: list[float] = field(default_factory=list)  # the median call of each round, s
     calls: list[float] = field(default_factory=list)  # every call, s (for the p99)
+
+    def per_request(self) -> np.ndarray:
+        """Each round's median call, per request it served: what candidates are compared by."""
+        return np.asarray(self.rounds) / self.requests
 
 
 def race(runs: Mapping[str, Callable[[], object]], reference: Callable[[], object],
          options: RaceOptions = RaceOptions(),
-         on_round: Callable[[int, list[str]], None] | None = None) -> RaceResult:
-    """Race `runs` (one call each runs its engine once on the search's batch) against
-    `reference` (the original). `on_round(round, still_in)` after each round: the caller's
-    progress and cancel check.
+         on_round: Callable[[int, list[str]], None] | None = None,
+         requests: Mapping[str, int] | None = None) -> RaceResult:
+    """Race `runs` (one call each runs its engine on the search's batch, `requests[name]`
+    times at once; 1 where not given) against `reference` (the original, one request a call).
+    `on_round(round, still_in)` after each round: the caller's progress and cancel check.
 
     Raises:
-        ValueError: no candidate to race.
+        ValueError: no candidate to race, or a request count below 1.
     """
     if not runs:
         raise ValueError("race: no candidate to time")
+    served = {name: (requests or {}).get(name, 1) for name in runs}
+    if min(served.values()) < 1:
+        raise ValueError(f"race: request counts must be 1 or more, got {served}")
     every = {"": reference, **runs}  # "" is the original: never a candidate name
     for run in every.values():
         run()  # warm-up: allocations and first-call costs
     calls = _calls_per_round(reference, options.calls)
-    timings = {name: _Timings() for name in every}
+    timings = {name: _Timings(requests=served.get(name, 1)) for name in every}
     out: dict[str, str] = {}
     final: dict[str, Standing] = {}
     rng = np.random.default_rng(options.seed)
@@ -163,13 +178,13 @@ def _dropped(timings: Mapping[str, _Timings], out: Mapping[str, str], options: R
     live = [name for name in live if name not in dropped]
     if len(live) < 2:
         return dropped
-    leader = min(live, key=lambda name: float(np.median(timings[name].rounds)))
-    lead = np.asarray(timings[leader].rounds)
+    leader = min(live, key=lambda name: float(np.median(timings[name].per_request())))
+    lead = timings[leader].per_request()
     for name in live:
         if name == leader:
             continue
         # Rounds since both were in: the leader was in every round this one was.
-        mine = np.asarray(timings[name].rounds)
+        mine = timings[name].per_request()
         ratios = mine / lead[:mine.size]
         low, high = bootstrap_median_ci(ratios, rng, resamples=_RESAMPLES)
         if low > 1.0 + TIE_MARGIN:
@@ -181,15 +196,17 @@ def _dropped(timings: Mapping[str, _Timings], out: Mapping[str, str], options: R
 
 def _standing(name: str, timings: Mapping[str, _Timings], options: RaceOptions,
               rng: np.random.Generator, out: str | None) -> Standing:
-    mine = np.asarray(timings[name].rounds)
-    original = np.asarray(timings[""].rounds)[:mine.size]
-    speedups = original / mine
-    p50 = float(np.median(mine))
+    mine = timings[name]
+    calls = np.asarray(mine.rounds)
+    original = timings[""].per_request()[:calls.size]
+    speedups = original / mine.per_request()
+    p50 = float(np.median(calls))
     return Standing(
-        name=name, rounds=int(mine.size), latency_ms_p50=p50 * 1e3,
+        name=name, rounds=int(calls.size), latency_ms_p50=p50 * 1e3,
         latency_ms_p50_ci=tuple(v * 1e3 for v in bootstrap_median_ci(  # type: ignore[arg-type]
-            mine, rng, resamples=_RESAMPLES)),
-        latency_ms_p99=float(np.percentile(timings[name].calls, 99)) * 1e3,
-        throughput_per_s=options.batch_size / p50,
+            calls, rng, resamples=_RESAMPLES)),
+        latency_ms_p99=float(np.percentile(mine.calls, 99)) * 1e3,
+        throughput_per_s=options.batch_size * mine.requests / p50,
         speedup=float(np.median(speedups)),
-        speedup_ci=bootstrap_median_ci(speedups, rng, resamples=_RESAMPLES), out=out)
+        speedup_ci=bootstrap_median_ci(speedups, rng, resamples=_RESAMPLES), out=out,
+        requests=mine.requests)

@@ -104,3 +104,19 @@ def test_job_without_a_search_report_shows_no_search_section(
     assert not tree.find_all(id="search")
     assert not tree.find_all("svg", data_chart="search-pareto")
     tree.by_id("benchmarks")  # the page itself rendered
+
+
+def test_a_throughput_searchs_row_says_how_many_requests_it_served_at_once(
+        signed_in_site: TestClient, db_session: Session, project: uuid.UUID,
+        model_id: uuid.UUID) -> None:
+    report = document("search")["search_report"]
+    raced = [row for row in report["rows"] if "latency_ms_p50" in row]
+    raced[0]["requests"] = 2
+    search = page(signed_in_site, insert_job(db_session, project, model_id, "search",
+                                             search_report=report)).by_id("search")
+
+    rows = {row.attrs["data-candidate"]: row for row in
+            search.by_id("search-table").one("tbody").find_all("tr")}
+    throughput = cells(rows[raced[0]["name"]])[4]
+    assert throughput.endswith("2 requests at once")
+    assert all("at once" not in cells(rows[row["name"]])[4] for row in raced[1:])

@@ -18,12 +18,12 @@ def _job(report: dict[str, Any] | None) -> Job:
 def test_an_unraced_candidate_shows_dashes_and_a_shortened_one_line_reason() -> None:
     reason = "EngineBuildError: node 'x' failed\nTraceback line " + "word " * 40
     lines = search_lines(_job({
-        "strategy": "max_throughput", "winner": None, "why": "no candidate was built",
+        "strategy": "min_latency", "winner": None, "why": "no candidate was built",
         "recipe": None, "race": None, "resumed": [], "time_budget_s": 60, "elapsed_s": 3.2,
         "rows": [{"name": "int8-static", "outcome": "failed", "reason": reason,
                   "accuracy": {}}]}))
 
-    assert lines[0] == "search (max_throughput): no winner: no candidate was built"
+    assert lines[0] == "search (min_latency): no winner: no candidate was built"
     assert lines[1] == "search: 1 candidate(s) in 3 s of a 60 s budget; nothing raced"
     [row] = [line for line in lines if line.startswith("  int8-static")]
     assert row.split()[1:5] == ["failed", "-", "-", "-"]
@@ -36,3 +36,18 @@ def test_a_job_without_a_search_report_has_no_search_lines() -> None:
     assert search_lines(_job(None)) == []
     assert shipped_precision(_job(None)) is None
     assert shipped_precision(_job({"recipe": {"precision": "int8"}})) == "int8"
+
+
+def test_a_throughput_search_says_how_many_each_candidate_served_and_how_many_at_once() -> None:
+    row = {"name": "fp32/all@1t", "outcome": "won", "reason": None, "accuracy": {"cosine": 1.0},
+           "latency_ms_p50": 4.0, "latency_ms_p50_ci": [3.9, 4.1], "throughput_per_s": 500.0,
+           "requests": 2, "speedup": 1.6}
+    report = {"winner": "fp32/all@1t", "why": "fastest", "recipe": None, "race": None,
+              "resumed": [], "time_budget_s": 60, "elapsed_s": 3, "rows": [row]}
+    lines = search_lines(_job({**report, "strategy": "max_throughput"}))
+    header = next(line for line in lines if line.strip().startswith("candidate"))
+    assert "served/s" in header
+    assert "500.0 (2 at once)" in next(line for line in lines if "fp32/all@1t  " in line)
+    # a latency search's table has no such column
+    latency = search_lines(_job({**report, "strategy": "min_latency"}))
+    assert not any("served/s" in line for line in latency)

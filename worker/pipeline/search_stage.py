@@ -28,12 +28,15 @@ from core.db.models import JobStatus
 from core.job_config import JobConfig, SearchConfig
 from core.reports import SearchReport
 from optimizer.errors import AccuracyMismatchError, OptimizerError
+from optimizer.measure.environment import host_cores
+from optimizer.registries.backends import BACKENDS
 from optimizer.registries.precisions import PRECISIONS
 from optimizer.search.candidates import Candidate, CandidatePlan, plan_search
 from optimizer.search.decision import CandidateOutcome, Outcome, Strategy
 from optimizer.search.driver import Evaluated, Opener, SearchOptions, run_search
 from optimizer.search.model_space import spaces_for_model
 from optimizer.search.race import RaceOptions
+from optimizer.search.streams import concurrent_calls, requests_per_host
 from optimizer.validation import ValidationReport
 from worker.pipeline.backends.base import JobBackend
 from worker.pipeline.engine_attempts import validated_engine
@@ -127,13 +130,16 @@ def search_configurations(run: JobRun, loaded: LoadedModel, backend_for: Backend
                                               reason=f"{type(err).__name__}: {err}"))
         outcome = CandidateOutcome(candidate, Outcome.TIMED, accuracy=_worst(validation),
                                    engine_bytes=_engine_bytes(engine), build_s=build_s)
-        return Evaluated(outcome, _opener(backend, engine, feed))
+        return Evaluated(outcome, _opener(backend, engine, feed, requests(candidate)))
+
+    def requests(candidate: Candidate) -> int:
+        return _requests(run.config, candidate)
 
     def reopen(candidate: Candidate) -> Opener:
         @contextmanager
         def rebuilt() -> Iterator[Callable[[], object]]:
             backend, engine, _, _ = build(candidate)
-            with _opener(backend, engine, feed)() as call:
+            with _opener(backend, engine, feed, requests(candidate))() as call:
                 yield call
         return rebuilt
 
@@ -152,7 +158,7 @@ def search_configurations(run: JobRun, loaded: LoadedModel, backend_for: Backend
     result = run_search(
         plan, evaluate=evaluate, reopen=reopen, recorded=recorded, on_finished=finished,
         reference=_reference_opener(reference_backend, loaded, feed, span),
-        stopped=lambda: recorder.status() is not JobStatus.RUNNING,
+        stopped=lambda: recorder.status() is not JobStatus.RUNNING, requests=requests,
         options=SearchOptions(time_budget_s=search.time_budget_s, race=RaceOptions(
             batch_size=loaded.batch_size, latency_budget_ms=search.latency_budget_ms,
             seed=run.config.validation.seed)))
@@ -228,12 +234,25 @@ def _candidate_run(run: JobRun, candidate: Candidate) -> JobRun:
                    scratch_dir=folder)
 
 
-def _opener(backend: JobBackend[Any], engine: BuiltEngine[Any],
-            feed: dict[str, np.ndarray]) -> Opener:
+def _requests(config: JobConfig, candidate: Candidate) -> int:
+    """The requests a candidate serves at once in the race: one, but in a throughput search
+    as many as the host's cores hold at its threads, on a backend whose engines run on CPU
+    threads (streams.py)."""
+    search = config.search
+    backend = candidate.backend or config.backend
+    if search is None or search.strategy is not Strategy.MAX_THROUGHPUT \
+            or "ort_intra_op_threads" not in BACKENDS[backend].options:
+        return 1
+    return requests_per_host(host_cores(), candidate.threads or config.ort_intra_op_threads)
+
+
+def _opener(backend: JobBackend[Any], engine: BuiltEngine[Any], feed: dict[str, np.ndarray],
+            requests: int) -> Opener:
     @contextmanager
     def opened() -> Iterator[Callable[[], object]]:
-        with backend.open_runner(engine) as runner:
-            yield lambda: runner.infer(feed)
+        with backend.open_runner(engine) as runner, \
+                concurrent_calls(lambda: runner.infer(feed), requests) as call:
+            yield call
     return opened
 
 

@@ -90,12 +90,15 @@ def _estimate(session: Session, project_id: uuid.UUID, model: Model, config: Job
     # validated alike, then benchmarked and profiled too: this errs short).
     winner = jobs if jobs.seconds is not None else candidates
     assert winner.seconds is not None
-    seconds = min(count * candidates.seconds, search.time_budget_s) + winner.seconds
+    race = _recent_races(session, project_id, config, model)
+    racing = count * (race.seconds or 0.0)
+    seconds = min(count * candidates.seconds + racing, search.time_budget_s) + winner.seconds
+    raced = (f"the race at {race.basis}" if race.seconds is not None
+             else "the race not counted (no finished search's race to go by)")
     return {"seconds": _rounded(seconds),
             "upper_bound_s": _rounded(search.time_budget_s + winner.seconds), "basis": (
-        f"{count} candidates at {candidates.basis}, then the winner's run at {winner.basis}; "
-        "the race is not counted (it stops once one candidate is left, at 30 rounds or at "
-        "the time budget)")}
+        f"{count} candidates at {candidates.basis}, {raced}, then the winner's run at "
+        f"{winner.basis}")}
 
 
 @dataclass(frozen=True)
@@ -130,6 +133,27 @@ def _recent_candidates(session: Session, project_id: uuid.UUID, config: JobConfi
     runs = [(model_id, build_s, size) for model_id, stored, build_s, size in rows
             if build_s is not None and stored.get("backend") == str(config.backend)]
     return _typical(runs, model, "search candidates")
+
+
+def _recent_races(session: Session, project_id: uuid.UUID, config: JobConfig,
+                  model: Model) -> _Typical:
+    """A race's seconds per variant timed in it: a finished search's time less its
+    candidates' builds, over its raced candidates and the original."""
+    rows = session.execute(
+        select(Job.model_id, Job.config, Job.search_report, Model.size_bytes)
+        .join(Model, Model.id == Job.model_id)
+        .where(Job.project_id == project_id, Job.search_report.is_not(None))
+        .order_by(Job.finished_at.desc()).limit(_HISTORY * 5)).all()
+    runs = []
+    for model_id, stored, report, size in rows:
+        raced = [row for row in report.get("rows") or () if "latency_ms_p50" in row]
+        if not raced or stored.get("backend") != str(config.backend) \
+                or report.get("elapsed_s") is None:
+            continue
+        building = sum(row.get("build_s") or 0.0 for row in report["rows"])
+        runs.append((model_id, max(0.0, report["elapsed_s"] - building) / (len(raced) + 1),
+                     size))
+    return _typical(runs[:_HISTORY], model, "searches' races per variant raced")
 
 
 def _typical(runs: list[tuple[uuid.UUID, float, int]], model: Model, what: str) -> _Typical:

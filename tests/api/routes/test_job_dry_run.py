@@ -7,6 +7,7 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
+import pytest
 import redis
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
@@ -136,6 +137,30 @@ def test_without_a_plain_job_a_searchs_winner_is_estimated_as_a_candidate(
     assert estimate["seconds"] == len(answer["plan"]["candidates"]) * 5.0 + 5.0
     assert "the winner's run at the median of this model's last 1 search candidates" in \
         estimate["basis"]
+
+
+def test_a_finished_searchs_race_counts_in_the_estimate_per_variant_raced(
+        client: TestClient, db_session: Session, broker: redis.Redis) -> None:
+    model_id = _model(client, seed=4)
+    search_job = uuid.UUID(client.post("/v1/jobs", json={
+        "model_id": model_id, "search": {"time_budget_s": 600}}).json()["id"])
+    db_session.add(SearchCandidate(job_id=search_job, name="fp32/all", outcome="timed",
+                                   recipe={}, build_s=4.0))
+    _finished(db_session, search_job, 30)
+    job = db_session.get(Job, search_job)
+    assert job is not None
+    # 30 s in all, 4 + 5 s of it building: 21 s of race over 2 raced candidates and the original
+    job.search_report = {"elapsed_s": 30.0, "rows": [
+        {"name": "fp32/all", "build_s": 4.0, "latency_ms_p50": 1.0},
+        {"name": "fp32/none", "build_s": 5.0, "latency_ms_p50": 1.1},
+        {"name": "int8-static", "outcome": "refused"}]}
+    db_session.commit()
+
+    answer = _dry_run(client, model_id=model_id, search={"time_budget_s": 600})
+    estimate, count = answer["estimate"], len(answer["plan"]["candidates"])
+
+    assert estimate["seconds"] == pytest.approx(count * 4.0 + count * 7.0 + 4.0, abs=0.1)
+    assert "the race at the median of this model's last 1 searches' races" in estimate["basis"]
 
 
 def test_a_dry_run_refuses_what_a_submit_refuses(client: TestClient, broker: redis.Redis

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import pytest
 
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
 from optimizer.search.race import STOPPED_ONE_LEFT, STOPPED_ROUNDS, RaceOptions, race
@@ -67,3 +68,21 @@ def test_real_onnx_runtime_sessions_race_side_by_side(tmp_path: Path) -> None:
     assert "copy" in result.survivors
     low, high = result.standings["copy"].speedup_ci
     assert 0.5 < low <= high < 2.0  # wide: a loaded 2-core CI machine
+
+
+def test_a_call_serving_two_requests_is_compared_per_request_and_keeps_its_latency() -> None:
+    # "pair" answers two requests in 6 ms (3 ms each); "single" one in 4 ms: pair serves more
+    result = race({"pair": _sleeper(0.006), "single": _sleeper(0.004)}, _sleeper(0.004),
+                  RaceOptions(min_rounds=5, max_rounds=30, calls=3), requests={"pair": 2})
+    assert result.survivors == ["pair"]
+    pair, single = result.standings["pair"], result.standings["single"]
+    assert single.out is not None and "slower than pair" in single.out
+    assert pair.requests == 2 and single.requests == 1
+    assert pair.latency_ms_p50 > single.latency_ms_p50  # what each request waited
+    assert pair.throughput_per_s > single.throughput_per_s
+    assert pair.speedup > 1.1  # the original's time per request over the pair's
+
+
+def test_a_request_count_below_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="request counts must be 1 or more"):
+        race({"a": _sleeper(0.001)}, _sleeper(0.001), requests={"a": 0})

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import time
 import uuid
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import onnx
+import pytest
 from sqlalchemy import select
 
 from core.db.models import SearchCandidate
@@ -240,3 +242,24 @@ def test_a_tensorrt_search_that_also_tries_onnxruntime_ships_the_cpu_engine_when
     # the jobs list shows the engine it shipped
     listed = embedded.client.get("/v1/jobs", params={"model_id": model_id}).json()
     assert [item["backend"] for item in listed["items"]] == ["onnxruntime"]
+
+
+def test_a_throughput_search_races_one_thread_candidates_a_request_per_core_at_once(
+        embedded: EmbeddedWorker) -> None:
+    cores = len(os.sched_getaffinity(0))
+    model_id = embedded.upload(model_bytes(_convnet(11)), "convnet.onnx")
+    job = embedded.wait(embedded.submit(model_id, search={
+        "strategy": "max_throughput", "precisions": ["fp32"], "pass_sets": False,
+        "time_budget_s": 60}, **FAST))
+
+    assert job["status"] == "succeeded", job["error"]
+    rows = {row["name"]: row for row in job["search_report"]["rows"]}
+    # one thread is tried without being asked, serving a request per core at once
+    assert set(rows) == {"fp32/all", "fp32/all@1t"}
+    assert rows["fp32/all"]["requests"] == 1 and rows["fp32/all@1t"]["requests"] == cores
+    for row in rows.values():
+        assert row["throughput_per_s"] == pytest.approx(
+            row["requests"] / (row["latency_ms_p50"] / 1000), rel=0.01)
+    # the table is in the strategy's order: the most served first
+    served = [row["throughput_per_s"] for row in job["search_report"]["rows"]]
+    assert served == sorted(served, reverse=True)
