@@ -94,7 +94,7 @@ class BenchmarkRead(BaseModel):
     timing: str | None = None
     device_memory_mb: float | None = None  # accelerator memory the engine held (GPU runners)
     # the speed-up's bootstrap confidence interval over the per-round ratios, and its verdict:
-    # "faster", "slower", or "no measurable difference" when the interval holds 1.0
+    # "faster", "slower", or "no measurable difference" when the interval reaches within 1% of 1.0
     speedup_ci_low: float | None = None
     speedup_ci_high: float | None = None
     speedup_verdict: str | None = None
@@ -149,7 +149,7 @@ class JobSummary(BaseModel):
     # speedup_vs_reference (median over interleaved rounds); null until benchmarked
     speedup: float | None = None
     # its bootstrap confidence interval and verdict: "faster", "slower", or "no measurable
-    # difference" (the interval holds 1.0: not a win, whatever the median says)
+    # difference" (the interval reaches within 1% of 1.0: not a win, whatever the median says)
     speedup_ci_low: float | None = None
     speedup_ci_high: float | None = None
     speedup_verdict: str | None = None

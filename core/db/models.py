@@ -396,7 +396,7 @@ class BenchmarkRecord(Base):
     timing: Mapped[str | None] = mapped_column(String(32))
     device_memory_mb: Mapped[float | None] = mapped_column(Float)  # accelerator memory held
     # The speed-up's bootstrap confidence interval (from the per-round ratios) and what it says:
-    # "faster", "slower" or "no measurable difference" (the interval holds 1.0); null for the
+    # "faster", "slower" or "no measurable difference" (the interval reaches within 1% of 1.0); null for the
     # reference variant and records from before these columns.
     speedup_ci_low: Mapped[float | None] = mapped_column(Float)
     speedup_ci_high: Mapped[float | None] = mapped_column(Float)

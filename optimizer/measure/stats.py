@@ -17,6 +17,7 @@ __all__ = [
     "FASTER",
     "NO_DIFFERENCE",
     "SLOWER",
+    "TIE_MARGIN",
     "bootstrap_median_ci",
     "coefficient_of_variation",
     "round_significant",
@@ -24,6 +25,9 @@ __all__ = [
 ]
 
 FASTER, SLOWER, NO_DIFFERENCE = "faster", "slower", "no measurable difference"
+# A speed-up interval must clear 1 by this much for a verdict: under 1% is a tie, however
+# surely measured (two sessions of one model differ by that much in per-call overhead alone).
+TIE_MARGIN = 0.01
 
 
 def bootstrap_median_ci(samples: Sequence[float] | np.ndarray, rng: np.random.Generator, *,
@@ -48,11 +52,11 @@ def bootstrap_median_ci(samples: Sequence[float] | np.ndarray, rng: np.random.Ge
 
 
 def speedup_verdict(ci_low: float, ci_high: float) -> str:
-    """"faster" when the whole interval of the speed-up lies above 1, "slower" when below,
-    else "no measurable difference"."""
-    if ci_low > 1.0:
+    """"faster" when the whole interval of the speed-up lies above 1 + TIE_MARGIN, "slower"
+    when below 1 - TIE_MARGIN, else "no measurable difference"."""
+    if ci_low > 1.0 + TIE_MARGIN:
         return FASTER
-    if ci_high < 1.0:
+    if ci_high < 1.0 - TIE_MARGIN:
         return SLOWER
     return NO_DIFFERENCE
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from optimizer.measure.stats import NO_DIFFERENCE, speedup_verdict
 from optimizer.registries.precisions import Precision
 from optimizer.search.candidates import Candidate, Refusal
 from optimizer.search.race import Standing
@@ -150,7 +151,7 @@ def _why_won(winner: str, standings: Mapping[str, Standing], survivors: list[str
     if s.requests > 1:
         figures += (f", serving {s.requests} requests at once: {s.throughput_per_s:.4g} "
                     "inferences a second")
-    if s.speedup_ci[0] <= 1.0 <= s.speedup_ci[1]:
+    if speedup_verdict(*s.speedup_ci) == NO_DIFFERENCE:
         figures += "; no measurable speed-up over the original"
     if len(survivors) == 1:
         return f"fastest: every other candidate was slower beyond its interval or out; {figures}"

