@@ -1,7 +1,7 @@
 """The jobs page of a project with 1,000 jobs stays light and quick: its first load (empty
-cache) transfers under 300 KB in all and is interactive within a second (the quickest of up to
-three cold loads, so a stall of a loaded CI machine is not counted as the page's); it shows one page of
-50 rows with a link to the next."""
+cache) transfers under 300 KB in all and is interactive within a second (the quickest of up
+to three cold loads, so a stall of a loaded CI machine is not counted as the page's); it
+shows one page of 50 rows with a link to the next."""
 
 import json
 from collections.abc import Callable, Iterator
