@@ -14,6 +14,7 @@ from starlette.exceptions import HTTPException
 
 from api.http.body_deadline import BodyDeadline
 from api.http.docs import serve_docs
+from api.http.json_depth import MAX_JSON_DEPTH, too_deep_path
 from api.http.lazy_app import app_on_first_use
 from api.http.openapi_errors import document_errors
 from api.http.openapi_examples import keep_example_nulls
@@ -115,16 +116,25 @@ async def _http_error(request: Request, err: Exception) -> JSONResponse:
     cause = err.__cause__
     if isinstance(cause, ServiceError):  # raised while FastAPI read the body, which wraps it
         return await _service_error(request, cause)
+    if err.status_code == 400 and isinstance(cause, RecursionError):  # valid, but too deep
+        return await _too_deep(request)
     if err.status_code == 400 and cause is not None:  # FastAPI could not parse the JSON body
         return await _service_error(request, MalformedRequest(_unparsable_body(cause)))
     name = {404: "NotFound", 405: "MethodNotAllowed"}.get(err.status_code, "HTTPError")
     return JSONResponse({"error": name, "detail": str(err.detail)}, err.status_code)
 
 
+async def _too_deep(request: Request) -> JSONResponse:
+    """A JSON body nested deeper than the parser follows: well-formed, with an invalid value,
+    so a 422 naming the field where it nests too deep (json_depth.py finds it)."""
+    path = too_deep_path(await request.body())
+    field = _field_path(tuple(path)) if path else "request"
+    return JSONResponse({"error": "ValidationError", "detail": (
+        f"{field}: nested more than {MAX_JSON_DEPTH} levels deep; a job body nests a few "
+        "levels (GET /docs has its schema)")}, 422)
+
+
 def _unparsable_body(cause: BaseException) -> str:
-    if isinstance(cause, RecursionError):
-        return ("the JSON body is nested deeper than the parser follows; a job body nests a "
-                "few levels (see GET /docs for its schema)")
     return f"the request body could not be parsed ({type(cause).__name__}: {cause})"
 
 

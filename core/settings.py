@@ -11,15 +11,18 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from core.invalid_settings import InvalidSettings
 
 if TYPE_CHECKING:
     from optimizer.model.limits import ModelLimits
 
 
 __all__ = [
-    "AuthSettings", "HttpSettings", "IdempotencySettings", "JanitorSettings", "JobSettings",
+    "AuthSettings", "HttpSettings", "IdempotencySettings", "InvalidSettings", "JanitorSettings",
+    "JobSettings",
     "MetricsSettings", "ModelCheckSettings", "ModelLimitSettings", "QuotaSettings",
     "RetentionSettings", "Settings",
     "StageLimit", "StageLimits", "WebhookSettings", "get_settings",
@@ -368,4 +371,28 @@ class Settings(BaseSettings):
 
 @lru_cache
 def get_settings() -> Settings:
-    return Settings()
+    """The settings from the environment (FUSEFORGE_* variables), read once.
+
+    Raises:
+        InvalidSettings: a variable's value is refused (its message names the variable).
+    """
+    try:
+        return Settings()
+    except ValidationError as err:
+        raise InvalidSettings(_settings_problems(err)) from None
+
+
+def _settings_problems(err: ValidationError) -> str:
+    """pydantic's errors as "FUSEFORGE_X: what is wrong" items; a rule between settings
+    already names its variables."""
+    config = Settings.model_config
+    prefix, nested = config.get("env_prefix", ""), config.get("env_nested_delimiter") or "__"
+    problems = []
+    for error in err.errors():
+        message = str(error["msg"]).removeprefix("Value error, ")
+        location = [str(part) for part in error["loc"]]
+        if location:
+            message = f"{prefix}{nested.join(location).upper()}: {message}"
+        problems.append(message)
+    return ("invalid settings: " + "; ".join(problems)
+            + " (set them in the environment; README: Configuration)")

@@ -21,6 +21,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.invalid_settings import InvalidSettings
 from optimizer.errors import (
     DatasetError,
     InputRangeError,
@@ -54,7 +55,8 @@ EXIT_CODES_HELP = """exit codes:
      submit: the job failed or was cancelled
   2  validate, submit: the candidate's outputs differ from the original's beyond tolerance
   3  bad usage: a malformed option, a missing or unreadable file, a shape, range, tolerance
-     or dataset that does not fit the model; submit: a bad job config (or the server's 422)
+     or dataset that does not fit the model; submit: a bad job config (or the server's 422);
+     any command: a FUSEFORGE_* setting's value is refused
   4  submit: the server is unreachable or unavailable, or refused the API key
   5  submit --fail-on-regression: the job succeeded, but its engine is slower than the
      model's best earlier engine of the same configuration and environment (beyond both
@@ -83,6 +85,8 @@ def failure_from(err: BaseException) -> CliFailure:
     """The failure an exception raised by a command stands for (module docstring's codes)."""
     if isinstance(err, CliFailure):
         return err
+    if isinstance(err, InvalidSettings):
+        return CliFailure("InvalidSettings", str(err), EXIT_USAGE)
     if isinstance(err, FileNotFoundError):
         return CliFailure("FileNotFound", f"{err.filename or err}: no such file; check the path.",
                           EXIT_USAGE)

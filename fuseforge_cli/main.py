@@ -11,6 +11,7 @@ import traceback
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NoReturn
 
+from core.invalid_settings import InvalidSettings
 from fuseforge_cli.apikey_command import add_apikey_parser
 from fuseforge_cli.database import migrate
 from fuseforge_cli.deferred_imports import defer_import
@@ -128,7 +129,7 @@ def main(argv: list[str] | None = None, *,
         args = _parser(catalog).parse_args(argv)
         return int(args.func(args) or 0)
     except Exception as err:  # noqa: BLE001 - every failure becomes one line and a code
-        if not (command or isinstance(err, CliFailure)):
+        if not (command or isinstance(err, CliFailure | InvalidSettings)):
             raise  # serve, migrate...: their tracebacks are the server log
         if debug:
             traceback.print_exc()

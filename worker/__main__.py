@@ -6,12 +6,10 @@ pool process.
 """
 
 import argparse
-import sys
 
+from core.invalid_settings import exit_on_invalid_settings
 from core.logging_setup import configure_logging
 from core.queues import CPU_QUEUE, backend_queues, can_take_gpu_jobs
-from worker.celery_app import celery_app
-from worker.runtime import current_runtime
 
 __all__ = ["main", "worker_parser"]
 
@@ -29,6 +27,11 @@ def worker_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = worker_parser().parse_args(argv)
+    # Imported here: the Celery app reads the settings when it is made, and an invalid one
+    # must reach exit_on_invalid_settings as its one line.
+    from worker.celery_app import celery_app
+    from worker.runtime import current_runtime
+
     runtime = current_runtime()
     # now, not at Celery's logging set-up: what Celery warns of before that is a log line too
     configure_logging(runtime.settings.log_format, role="worker")
@@ -55,4 +58,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_on_invalid_settings(main, "fuseforge worker")

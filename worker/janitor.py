@@ -53,6 +53,7 @@ from core.db.models import Artifact, Dataset, Job, JobStatus, Model
 from core.db.session import make_engine
 from core.db.types import utc_now
 from core.dispatch import JobDispatcher
+from core.invalid_settings import exit_on_invalid_settings
 from core.job_config import JobConfig
 from core.logging_setup import configure_logging
 from core.queues import job_queue
@@ -349,4 +350,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    exit_on_invalid_settings(main, "fuseforge janitor")

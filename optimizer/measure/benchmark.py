@@ -58,7 +58,8 @@ class BenchmarkResult:
     timing: str = HOST_CLOCK  # the clock behind the latencies (see benchmark_interleaved)
     device_memory_mb: float | None = None  # accelerator memory held, for device runners
     # bootstrap confidence interval of the speed-up (median of per-round reference/this ratios)
-    # and its verdict: "faster", "slower" or "no measurable difference" (the interval reaches within 1% of 1.0)
+    # and its verdict: "faster", "slower" or "no measurable difference" (the interval reaches
+    # within 1% of 1.0)
     speedup_ci_low: float | None = None
     speedup_ci_high: float | None = None
     speedup_verdict: str | None = None

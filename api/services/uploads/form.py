@@ -75,6 +75,11 @@ class FormReader:
         self._field = None
         self._text = bytearray()
 
+    @property
+    def header_being_read(self) -> str:
+        """The name of the part header whose value is being read (lower case), "" between."""
+        return self._header_field.decode("latin-1").lower()
+
     def on_header_field(self, data: bytes, start: int, end: int) -> None:
         self._header_field += data[start:end]
 

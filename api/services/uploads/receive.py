@@ -18,7 +18,11 @@ from pathlib import Path
 from typing import BinaryIO
 
 from python_multipart.exceptions import FormParserError
-from python_multipart.multipart import MultipartParser, parse_options_header
+from python_multipart.multipart import (
+    DEFAULT_MAX_HEADER_SIZE,
+    MultipartParser,
+    parse_options_header,
+)
 
 from api.services.errors import (
     InsufficientStorage,
@@ -33,6 +37,7 @@ __all__ = ["ReceivedFile", "receive_upload"]
 
 _FRAMING_ALLOWANCE_BYTES = 64 * 1024  # multipart boundaries and part headers around the file
 # A full disk, a full quota, and a file-size limit (RLIMIT_FSIZE or the filesystem's own).
+_HEADER_TOO_LONG = "Maximum header size exceeded"  # python-multipart's words for it
 _NO_ROOM_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
@@ -183,5 +188,11 @@ async def _read_multipart(
             parser.write(chunk)
         parser.finalize()
     except FormParserError as err:  # python-multipart's own errors for broken framing
+        if _HEADER_TOO_LONG in str(err) and reader.header_being_read == "content-disposition":
+            # well-formed, but the file part's name is too long for the header limit
+            raise InvalidUpload(
+                f"a form part's header is over {DEFAULT_MAX_HEADER_SIZE} bytes: the 'file' "
+                "part's filename is too long (a model's name is kept to 255 characters); "
+                "rename the file, or give the model's name in form field 'name'") from err
         raise MalformedRequest(f"the multipart body is malformed: {err}") from err
     return reader.finish()

@@ -8,6 +8,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from api.http.json_depth import MAX_JSON_DEPTH
 from api.services.uploads.form import MAX_PARTS, MAX_TEXT_FIELD_BYTES
 from core.db.models import Dataset, Model
 from core.settings import Settings
@@ -143,13 +144,6 @@ def test_a_well_formed_multipart_upload_still_works(client: TestClient) -> None:
     assert response.json()["name"] == "cnn"
 
 
-def test_json_nested_10000_deep_is_400_malformed_request(client: TestClient) -> None:
-    body = '{"model_id": ' + "[" * 10_000 + "]" * 10_000 + "}"
-    response = client.post("/v1/jobs", content=body,
-                           headers={"Content-Type": "application/json"})
-    _assert_error(response, 400, "MalformedRequest", "nested deeper than the parser follows")
-
-
 def test_json_nested_a_little_is_still_a_422_naming_the_field(client: TestClient) -> None:
     response = client.post("/v1/jobs", content=json.dumps({"model_id": [[[]]]}),
                            headers={"Content-Type": "application/json"})
@@ -161,3 +155,25 @@ def test_a_truncated_json_body_is_422_saying_where_it_breaks(client: TestClient)
     response = client.post("/v1/jobs", content=body, headers={"Content-Type": "application/json"})
     _assert_error(response, 422, "ValidationError",
                   f"not valid JSON: Expecting ',' delimiter at character {len(body)}")
+
+
+def test_a_filename_too_long_for_a_part_header_is_422_naming_it(
+    client: TestClient, db_session: Session, settings: Settings
+) -> None:
+    response = _post_form(client, _form(_part("file", MODEL, b"m" * 100_000 + b".onnx")))
+    _assert_error(response, 422, "InvalidUpload", "filename is too long", "form field 'name'")
+    _assert_nothing_stored(db_session, settings)
+    # a filename that fits the header is kept, cut to the name column's 255 characters
+    fits = _post_form(client, _form(_part("file", MODEL, b"m" * 3000 + b".onnx")))
+    assert fits.status_code == 201, fits.text
+    assert fits.json()["name"] == "m" * 255
+
+
+def test_json_nested_10000_deep_is_422_naming_the_field_where_it_nests_too_deep(
+        client: TestClient) -> None:
+    body = ('{"model_id": "00000000-0000-0000-0000-000000000000", "input_ranges": {"x": '
+            + "[" * 10_000 + "]" * 10_000 + "}}")
+    response = client.post("/v1/jobs", content=body,
+                           headers={"Content-Type": "application/json"})
+    _assert_error(response, 422, "ValidationError", "input_ranges.x.0.0",
+                  f"nested more than {MAX_JSON_DEPTH} levels deep")
