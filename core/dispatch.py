@@ -94,6 +94,16 @@ class JobDispatcher:
         queued, and a duplicate finds it claimed)."""
         return self._held_ids(queues, RUN_JOB_TASK)
 
+    def delivered_job_ids(self) -> set[uuid.UUID] | None:
+        """The ids of the jobs whose `jobs.run` message a worker took and has not acknowledged
+        (Redis' unacked messages); None where this broker cannot tell (kombu's SQL transport).
+        A queued job among them was taken by a worker that never claimed it: one that died
+        first, whose message the broker gives back only after its visibility timeout."""
+        url = make_url(self.broker_url) if "://" in self.broker_url else None
+        if url is None or url.drivername not in ("redis", "rediss"):
+            return None
+        return _ids(_redis_unacked(self.broker_url), RUN_JOB_TASK)
+
     def held_webhook_job_ids(self) -> set[uuid.UUID] | None:
         """The ids of the jobs whose `webhooks.deliver` message the broker holds, as
         held_job_ids counts them (with Redis, a retry waiting out its countdown in a worker is
@@ -135,11 +145,18 @@ def _redis_messages(url: str, queues: Iterable[str]) -> list[dict[str, Any]]:
     client = redis.Redis.from_url(url)
     try:
         raw = [item for queue in queues for item in client.lrange(queue, 0, -1)]
-        # An unacked entry is [message, exchange, routing key].
-        unacked = [json.loads(entry)[0] for entry in client.hvals(_REDIS_UNACKED)]
     finally:
         client.close()
-    return [json.loads(item) for item in raw] + unacked
+    return [json.loads(item) for item in raw] + _redis_unacked(url)
+
+
+def _redis_unacked(url: str) -> list[dict[str, Any]]:
+    client = redis.Redis.from_url(url)
+    try:
+        # An unacked entry is [message, exchange, routing key].
+        return [json.loads(entry)[0] for entry in client.hvals(_REDIS_UNACKED)]
+    finally:
+        client.close()
 
 
 def _redis_depths(url: str, queues: list[str]) -> dict[str, int]:

@@ -96,6 +96,11 @@ class JanitorSettings(BaseModel):
     interval_s: float = Field(default=10.0, gt=0)
     # A job queued this long whose message the broker no longer holds is sent again.
     requeue_after_s: float = Field(default=60.0, gt=0)
+    # A job queued this long whose message a worker took without claiming the job (it died
+    # before starting it) is sent again, at most once in this long, rather than after the
+    # broker's visibility timeout (jobs.max_runtime_s + 10 minutes). Longer than
+    # jobs.database_retry_s: a worker retries its claim that long through a database outage.
+    unclaimed_after_s: float = Field(default=300.0, gt=0)
     # An upload's temporary file untouched this long belonged to a dead request; a stored
     # model or dataset file no row names, untouched this long, was left by a failed delete.
     upload_stale_s: float = Field(default=3600.0, gt=0)

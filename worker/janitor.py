@@ -11,12 +11,16 @@ every `janitor.interval_s`:
   worker resumes it at its next candidate (at most three times).
 - **lost messages**: the database is the source of truth; a job queued for
   `janitor.requeue_after_s` whose `jobs.run` message the broker no longer holds (e.g. a message
-  acked while the database was down) is sent again. A duplicate is harmless: `claim` is guarded.
+  acked while the database was down) is sent again; so is one whose message a worker took
+  `janitor.unclaimed_after_s` ago without claiming the job (it died first: Redis gives such a
+  message back only after its visibility timeout), at most once in that time. A duplicate is
+  harmless: `claim` is guarded.
   Likewise a finished job's webhook that was never attempted, or whose retry never came
   (`janitor.webhook_resend_after_s` overdue, core/webhooks/overdue.py), and whose
   `webhooks.deliver` message the broker no longer holds. A webhook delivered (or given up) is
   never sent again.
-- **files a crash left**: scratch folders and stage marks of jobs that no longer run; stored
+- **files a crash left** (each removal logged): scratch folders and stage marks of jobs that
+  no longer run; stored
   artifact files with no row (a job killed while storing; rows commit with `succeeded`; a
   deleted job, or expired artifacts, whose files failed to go); upload temporary files
   untouched for `janitor.upload_stale_s` (an API killed mid-upload).
@@ -41,7 +45,8 @@ import shutil
 import time
 import uuid
 from collections import defaultdict
-from datetime import timedelta
+from collections.abc import Mapping
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from sqlalchemy import select
@@ -49,7 +54,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from core.db import idempotency_keys, job_state
-from core.db.models import Artifact, Dataset, Job, JobStatus, Model
+from core.db.models import Artifact, Dataset, Job, JobEvent, JobStatus, Model
 from core.db.session import make_engine
 from core.db.types import utc_now
 from core.dispatch import JobDispatcher
@@ -65,6 +70,8 @@ from worker.pipeline.records.lost_jobs import can_resume_search
 from worker.retention import delete_old_events, expire_artifacts
 
 __all__ = ["Janitor", "main"]
+
+_RESENT = "re-sent to queue"  # a re-sent job's event starts so (and is found by it)
 
 logger = logging.getLogger(__name__)
 
@@ -142,12 +149,14 @@ class Janitor:
         return resumed
 
     def requeue_lost_jobs(self) -> list[uuid.UUID]:
+        """Send again the queued jobs whose message is lost, or was taken by a worker that
+        never claimed the job; `claim` makes a duplicate harmless."""
         cutoff = utc_now() - timedelta(seconds=self.settings.janitor.requeue_after_s)
         with self._sessions() as session:
-            waiting = session.execute(select(Job.id, Job.config).where(
+            waiting = session.execute(select(Job.id, Job.config, Job.created_at).where(
                 Job.status == JobStatus.QUEUED.value, Job.created_at < cutoff)).all()
         by_queue: dict[str, list[tuple[uuid.UUID, JobConfig]]] = defaultdict(list)
-        for job_id, config in waiting:
+        for job_id, config, _ in waiting:
             parsed = JobConfig.model_validate(config)
             by_queue[job_queue(parsed)].append((job_id, parsed))
         if not by_queue:
@@ -156,20 +165,39 @@ class Janitor:
         if held is None:
             logger.debug("janitor: this broker cannot be looked into; no job is re-sent")
             return []
+        unclaimed = self._unclaimed({job_id: created for job_id, _, created in waiting})
         requeued = []
         for queue, jobs in by_queue.items():
             for job_id, config in jobs:
-                if job_id in held:
+                if job_id in held and job_id not in unclaimed:
                     continue
+                why = (f"a worker took its message over {self.settings.janitor.unclaimed_after_s:g}"
+                       " s ago and never claimed the job (it probably died before starting "
+                       "it)" if job_id in unclaimed
+                       else "the broker held no message for this queued job")
                 self._dispatcher.send_job(job_id, config)
                 with self._sessions() as session, session.begin():
-                    job_state.record_event(session, job_id, f"re-sent to queue {queue!r}: the "
-                                           "broker held no message for this queued job")
+                    job_state.record_event(session, job_id, f"{_RESENT} {queue!r}: {why}")
                 requeued.append(job_id)
         if requeued:
-            logger.warning("re-sent %d queued job(s) the broker had lost: %s", len(requeued),
-                           ", ".join(map(str, requeued)))
+            logger.warning("re-sent %d queued job(s) whose message was lost or never claimed: "
+                           "%s", len(requeued), ", ".join(map(str, requeued)))
         return requeued
+
+    def _unclaimed(self, queued_at: Mapping[uuid.UUID, datetime]) -> set[uuid.UUID]:
+        """The queued jobs (`queued_at`: when each was made) whose message a worker took
+        without claiming them, with nothing recorded of them for unclaimed_after_s: not queued
+        again (a resumed search), not re-sent, not started within that time."""
+        since = utc_now() - timedelta(seconds=self.settings.janitor.unclaimed_after_s)
+        old = {job_id for job_id, created in queued_at.items() if created < since}
+        delivered = self._dispatcher.delivered_job_ids() if old else None
+        candidates = old & (delivered or set())
+        if not candidates:
+            return set()
+        with self._sessions() as session:
+            recent = set(session.scalars(select(JobEvent.job_id).where(
+                JobEvent.job_id.in_(candidates), JobEvent.created_at >= since)))
+        return candidates - recent
 
     def purge_idempotency_keys(self) -> int:
         with self._sessions() as session, session.begin():
@@ -264,9 +292,15 @@ class Janitor:
         return resent
 
     def remove_leftover_files(self) -> list[Path]:
-        removed = self._remove_scratch() + self._remove_stale_uploads()
+        scratch, uploads = self._remove_scratch(), self._remove_stale_uploads()
+        for path in scratch:
+            logger.info("removed %s: scratch of job %s, which no longer runs", path,
+                        _job_id_of(path.name.removesuffix(_STAGE_MARK_SUFFIX)))
+        for path in uploads:
+            logger.info("removed %s: an upload's temporary file untouched for over %g s (its "
+                        "request died)", path, self.settings.janitor.upload_stale_s)
         self._remove_unrecorded_artifacts()
-        return removed
+        return scratch + uploads
 
     def _remove_scratch(self) -> list[Path]:
         scratch = self.settings.scratch_dir

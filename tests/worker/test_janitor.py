@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
 import time
 import uuid
@@ -121,6 +122,40 @@ def test_a_queued_job_whose_message_was_lost_is_sent_again_once(
     assert any(m.startswith("re-sent to queue 'cpu'") for m in events)
 
 
+def _taken_by_a_worker(broker: redis.Redis, job_id: uuid.UUID) -> None:
+    """Move the job's waiting message to Redis' unacked hash, as a worker that took it (and
+    then died before claiming the job) leaves it."""
+    [raw] = broker.lrange("cpu", 0, -1)
+    broker.delete("cpu")
+    broker.hset("unacked", f"tag-{job_id}", json.dumps([json.loads(raw), "cpu", "cpu"]))
+
+
+def test_a_queued_job_a_worker_took_and_never_claimed_is_sent_again_once_in_a_while(
+        tmp_path: Path, sessions: sessionmaker[Session], broker: redis.Redis) -> None:
+    settings = _settings(tmp_path, unclaimed_after_s=120)
+    taken = _job(sessions)  # queued five minutes ago
+    JobDispatcher(TEST_REDIS_URL).send_job(taken, JobConfig())
+    _taken_by_a_worker(broker, taken)
+    janitor = _janitor(settings, sessions)
+
+    assert janitor.requeue_lost_jobs() == [taken]
+    assert broker.llen("cpu") == 1  # sent again for another worker to claim
+    assert any("never claimed the job" in m for m in _events(sessions, taken))
+    # not again within unclaimed_after_s: the re-send is the latest thing recorded of it
+    _taken_by_a_worker(broker, taken)
+    assert janitor.requeue_lost_jobs() == []
+
+
+def test_a_message_taken_moments_ago_is_left_to_the_worker_claiming_it(
+        tmp_path: Path, sessions: sessionmaker[Session], broker: redis.Redis) -> None:
+    settings = _settings(tmp_path, unclaimed_after_s=3600)
+    taken = _job(sessions)
+    JobDispatcher(TEST_REDIS_URL).send_job(taken, JobConfig())
+    _taken_by_a_worker(broker, taken)
+    assert _janitor(settings, sessions).requeue_lost_jobs() == []
+    assert broker.llen("cpu") == 0
+
+
 def test_a_job_queued_moments_ago_is_left_to_its_own_message(
         tmp_path: Path, sessions: sessionmaker[Session], broker: redis.Redis) -> None:
     settings = _settings(tmp_path)
@@ -176,7 +211,8 @@ def test_a_stale_job_with_a_callback_gets_its_webhook_task_sent(
     assert json.loads(base64.b64decode(message["body"]))[0] == [str(hooked)]
 
 
-def test_leftover_files_go_and_live_ones_stay(tmp_path: Path, sessions: sessionmaker[Session]) -> None:
+def test_leftover_files_go_and_live_ones_stay(tmp_path: Path, sessions: sessionmaker[Session],
+                                              caplog: pytest.LogCaptureFixture) -> None:
     settings = _settings(tmp_path, upload_stale_s=60)
     running = _job(sessions, JobStatus.RUNNING, heartbeat_at=utc_now())
     failed = _job(sessions, JobStatus.FAILED)
@@ -200,10 +236,17 @@ def test_leftover_files_go_and_live_ones_stay(tmp_path: Path, sessions: sessionm
     hour_ago = time.time() - 3600
     os.utime(dead_upload, (hour_ago, hour_ago))
 
-    _janitor(settings, sessions).remove_leftover_files()
+    with caplog.at_level(logging.INFO, logger="worker.janitor"):
+        _janitor(settings, sessions).remove_leftover_files()
 
     assert sorted(p.name for p in scratch.iterdir()) == sorted(
         [str(running), f"{running}.stage.json"])
+    # each removal is a log line naming the file and why it went
+    logged = [record.getMessage() for record in caplog.records]
+    assert any(str(scratch / str(failed)) in line and "no longer runs" in line
+               for line in logged), logged
+    assert any(str(dead_upload) in line and "untouched for over 60 s" in line
+               for line in logged), logged
     jobs_dir = settings.artifacts_dir / "jobs"
     assert sorted(p.name for p in jobs_dir.iterdir()) == sorted([str(running), str(succeeded)])
     assert not dead_upload.exists() and live_upload.exists()

@@ -15,10 +15,13 @@ when a stage breaks its limits.
 """
 
 import logging
+import os
 import shutil
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
+from core.disk_space import free_space_text, no_room_error
 from core.reports import ProfileReport
 from optimizer.errors import OptimizerError
 from worker.pipeline.backends.base import JobBackend
@@ -53,9 +56,12 @@ from worker.pipeline.steps.load import load_model
 from worker.pipeline.steps.node_profile import profile_engine_nodes
 from worker.runtime import WorkerRuntime
 
-__all__ = ["SearchFoundNothing", "backend_for", "run_claimed_job"]
+__all__ = ["NO_ROOM", "SearchFoundNothing", "backend_for", "run_claimed_job"]
 
 logger = logging.getLogger(__name__)
+
+
+NO_ROOM = "InsufficientStorage"  # the error code of a job that found its disk full
 
 
 class SearchFoundNothing(OptimizerError):
@@ -82,16 +88,29 @@ def run_claimed_job(run: JobRun, runtime: WorkerRuntime, recorder: JobRecorder,
             raise JobStopped
     except JobStopped:
         logger.info("job %s was cancelled; stopped between stages", run.job_id)
-    except OptimizerError as err:
-        logger.info("job %s failed: %s: %s", run.job_id, type(err).__name__, err)
-        _remove_scratch(run)
-        recorder.fail(type(err).__name__, str(err), outcome)
     except Exception as err:
-        logger.exception("job %s hit an internal error", run.job_id)
         _remove_scratch(run)
-        recorder.fail_internally(err, outcome)
+        full = no_room_error(err)  # however deep a write failed, the disk is to blame
+        if full is not None:
+            logger.error("job %s: no room to write: %s", run.job_id, full)
+            recorder.fail(NO_ROOM, _no_room_message(run, full), outcome)
+        elif isinstance(err, OptimizerError):
+            logger.info("job %s failed: %s: %s", run.job_id, type(err).__name__, err)
+            recorder.fail(type(err).__name__, str(err), outcome)
+        else:
+            logger.exception("job %s hit an internal error", run.job_id)
+            recorder.fail_internally(err, outcome)
     finally:
         _remove_scratch(run)
+
+
+def _no_room_message(run: JobRun, err: OSError) -> str:
+    folder = Path(err.filename).parent if err.filename else run.scratch_dir
+    return (f"Writing {err.filename or 'a file of the job'} in {folder} found no room: "
+            f"{os.strerror(err.errno or 0)} ({free_space_text(folder)} on its disk). Nothing "
+            "of the job was kept. Free space on the data folder's disk (FUSEFORGE_DATA_DIR; "
+            "FUSEFORGE_RETENTION__ARTIFACTS_DAYS expires old artifacts) or raise the quota or "
+            "file-size limit the worker runs under, then run the job again.")
 
 
 def _remove_scratch(run: JobRun) -> None:

@@ -32,13 +32,13 @@ from api.services.errors import (
 )
 from api.services.uploads.form import FormReader, refuse_control_characters
 from api.services.uploads.quota import UploadRoom
+from core.disk_space import NO_ROOM_ERRNOS
 
 __all__ = ["ReceivedFile", "receive_upload"]
 
 _FRAMING_ALLOWANCE_BYTES = 64 * 1024  # multipart boundaries and part headers around the file
 # A full disk, a full quota, and a file-size limit (RLIMIT_FSIZE or the filesystem's own).
 _HEADER_TOO_LONG = "Maximum header size exceeded"  # python-multipart's words for it
-_NO_ROOM_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ def _no_room_is_507(path: Path, written: int) -> Iterator[None]:
     try:
         yield
     except OSError as err:
-        if err.errno not in _NO_ROOM_ERRNOS:
+        if err.errno not in NO_ROOM_ERRNOS:
             raise
         raise InsufficientStorage(
             f"the server has no room to store the upload: writing {path.parent} failed after "
