@@ -37,6 +37,7 @@ from api.services.jobs.documents import JobDocumentCache
 from api.services.metrics import ServiceMetrics
 from api.services.uploads.model_checks import ModelChecker
 from api.services.verified_keys import VerifiedKeys
+from core.db.outage import is_database_outage
 from core.job_config import JOB_CONFIG_ERROR
 from core.logging_setup import request_id_var
 from core.settings import Settings, get_settings
@@ -77,23 +78,13 @@ async def _internal_error(request: Request, err: Exception) -> JSONResponse:
 async def _database_error(request: Request, err: Exception) -> JSONResponse:
     """503 with Retry-After when the database is unreachable (or out of connections); any
     other database error is a fault of ours (500)."""
-    if not _is_unavailable(err):
+    if not is_database_outage(err):
         return await _internal_error(request, err)
     logger.warning("database unavailable on %s %s: %s", request.method, request.url.path, err)
     return await _service_error(request, DatabaseUnavailable(
         f"{request.method} {request.url.path} needs the database, which is unavailable right "
         f"now; retry in {DatabaseUnavailable.retry_after_s} s (GET /healthz says when it is "
         "reachable again)"))
-
-
-def _is_unavailable(err: Exception) -> bool:
-    if isinstance(err, sqlalchemy.exc.TimeoutError):  # the pool had no connection to give
-        return True
-    # OperationalError: refused, reset, timed out, server shutting down (and SQLite's "database
-    # is locked"); InterfaceError: a connection the driver already lost.
-    return isinstance(err, sqlalchemy.exc.DBAPIError) and (
-        err.connection_invalidated
-        or isinstance(err, sqlalchemy.exc.OperationalError | sqlalchemy.exc.InterfaceError))
 
 
 def _problem(error: Mapping[str, Any]) -> str:

@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from core.db.models import Job, JobEvent, JobStatus
@@ -18,6 +18,7 @@ from core.db.types import utc_now
 __all__ = [
     "cancel",
     "claim",
+    "count_events",
     "fail",
     "heartbeat",
     "record_event",
@@ -47,6 +48,12 @@ def _move(
 
 def record_event(session: Session, job_id: uuid.UUID, message: str, stage: str | None = None) -> None:
     session.add(JobEvent(job_id=job_id, stage=stage, message=message))
+
+
+def count_events(session: Session, job_id: uuid.UUID, prefix: str) -> int:
+    """How many of the job's events start with `prefix` (e.g. how often it was requeued)."""
+    return int(session.scalar(select(func.count()).select_from(JobEvent).where(
+        JobEvent.job_id == job_id, JobEvent.message.startswith(prefix))) or 0)
 
 
 def claim(session: Session, job_id: uuid.UUID, worker: str) -> Job | None:

@@ -359,6 +359,32 @@ def test_a_postgres_outage_during_a_job_is_survived_and_the_api_answers_503(
     assert _claims(live, job_id) == 1
 
 
+def test_a_postgres_outage_longer_than_a_jobs_retries_queues_it_again_once_it_is_back(
+        live: Stack, services: tuple[PrivatePostgres, PrivateRedis]) -> None:
+    postgres, _ = services
+    model = _cnn(live, 50)
+    job_id = _job(live, model, benchmark={"warmup": 0, "iterations": 6000,
+                                          "measure_memory": False})
+    _wait_stage(live, job_id, "benchmark")
+    postgres.stop()
+    try:
+        # the job's next write (its next stage) gives up after DATABASE_RETRY_S: its process
+        # ends, and its supervisor waits for the database
+        wait_until(lambda: "waiting for it to queue the job again" in live.worker.output(),
+                   DATABASE_RETRY_S + 60, what=lambda: "the supervisor to wait the outage out:\n"
+                   + live.worker.output()[-3000:])
+    finally:
+        postgres.start()
+    job = wait_for_job(live.base_url, job_id, timeout=240)
+
+    assert job["status"] == "succeeded", job["error"]
+    assert _claims(live, job_id) == 2  # run again from the start, not failed
+    requeued = [e for e in job["events"]
+                if e["message"].startswith("queued again after a database outage")]
+    assert len(requeued) == 1, job["events"]
+    assert "OperationalError" in requeued[0]["message"]
+
+
 def test_cancel_during_ablation_frees_the_worker_within_seconds(live: Stack) -> None:
     model = _cnn(live, 49)
     job_id = _job(live, model, ablation=True, **SLOW)

@@ -21,6 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from core.db.outage import DatabaseOutage, is_database_outage, outage_text
 from core.disk_space import free_space_text, no_room_error
 from core.reports import ProfileReport
 from optimizer.errors import OptimizerError
@@ -72,7 +73,24 @@ def run_claimed_job(run: JobRun, runtime: WorkerRuntime, recorder: JobRecorder,
                     progress: StageProgress) -> None:
     """Run every stage of a claimed job and record how it ended (in the job's own process,
     which worker/supervision/supervisor.py starts, watches and kills). The scratch folder goes
-    before the job's end is recorded, so an ended job has none."""
+    before the job's end is recorded, so an ended job has none.
+
+    Raises:
+        DatabaseOutage: the database stayed away past the recorder's retry window; nothing of
+            the job's end could be recorded (its supervisor queues it again once it is back).
+    """
+    try:
+        _run_and_record(run, runtime, recorder, progress)
+    except Exception as err:
+        if is_database_outage(err):  # nothing can be recorded: the supervisor waits it out
+            raise DatabaseOutage(outage_text(err)) from None
+        raise
+    finally:
+        _remove_scratch(run)
+
+
+def _run_and_record(run: JobRun, runtime: WorkerRuntime, recorder: JobRecorder,
+                    progress: StageProgress) -> None:
     outcome = JobOutcome()
 
     def succeed(stored: StoredArtifacts) -> bool:
@@ -90,6 +108,8 @@ def run_claimed_job(run: JobRun, runtime: WorkerRuntime, recorder: JobRecorder,
         logger.info("job %s was cancelled; stopped between stages", run.job_id)
     except Exception as err:
         _remove_scratch(run)
+        if is_database_outage(err):
+            raise  # run_claimed_job hands it to the supervisor
         full = no_room_error(err)  # however deep a write failed, the disk is to blame
         if full is not None:
             logger.error("job %s: no room to write: %s", run.job_id, full)
@@ -100,8 +120,6 @@ def run_claimed_job(run: JobRun, runtime: WorkerRuntime, recorder: JobRecorder,
         else:
             logger.exception("job %s hit an internal error", run.job_id)
             recorder.fail_internally(err, outcome)
-    finally:
-        _remove_scratch(run)
 
 
 def _no_room_message(run: JobRun, err: OSError) -> str:

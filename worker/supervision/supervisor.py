@@ -32,6 +32,7 @@ from pathlib import Path
 from sqlalchemy.exc import OperationalError
 
 from core.db.models import JobStatus
+from core.db.outage import DatabaseOutage, is_database_outage, outage_text
 from core.dispatch import dispatcher_for
 from core.isolation import ChildLimits, IsolatedChild
 from core.logging_setup import job_context
@@ -42,7 +43,7 @@ from optimizer.errors import OptimizerError
 from worker.pipeline.progress import StageMark, read_stage_mark
 from worker.pipeline.records.lost_jobs import ERROR_CODE as PROCESS_DIED
 from worker.pipeline.records.lost_jobs import LostJob, can_resume_search
-from worker.pipeline.records.recorder import JobRecorder
+from worker.pipeline.records.recorder import ClaimedJob, JobRecorder
 from worker.pipeline.stages import LOAD
 from worker.runtime import WorkerRuntime
 from worker.supervision.job_process import JobProcessSpec, run_job_process
@@ -89,6 +90,9 @@ def _supervise(job_id: uuid.UUID, runtime: WorkerRuntime) -> None:
     # No retries here: the supervisor keeps watching through an outage instead of blocking.
     recorder = JobRecorder(job_id, runtime.sessions)
     claimer = JobRecorder(job_id, runtime.sessions, retry_s=settings.jobs.database_retry_s)
+    # How the job ended is recorded however long the database is away (up to a job's longest
+    # run): a job must never be left "running" with nothing running it.
+    ender = JobRecorder(job_id, runtime.sessions, retry_s=settings.jobs.max_runtime_s)
     claimed = claimer.claim(worker_name())
     if claimed is None:
         lost = recorder.fail_if_its_process_died(settings.scratch_dir)
@@ -119,19 +123,24 @@ def _supervise(job_id: uuid.UUID, runtime: WorkerRuntime) -> None:
                     child.kill()  # before recording, so the job's process writes nothing after
                     if stop.failure is not None:
                         logger.warning("job %s: %s", job_id, stop.failure)
-                        recorder.fail(type(stop.failure).__name__, str(stop.failure))
+                        ender.fail(type(stop.failure).__name__, str(stop.failure))
                     else:
                         logger.info("job %s was cancelled in stage %s; its process is stopped",
                                     job_id, stage)
                     return
                 resumable = can_resume_search(claimed.config.model_dump(mode="json"), stage,
                                               resumes)
-                if not _record_exit(child, recorder, job_id, stage, resumable=resumable):
+                try:
+                    if not _record_exit(child, ender, job_id, stage, resumable=resumable):
+                        break
+                except DatabaseOutage as outage:
+                    _requeue_after_outage(runtime, ender, claimed, stage, outage)
                     break
             resumes += 1
     except OperationalError:
-        logger.exception("job %s: the database was unavailable to record how the job ended; "
-                         "the stale-job sweep will", job_id)
+        logger.exception("job %s: the database stayed unavailable past %g s to record how the "
+                         "job ended; the stale-job sweep will", job_id,
+                         settings.jobs.max_runtime_s)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
         spec.stage_file.unlink(missing_ok=True)
@@ -241,6 +250,8 @@ def _record_exit(child: IsolatedChild, recorder: JobRecorder, job_id: uuid.UUID,
     limits = ChildLimits(timeout_s=1)  # only for the wording of how it died
     try:
         child.outcome(limits, f"The process running job {job_id}", _ProcessDied)
+    except DatabaseOutage:
+        raise  # not the job's end: the caller queues it again
     except _ProcessDied as died:
         if resumable:
             logger.warning("job %s: its process died in its search (%s); resuming", job_id, died)
@@ -254,9 +265,39 @@ def _record_exit(child: IsolatedChild, recorder: JobRecorder, job_id: uuid.UUID,
         logger.error("job %s: %s", job_id, message)
         recorder.fail(PROCESS_DIED, message)
     except Exception as err:  # the job's process could not record the outcome itself
+        if is_database_outage(err):  # in a write outside the pipeline's own handling
+            raise DatabaseOutage(outage_text(err)) from None
         logger.exception("job %s: its process ended with an error", job_id)
         recorder.fail_internally(err)
     return False
+
+
+# The event a job queued again after a database outage gets; counted to stop at the limit.
+_REQUEUED_AFTER_OUTAGE = "queued again after a database outage"
+MAX_OUTAGE_REQUEUES = 3
+
+
+def _requeue_after_outage(runtime: WorkerRuntime, ender: JobRecorder, claimed: ClaimedJob,
+                          stage: str, outage: DatabaseOutage) -> None:
+    """The job's process gave up on the database in `stage`: once the database answers again
+    (`ender` waits for it), queue the job again and send it, so a worker runs it from the
+    start; after MAX_OUTAGE_REQUEUES such restarts, fail it as DatabaseUnavailable instead.
+    Neither the model's fault nor a bug of ours, and said so."""
+    job_id = ender.job_id
+    logger.warning("job %s: the database was unavailable in stage %s (%s); waiting for it to "
+                   "queue the job again", job_id, stage, outage)
+    earlier = ender.count_events(_REQUEUED_AFTER_OUTAGE)
+    if earlier >= MAX_OUTAGE_REQUEUES:
+        ender.fail("DatabaseUnavailable", (
+            f"The database was unavailable while job {job_id} ran (stage {stage!r}: "
+            f"{outage}); the job was queued again {earlier} times after such outages and "
+            "stops here. Check the database (FUSEFORGE_DATABASE_URL) and run the job again."))
+        return
+    why = (f"{_REQUEUED_AFTER_OUTAGE} in stage {stage!r} ({outage}): the job starts again from "
+           "its first stage")
+    if ender.requeue(why):
+        dispatcher_for(runtime.settings.resolved_broker_url).send_job(job_id, claimed.config)
+        logger.info("job %s: queued again after the database outage", job_id)
 
 
 def _stage_name(mark: StageMark | None) -> str:

@@ -199,6 +199,15 @@ class JobRecorder:
                          f"a fault in your model. The worker log has the traceback for job "
                          f"{self.job_id}.", outcome)
 
+    def requeue(self, why: str) -> bool:
+        """Put the running job back in the queue, recording `why`; False if it no longer runs."""
+        return self._write(lambda session: job_state.requeue(session, self.job_id, why)
+                           is not None)
+
+    def count_events(self, prefix: str) -> int:
+        """How many of the job's events start with `prefix`."""
+        return self._write(lambda session: job_state.count_events(session, self.job_id, prefix))
+
     def status(self) -> JobStatus | None:
         """The job's status now."""
         return self._write(lambda session: job_state.status_of(session, self.job_id))
