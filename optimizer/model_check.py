@@ -10,6 +10,7 @@ does the ONNX checker (which trusts the structure) see it.
 from __future__ import annotations
 
 import posixpath
+from dataclasses import replace
 from pathlib import Path
 
 import onnx
@@ -18,6 +19,7 @@ from google.protobuf.message import DecodeError
 from optimizer.errors import InternalError, InvalidModelError, UnsupportedModelError
 from optimizer.model.graphs import iter_tensors
 from optimizer.model.limits import ModelLimits, check_limits
+from optimizer.model.non_finite import non_finite_weights
 from optimizer.model.scan import scan_model_file
 from optimizer.model.tensor_specs import ModelSummary, summarize_model
 from optimizer.op_support import check_op_support
@@ -97,7 +99,9 @@ def load_checked_model(path: Path, limits: ModelLimits | None = None, *,
     del data  # the IR 3 case checks the edited model: its bytes can go first
     _run_checker(checked, file_name)
     _require_tensor_io(model, file_name)
-    return model, summarize_model(model)
+    warning = non_finite_weights(model)
+    summary = summarize_model(model)
+    return model, replace(summary, warnings=(warning,)) if warning else summary
 
 
 def _constants_outside_inputs_at_ir3(model: onnx.ModelProto) -> bool:

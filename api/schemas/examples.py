@@ -47,6 +47,7 @@ MODEL: dict[str, Any] = {
     "producer": "pytorch 2.5.1",
     "inputs": [{"name": "input", "dtype": "float32", "shape": ["N", 3, 32, 32]}],
     "outputs": [{"name": "logits", "dtype": "float32", "shape": ["N", 10]}],
+    "warnings": [],
     "created_at": "2026-12-01T22:28:41.703108Z",
     "job_count": 3,
 }

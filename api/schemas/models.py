@@ -3,7 +3,7 @@
 import uuid
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from api.schemas import examples
 from api.schemas.common import Page
@@ -30,10 +30,17 @@ class ModelRead(BaseModel):
     producer: str
     inputs: list[TensorInfo]
     outputs: list[TensorInfo]
+    # what the upload check found valid but suspect, e.g. weights holding NaN or infinity
+    warnings: list[str] = Field(default_factory=list)
     created_at: datetime
     # GET /v1/models and /v1/models/{id}: how many jobs the model has (any status); null in an
     # upload's answer, which does not count them
     job_count: int | None = None
+
+    @field_validator("warnings", mode="before")
+    @classmethod
+    def _none_is_no_warning(cls, value: list[str] | None) -> list[str]:
+        return value or []  # rows stored before the column existed, or with nothing to say
 
 
 class ModelList(Page[ModelRead]):

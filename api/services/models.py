@@ -57,6 +57,7 @@ def register_upload(
             producer=_cut(summary.producer, Model.producer.type.length),
             inputs=[spec.to_dict() for spec in summary.inputs],
             outputs=[spec.to_dict() for spec in summary.outputs],
+            warnings=list(summary.warnings) or None,
         )
 
     return store_upload(session=session, store=store, received=received, project_id=project_id,

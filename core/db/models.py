@@ -186,6 +186,8 @@ class Model(Base):
     producer: Mapped[str] = mapped_column(String(255))
     inputs: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
     outputs: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    # what the upload check found valid but suspect (NaN weights); null: nothing (or an older row)
+    warnings: Mapped[list[str] | None] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
 
     __table_args__ = (

@@ -61,6 +61,7 @@ class ModelSummary:
     producer: str  # "name version", stripped
     inputs: tuple[TensorSpec, ...]  # graph inputs that are not initializers
     outputs: tuple[TensorSpec, ...]
+    warnings: tuple[str, ...] = ()  # what is valid but suspect (NaN weights: model_check.py)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -69,6 +70,7 @@ class ModelSummary:
             "producer": self.producer,
             "inputs": [spec.to_dict() for spec in self.inputs],
             "outputs": [spec.to_dict() for spec in self.outputs],
+            "warnings": list(self.warnings),
         }
 
 

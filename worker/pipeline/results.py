@@ -128,6 +128,8 @@ class LoadedModel:
     dynamic_path: Path | None = None
     # An int8 job's calibration samples (and, without dataset_id, where `feeds` came from).
     calibration: CalibrationSplit | None = None
+    # what the model holds that is valid but suspect (NaN weights), said as the job's events
+    warnings: tuple[str, ...] = ()
 
     @property
     def fusion_source(self) -> Path:

@@ -157,6 +157,8 @@ def _run_stages(run: JobRun, backend: JobBackend[Any], runtime: WorkerRuntime,
     """
     progress.enter(LOAD)
     loaded = load_model(run)
+    for warning in loaded.warnings:
+        progress.note(f"warning: {warning}")
     if run.config.search is not None:
         searched = search_configurations(
             run, loaded, lambda each, its: backend_for(each, runtime, recorder, its),

@@ -20,6 +20,7 @@ import onnx
 from optimizer.backends.tensorrt.profiles import OptimizationProfileSpec
 from optimizer.errors import InferenceError, UnsupportedModelError
 from optimizer.job_inputs import resolve_job_inputs
+from optimizer.model.non_finite import non_finite_weights
 from optimizer.model.shapes import fix_input_shapes_except
 from optimizer.model.tensor_specs import summarize_model
 from optimizer.model_writer import check_model_runs, save_model
@@ -90,7 +91,8 @@ def load_model(run: JobRun) -> LoadedModel:
                                      else ranges),
                        calibration=split,
                        inputs_left_dynamic=left_dynamic,
-                       dynamic_path=run.model_path if left_dynamic else None)
+                       dynamic_path=run.model_path if left_dynamic else None,
+                       warnings=tuple(w for w in (non_finite_weights(model),) if w))
 
 
 def _why_inputs_stay_dynamic(run: JobRun, model: onnx.ModelProto,
