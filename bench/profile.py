@@ -3,7 +3,9 @@ data folder, upload a ResNet-50-style and a BERT-style model generated in code a
 networks the `onnx` package ships (real exports, opset 9, many nodes unnamed), run a job on
 each, and print what its profile report says: how much of the measured latency the corrected
 node times account for (original and engine), how many engine nodes map back to original nodes,
-the memory-bound share, and the biggest hot spot. report.html of each job is saved to --out.
+the memory-bound share, and the biggest hot spot; and the engine's speed-up over `original`
+and over `original_unoptimized` from the job's benchmark (timed in the same rounds).
+report.html of each job is saved to --out.
 
     .venv/bin/python -m bench.profile --out /tmp/profile [--only resnet50,light_squeezenet]
 
@@ -40,11 +42,23 @@ def _models() -> dict[str, tuple[onnx.ModelProto, dict[str, list[int]] | None]]:
     return models
 
 
+def _speedups(job: Mapping[str, Any]) -> str:
+    """The engine's speed-up over `original` (ONNX Runtime's default level) and over
+    `original_unoptimized` (every ORT optimization off), from the job's comparison records,
+    timed in the same interleaved rounds."""
+    p50 = {record["variant"]: record["latency_ms_p50"] for record in job.get("benchmarks") or ()
+           if record.get("suite") == "comparison"}
+    if "engine" not in p50:
+        return "– | –"
+    return " | ".join(f"{p50[variant] / p50['engine']:.2f}x" if variant in p50 else "–"
+                      for variant in ("original", "original_unoptimized"))
+
+
 def _row(name: str, job: Mapping[str, Any]) -> str:
     profile = job.get("profile_report") or {}
     if not profile.get("engine"):
         why = profile.get("skipped") or (job.get("error") or {}).get("message") or job["status"]
-        return f"| {name} | – | – | – | – | – | {why} |"
+        return f"| {name} | – | – | – | – | – | – | – | {why} |"
     original, engine = profile["original"], profile["engine"]
     mapping, bound = profile["mapping"], profile["memory_bound"]
     share = "–" if bound["share"] is None else f"{bound['share']:.0%}"
@@ -52,7 +66,7 @@ def _row(name: str, job: Mapping[str, Any]) -> str:
             f"{engine['coverage']:.2f} ({engine['latency_ms']:.2f} ms) | "
             f"{mapping['engine_nodes_mapped']}/{mapping['engine_nodes']} | "
             f"{mapping['original_nodes_reached']}/{mapping['original_nodes']} | {share} | "
-            f"{profile['hot_spot']} |")
+            f"{_speedups(job)} | {profile['hot_spot']} |")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -65,8 +79,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     wanted = set(args.only.split(",")) if args.only else None
     port = free_port()
     print("| model | original: node sum / latency | engine: node sum / latency | engine nodes "
-          "mapped | original nodes reached | memory-bound | biggest hot spot |")
-    print("|---|---|---|---|---|---|---|", flush=True)
+          "mapped | original nodes reached | memory-bound | engine vs original | engine vs "
+          "original_unoptimized | biggest hot spot |")
+    print("|---|---|---|---|---|---|---|---|---|", flush=True)
     with tempfile.TemporaryDirectory(prefix="fuseforge-profile-") as tmp:
         server = start_fuseforge("run", fuseforge_env(Path(tmp) / "data", port),
                                  args.out / "run.log")

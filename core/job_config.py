@@ -15,6 +15,7 @@ from core.callbacks.urls import callback_url_problem
 from optimizer.capabilities import normalize_compute_capability
 from optimizer.passes import PASSES_BY_NAME
 from optimizer.registries.backends import BACKENDS, Backend, backends_for
+from optimizer.registries.ort_levels import DEFAULT_ORT_LEVEL, OrtLevel
 from optimizer.registries.precisions import (
     PRECISIONS,
     REFERENCE_PRECISION,
@@ -44,10 +45,8 @@ __all__ = [
 
 _STRICT = ConfigDict(extra="forbid")  # a misspelt option is a 422, never silently ignored
 
-# Backend and Precision are the optimizer's (optimizer/registries/backends.py,
-# optimizer/registries/precisions.py), re-exported here for the config's readers.
-OrtLevel = Literal["disabled", "basic", "extended", "all"]
-DEFAULT_ORT_LEVEL: OrtLevel = "all"
+# Backend, Precision and OrtLevel are the optimizer's (optimizer/registries/), re-exported
+# here for the config's readers.
 JOB_CONFIG_ERROR = "job_config"  # the error type of a broken rule between fields
 
 

@@ -31,13 +31,13 @@ passes itself: the server refuses a search job that also sets them (--precision,
 
 
 def _strategies() -> Iterable[object]:
-    from optimizer.search.decision import Strategy
+    from optimizer.search.strategy import Strategy
 
     return Strategy
 
 
 def _ort_levels() -> Iterable[object]:
-    from core.job_config import OrtLevel
+    from optimizer.registries.ort_levels import OrtLevel
 
     return typing.get_args(OrtLevel)
 

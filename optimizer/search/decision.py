@@ -18,22 +18,12 @@ from optimizer.measure.stats import NO_DIFFERENCE, speedup_verdict
 from optimizer.registries.precisions import Precision
 from optimizer.search.candidates import Candidate, Refusal
 from optimizer.search.race import Standing
+from optimizer.search.strategy import Strategy
 
 __all__ = ["CandidateOutcome", "Outcome", "SearchDecision", "Strategy", "decide"]
 
 # Ties in the race go to the most faithful precision: the earlier in this order.
 _FIDELITY = (Precision.FP32, Precision.BF16, Precision.FP16, Precision.INT8, Precision.FP8)
-
-
-class Strategy(StrEnum):
-    """`min_latency`: the lowest p50 at the job's batch; `max_throughput`: the most inferences
-    a second the host serves at it, each CPU candidate running as many requests at once as the
-    cores hold at its thread count (streams.py); `min_latency_under_budget`: the lowest p50 of
-    the candidates whose p99 stays within `latency_budget_ms`."""
-
-    MIN_LATENCY = "min_latency"
-    MAX_THROUGHPUT = "max_throughput"
-    MIN_LATENCY_UNDER_BUDGET = "min_latency_under_budget"
 
 
 class Outcome(StrEnum):

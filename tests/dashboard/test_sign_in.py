@@ -42,6 +42,7 @@ def test_sign_in_with_valid_key_sets_httponly_strict_cookie(
     assert response.headers["location"] == "/ui/models"
     cookie = next(c for c in response.headers.get_list("set-cookie") if c.startswith(SESSION_COOKIE))
     assert "HttpOnly" in cookie and "SameSite=strict" in cookie
+    assert "Max-Age=43200" in cookie  # the README's 12 h session
     assert site.get("/ui/models").status_code == 200
 
 

@@ -4,6 +4,7 @@ processes): a model goes up, a job runs, the artifacts come down; errors map to 
 from __future__ import annotations
 
 import hashlib
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -121,6 +122,26 @@ def test_wait_past_its_timeout_names_the_job_and_cancel_stops_it(
     assert cancelled.status == "cancelled"
     with pytest.raises(ConflictError):
         client.cancel(job.id)
+
+
+def test_wait_polls_every_quarter_second_backing_off_to_two_while_nothing_changes(
+    base_url: str, cnn: Path,
+) -> None:
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:  # the schedule at a twentieth of its pace
+        slept.append(seconds)
+        time.sleep(seconds / 20)
+
+    with FuseForgeClient(base_url, api_key="", sleep=sleep) as client:
+        model = client.upload_model(cnn)
+        job = client.submit_job(model.id, {"backend": "tensorrt"})  # no GPU worker: it waits
+        with pytest.raises(JobTimeoutError):
+            client.wait(job.id, timeout_s=1.0)
+        client.cancel(job.id)
+
+    assert slept[:5] == [0.25, 0.5, 1.0, 2.0, 2.0], slept  # the README's schedule
+    assert max(slept) == 2.0
 
 
 def test_job_fields_are_read_from_the_servers_schema(client: FuseForgeClient) -> None:

@@ -86,6 +86,14 @@ def test_cancel_stops_a_running_stage_within_seconds(embedded: EmbeddedWorker) -
     time.sleep(1)  # inside ONNX Runtime's run now, which nothing interrupts
     cancelled_at = time.monotonic()
     assert embedded.client.post(f"/v1/jobs/{job_id}/cancel").status_code == 200
+    # The README's claim: the supervisor sees the cancel at its next row check (every second)
+    # and kills the job's process; its scratch folder goes right after the kill.
+    scratch = embedded.runtime.settings.scratch_dir / job_id
+    while scratch.exists():
+        assert time.monotonic() - cancelled_at < 5, "the job's process outlived its cancel"
+        time.sleep(0.05)
+    killed_after_s = time.monotonic() - cancelled_at
+    print(f"cancel to the job's process killed and its scratch gone: {killed_after_s:.2f} s")
     valid = embedded.upload(model_bytes(small_cnn(seed=33)), "cnn.onnx")
     next_job = embedded.wait(embedded.submit(valid, benchmark=FAST_BENCHMARK), timeout_s=120)
 
