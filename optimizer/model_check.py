@@ -17,6 +17,7 @@ import onnx
 from google.protobuf.message import DecodeError
 
 from optimizer.errors import InternalError, InvalidModelError, UnsupportedModelError
+from optimizer.model.endless_loops import endless_loops
 from optimizer.model.graphs import iter_tensors
 from optimizer.model.limits import ModelLimits, check_limits
 from optimizer.model.non_finite import non_finite_weights
@@ -52,8 +53,8 @@ def load_checked_model(path: Path, limits: ModelLimits | None = None, *,
 
     Raises:
         InvalidModelError: the file is empty, is not an ONNX protobuf, parses but is not a model,
-            has a name with a NUL character or invalid UTF-8, or fails the ONNX checker (whose
-            message is included).
+            has a name with a NUL character or invalid UTF-8, has a Loop that provably never
+            ends (endless_loops.py), or fails the ONNX checker (whose message is included).
         ModelLimitError: the model is over one of `limits` (default `ModelLimits()`:
             control-flow depth, rank, a dim, a name's length); its `limit` names the field.
         UnsupportedModelError: an opset newer than the installed onnx or ONNX Runtime knows, a
@@ -85,6 +86,8 @@ def load_checked_model(path: Path, limits: ModelLimits | None = None, *,
         ) from err
     _require_model_fields(model, file_name)
     check_limits(model, limits or ModelLimits(), file_name)
+    for endless in endless_loops(model):
+        raise InvalidModelError(f"Model file {file_name!r}: {endless}.")
     check_op_support(model, file_name)
     _refuse_external_data(model, file_name)
     _require_known_tensor_types(model, file_name)

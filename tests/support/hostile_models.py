@@ -20,6 +20,7 @@ __all__ = [
     "long_name",
     "name_bytes",
     "nested_if",
+    "provably_endless_loop",
     "rank_bomb",
     "unknown_domain",
     "with_opset",
@@ -122,6 +123,32 @@ def _model(graph: onnx.GraphProto,
     return model
 
 
+def provably_endless_loop(trips: int | None = 2**62) -> bytes:
+    """y = x + 1 while a condition the body passes through unchanged, `trips` times (None: no
+    trip count): valid ONNX that no runtime finishes."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Add", ["acc_in", "one"], ["acc_out"])],
+        "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc_in", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc_out", TensorProto.FLOAT, [1])],
+        initializer=[helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0])])
+    initializers = [helper.make_tensor("keep_going", TensorProto.BOOL, [], [True])]
+    if trips is not None:
+        initializers.append(helper.make_tensor("trips", TensorProto.INT64, [], [trips]))
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["trips" if trips is not None else "", "keep_going", "x"],
+                          ["y"], name="forever", body=body)],
+        "endless",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+        initializer=initializers)
+    return _model(graph).SerializeToString()
+
+
 # (id, upload bytes, text the refusal must contain): the API and the library tests share these.
 HOSTILE_UPLOADS: list[tuple[str, bytes, str]] = [
     ("opset-newer-than-installed", with_opset(10_000), "imports opset 10000"),
@@ -129,6 +156,9 @@ HOSTILE_UPLOADS: list[tuple[str, bytes, str]] = [
     ("if-nested-20-deep", nested_if(20), "nested 9 deep in If/Loop/Scan bodies"),
     ("dim-2-to-the-40", declared_dim(2**40), f"dim 1 = {2**40}"),
     ("rank-10000", rank_bomb(10_000), "rank 10000"),
+    ("loop-2-to-the-62-trips", provably_endless_loop(2**62),
+     "Loop node 'forever' in the main graph never ends"),
+    ("loop-without-trip-count", provably_endless_loop(None), "it has no trip count"),
     *[(f"{field}-name-100k-chars", long_name(field, 100_000), "100000 characters")
       for field in NAME_FIELDS],
     *[(f"{field}-name-with-nul", name_bytes(field, b"a\0b"), "NUL") for field in NAME_FIELDS],
