@@ -30,6 +30,7 @@ from api.http.idempotent_posts import (
     answer_response,
     idempotent_responses,
 )
+from api.http.openapi_sse import sse_content
 from api.http.path_ids import ArtifactNamePath, JobIdPath
 from api.schemas import examples
 from api.schemas.common import ErrorBody, PageParams
@@ -135,8 +136,7 @@ _JOB_STREAM_EXAMPLE = (
                                                    for name, meaning in LIST_EVENT_TYPES.items())
               + ". Every event carries `id:`, a time to resume from: reconnect with it as "
                 "`since` or Last-Event-ID and no change is missed.",
-              "content": {"text/event-stream": {"schema": {"type": "string"},
-                                                "example": _JOB_STREAM_EXAMPLE}}},
+              "content": sse_content(LIST_EVENT_TYPES, _JOB_STREAM_EXAMPLE)},
         400: {"model": ErrorBody, "description": "Last-Event-ID is not a time with a zone"},
     },
 )
@@ -187,8 +187,7 @@ _EVENTS_EXAMPLE = (
         200: {"description": "A text/event-stream until the job ends. Event types: " + "; ".join(
                   f"`{name}`: {meaning}" for name, meaning in EVENT_TYPES.items())
               + ". Stored events carry `id:`; reconnect with Last-Event-ID to resume after one.",
-              "content": {"text/event-stream": {"schema": {"type": "string"},
-                                                "example": _EVENTS_EXAMPLE}}},
+              "content": sse_content(EVENT_TYPES, _EVENTS_EXAMPLE)},
         400: {"model": ErrorBody, "description": "Last-Event-ID (or `after`) is not an event id"},
         404: {"model": ErrorBody, "description": "No such job"},
     },
