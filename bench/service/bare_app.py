@@ -1,5 +1,6 @@
-"""The yardstick: a bare FastAPI app with one sync route (FastAPI runs it in its threadpool, as
-it runs FuseForge's routes), served by `serve.py` exactly as `fuseforge serve` serves the API."""
+"""The yardstick: a bare FastAPI app served exactly as `fuseforge serve` serves the API, with
+one async route (run on the event loop, as FuseForge's job read is: the yardstick the service
+is held to) and one sync route (run in FastAPI's threadpool: a weaker one, kept beside it)."""
 
 from fastapi import FastAPI
 
@@ -7,7 +8,12 @@ app = FastAPI()
 
 
 @app.get("/v1/jobs/{job_id}")
-def read_job(job_id: str) -> dict[str, str]:
+async def read_job(job_id: str) -> dict[str, str]:
+    return {"id": job_id, "status": "succeeded"}
+
+
+@app.get("/sync/v1/jobs/{job_id}")
+def read_job_in_a_thread(job_id: str) -> dict[str, str]:
     return {"id": job_id, "status": "succeeded"}
 
 

@@ -3,7 +3,8 @@
 Starts `fuseforge serve` on a fresh data folder (embedded SQLite, or the PostgreSQL database and
 Redis broker given), seeds finished jobs, and starts the bare app (bench/service/bare_app.py)
 served the same way. Then, per connection count, it runs `wrk` against each target in turn,
-interleaved for `--rounds` rounds, and prints the median requests/s, the ratio to the bare app,
+interleaved for `--rounds` rounds, and prints the median requests/s, the ratio to the bare app's
+async route (the first target: the yardstick; its sync route, a weaker one, is shown too),
 p50/p99 latency and errors (socket errors and non-2xx answers). Meanwhile a thread writes a
 job heartbeat every 100 ms, as a worker does, and reports how those writes fared.
 
@@ -154,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
               folder / "bare.log"),
     ]
     targets = {
-        "bare app GET /v1/jobs/{id}": f"{bare}/v1/jobs/{job_ids[1]}",
+        "bare async GET /v1/jobs/{id}": f"{bare}/v1/jobs/{job_ids[1]}",
+        "bare sync GET /v1/jobs/{id}": f"{bare}/sync/v1/jobs/{job_ids[1]}",
         "GET /v1/jobs/{id}": f"{ff}/v1/jobs/{job_ids[1]}",
         "GET /v1/jobs/{id} (running)": f"{ff}/v1/jobs/{running}",
         "GET /v1/jobs?limit=50": f"{ff}/v1/jobs?limit=50",

@@ -18,6 +18,7 @@ __all__ = [
     "NAME_FIELDS",
     "declared_dim",
     "long_name",
+    "loop_model",
     "name_bytes",
     "nested_if",
     "provably_endless_loop",
@@ -123,19 +124,18 @@ def _model(graph: onnx.GraphProto,
     return model
 
 
-def provably_endless_loop(trips: int | None = 2**62) -> bytes:
-    """y = x + 1 while a condition the body passes through unchanged, `trips` times (None: no
-    trip count): valid ONNX that no runtime finishes."""
+def loop_model(body_nodes: list[onnx.NodeProto], body_constants: list[onnx.TensorProto], *,
+               trips: int | None) -> onnx.ModelProto:
+    """y = Loop(trips, true, x): a body of `body_nodes` from (i, cond_in, acc_in) to
+    (cond_out, acc_out), over a [1] float; `trips` None: no trip count."""
     body = helper.make_graph(
-        [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
-         helper.make_node("Add", ["acc_in", "one"], ["acc_out"])],
-        "body",
+        body_nodes, "body",
         [helper.make_tensor_value_info("i", TensorProto.INT64, []),
          helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
          helper.make_tensor_value_info("acc_in", TensorProto.FLOAT, [1])],
         [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
          helper.make_tensor_value_info("acc_out", TensorProto.FLOAT, [1])],
-        initializer=[helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0])])
+        initializer=body_constants)
     initializers = [helper.make_tensor("keep_going", TensorProto.BOOL, [], [True])]
     if trips is not None:
         initializers.append(helper.make_tensor("trips", TensorProto.INT64, [], [trips]))
@@ -146,7 +146,17 @@ def provably_endless_loop(trips: int | None = 2**62) -> bytes:
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
         initializer=initializers)
-    return _model(graph).SerializeToString()
+    return _model(graph)
+
+
+def provably_endless_loop(trips: int | None = 2**62) -> bytes:
+    """y = x + 1 while a condition the body passes through unchanged, `trips` times (None: no
+    trip count): valid ONNX that no runtime finishes."""
+    return loop_model(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Add", ["acc_in", "one"], ["acc_out"])],
+        [helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0])], trips=trips
+    ).SerializeToString()
 
 
 # (id, upload bytes, text the refusal must contain): the API and the library tests share these.

@@ -12,8 +12,9 @@ import onnx
 from onnx import TensorProto, helper
 
 from core.settings import StageLimit
-from optimizer.testing.models import IR_VERSION, model_bytes, small_cnn
+from optimizer.testing.models import model_bytes, small_cnn
 from tests.support.embedded_worker import EmbeddedWorker
+from tests.support.hostile_models import loop_model
 
 FAST_BENCHMARK = {"warmup": 1, "iterations": 3, "measure_memory": False}
 
@@ -22,26 +23,12 @@ def endless_loop() -> onnx.ModelProto:
     """acc += 1 while acc < 1e30: in float32 acc stops growing at 2^24, so it never ends; its
     condition is computed from data, so no check can tell before running it (a loop whose
     condition provably stays true is refused at upload: tests/optimizer/model)."""
-    body = helper.make_graph(
+    model = loop_model(
         [helper.make_node("Add", ["acc_in", "one"], ["acc_out"]),
          helper.make_node("ReduceMax", ["acc_out"], ["largest"], keepdims=0),
          helper.make_node("Less", ["largest", "never"], ["cond_out"])],
-        "body",
-        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
-         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
-         helper.make_tensor_value_info("acc_in", TensorProto.FLOAT, [1])],
-        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
-         helper.make_tensor_value_info("acc_out", TensorProto.FLOAT, [1])],
-        initializer=[helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0]),
-                     helper.make_tensor("never", TensorProto.FLOAT, [], [1e30])])
-    graph = helper.make_graph(
-        [helper.make_node("Loop", ["", "keep_going", "x"], ["y"], body=body)],
-        "endless",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
-        initializer=[helper.make_tensor("keep_going", TensorProto.BOOL, [], [True])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = IR_VERSION
+        [helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0]),
+         helper.make_tensor("never", TensorProto.FLOAT, [], [1e30])], trips=None)
     onnx.checker.check_model(model, full_check=True)
     return model
 
