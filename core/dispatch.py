@@ -102,7 +102,11 @@ class JobDispatcher:
         url = make_url(self.broker_url) if "://" in self.broker_url else None
         if url is None or url.drivername not in ("redis", "rediss"):
             return None
-        return _ids(_redis_unacked(self.broker_url), RUN_JOB_TASK)
+        client = redis.Redis.from_url(self.broker_url)
+        try:
+            return _ids(_redis_unacked(client), RUN_JOB_TASK)
+        finally:
+            client.close()
 
     def held_webhook_job_ids(self) -> set[uuid.UUID] | None:
         """The ids of the jobs whose `webhooks.deliver` message the broker holds, as
@@ -145,18 +149,14 @@ def _redis_messages(url: str, queues: Iterable[str]) -> list[dict[str, Any]]:
     client = redis.Redis.from_url(url)
     try:
         raw = [item for queue in queues for item in client.lrange(queue, 0, -1)]
+        return [json.loads(item) for item in raw] + _redis_unacked(client)
     finally:
         client.close()
-    return [json.loads(item) for item in raw] + _redis_unacked(url)
 
 
-def _redis_unacked(url: str) -> list[dict[str, Any]]:
-    client = redis.Redis.from_url(url)
-    try:
-        # An unacked entry is [message, exchange, routing key].
-        return [json.loads(entry)[0] for entry in client.hvals(_REDIS_UNACKED)]
-    finally:
-        client.close()
+def _redis_unacked(client: redis.Redis) -> list[dict[str, Any]]:
+    # An unacked entry is [message, exchange, routing key].
+    return [json.loads(entry)[0] for entry in client.hvals(_REDIS_UNACKED)]
 
 
 def _redis_depths(url: str, queues: list[str]) -> dict[str, int]:

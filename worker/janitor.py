@@ -71,7 +71,7 @@ from worker.retention import delete_old_events, expire_artifacts
 
 __all__ = ["Janitor", "main"]
 
-_RESENT = "re-sent to queue"  # a re-sent job's event starts so (and is found by it)
+_RESENT = "re-sent to queue"  # how a re-sent job's event starts
 
 logger = logging.getLogger(__name__)
 
