@@ -4,8 +4,8 @@ Every model FuseForge writes (the CLI's output, a job's static reference and its
 graph) goes through `save_model`, so a file that ONNX Runtime cannot load is refused with the
 runtime's reason instead of being written and found broken later, e.g. a recurrent model whose
 input shapes were fixed: with static shapes ONNX Runtime's load-time constant folding inlines
-`If` branches and type-checks an LSTM in a branch that never runs ("First input tensor must
-have rank 3").
+the rank checks in a Loop body that never runs and type-checks its LSTM ("First input tensor
+must have rank 3"). (In an If branch, optimizer/model/dead_branches.py prevents that.)
 
 The check loads at the ONNX Runtime optimization level the file will be run at (default
 "all", ONNX Runtime's own default: what a user of the file gets) and, when every input shape is

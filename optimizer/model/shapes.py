@@ -12,6 +12,7 @@ from collections.abc import Collection, Mapping, Sequence
 import onnx
 
 from optimizer.errors import InputShapeError, InvalidModelError
+from optimizer.model.dead_branches import relax_dead_branches
 from optimizer.model.graphs import fresh_name
 from optimizer.model.tensor_specs import Dim, TensorSpec, summarize_model, unknown_input_message
 
@@ -132,13 +133,22 @@ def _with_input_dims(
             _set_dims(value, dims[value.name])
     _forget_inferred_shapes(graph)
     try:
-        return onnx.shape_inference.infer_shapes(
-            fixed, check_type=True, strict_mode=True, data_prop=True)
+        inferred = _infer(fixed)
+        relaxed, dead = relax_dead_branches(inferred)
+        if not dead:
+            return inferred
+        _forget_inferred_shapes(relaxed.graph)  # the relaxed branches' shapes are dynamic now
+        return _infer(relaxed)
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as err:
         shown = ", ".join(f"{name}={_show(shape)}" for name, shape in dims.items())
         raise InvalidModelError(
             f"ONNX shape inference failed for model {model.graph.name!r} with input shapes "
             f"{shown}: {err}. Check that the model accepts these shapes.") from err
+
+
+def _infer(model: onnx.ModelProto) -> onnx.ModelProto:
+    return onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True,
+                                             data_prop=True)
 
 
 def _drop_initializer_inputs(model: onnx.ModelProto) -> None:

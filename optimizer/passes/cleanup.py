@@ -16,11 +16,12 @@ round a float16 result differently from the runtime in the last bit):
 - Nodes whose outputs nobody reads, and initializers nobody reads, are removed.
 
 Safety: all of it runs on the main graph and inside If/Loop/Scan bodies (folding skips the
-branches of an If whose condition is not constant: see `_branches_of_open_ifs`); a subgraph's outputs
-and signature never change. When y = x and y is a graph output, x takes y's name, which is only
-possible when x is computed by a node of that same graph and is not already an output;
-otherwise the node stays. Dropout goes only in inference (training_mode absent or a constant
-false, no is_test = 0) with its mask output unread. Nodes outside the ONNX domains and the
+branches of an If whose condition is not constant and Loop bodies that may not run: see
+passes/may_never_run.py); a subgraph's outputs and signature never change. When y = x and y
+is a graph output, x takes y's name, which is only possible when x is computed by a node of
+that same graph and is not already an output; otherwise the node stays. Dropout goes only in
+inference (training_mode absent or a constant false, no is_test = 0) with its mask output
+unread. Nodes outside the ONNX domains and the
 quantization ops (QuantizeLinear, DequantizeLinear, QLinear*, *Integer) are neither folded nor
 removed, and nothing inside model-local functions is touched. Folding refuses a node whose
 output is a graph output and, by FoldConstantsPass's own rules, a node fed by a graph input.
@@ -42,6 +43,7 @@ from optimizer.passes.base import FusionPass, PassStage
 from optimizer.passes.checks import attr_int, perm
 from optimizer.passes.inline_constant_ifs import inline_constant_ifs
 from optimizer.passes.matching import MS_DOMAIN, ONNX_DOMAINS, default_opset
+from optimizer.passes.may_never_run import graphs_that_may_never_run
 
 __all__ = ["CLEANUP", "cleanup_graph"]
 
@@ -131,7 +133,7 @@ class _CleanupFolder(FoldConstantsPass):
     """FoldConstantsPass restricted to ONNX ops that are safe to fold here (see module doc)."""
 
     def call(self, model: ir.Model) -> FoldConstantsResult:
-        self._maybe_never_run = _branches_of_open_ifs(model)
+        self._maybe_never_run = graphs_that_may_never_run(model)
         return super().call(model)
 
     def process_node(self, node: ir.Node, is_function: bool) -> Replacement | None:
@@ -144,42 +146,6 @@ class _CleanupFolder(FoldConstantsPass):
                 self._do_inference(node)  # keep shapes flowing for the nodes after it
             return None
         return super().process_node(node, is_function)
-
-
-def _branches_of_open_ifs(model: ir.Model) -> set[ir.Graph]:
-    """The graphs inside a branch of an If whose condition is not a constant, nested ones too.
-
-    Such code may never run at the model's shapes (silero-vad's 8 kHz branch at 16 kHz input
-    sizes), and folding it with those shapes writes constants that contradict it: ONNX Runtime
-    then refuses the model at load even with graph optimizations disabled. Its nodes are left
-    as they are; Identity and other no-op removal still applies."""
-    found: set[ir.Graph] = set()
-    for node in ir.traversal.RecursiveGraphIterator(model.graph):
-        if node.graph in found or not (_is_onnx(node, "If") and not _constant_if(node)):
-            continue
-        for attr in node.attributes.values():
-            if attr.type == ir.AttributeType.GRAPH:
-                branch = attr.as_graph()
-                found.add(branch)
-                found.update(inner for inner_node in ir.traversal.RecursiveGraphIterator(branch)
-                             for inner in _subgraphs(inner_node))
-    return found
-
-
-def _subgraphs(node: ir.Node) -> list[ir.Graph]:
-    graphs = []
-    for attr in node.attributes.values():
-        if attr.type == ir.AttributeType.GRAPH:
-            graphs.append(attr.as_graph())
-        elif attr.type == ir.AttributeType.GRAPHS:
-            graphs.extend(attr.as_graphs())
-    return graphs
-
-
-def _constant_if(node: ir.Node) -> bool:
-    condition = node.inputs[0] if node.inputs else None
-    return condition is not None and condition.const_value is not None \
-        and not condition.is_graph_input()
 
 
 def _is_shape_sized_fill(node: ir.Node) -> bool:

@@ -12,9 +12,10 @@ it, or an Identity when the branch output is an outer value, an initializer or a
 output), so a subgraph's signature never changes. Works in the main graph and in Loop/Scan bodies;
 an inlined branch's own Ifs with constant conditions are inlined in turn, to a fixed point.
 
-An If inside a branch of an If whose condition is not constant is left alone: that code may
-never run, and inlining would show ONNX Runtime's type inference the taken branch at load even
-with graph optimizations disabled: a branch that cannot run at the model's fixed shapes (the
+An If inside a branch of an If whose condition is not constant (or inside a Loop body that
+may run zero times: passes/may_never_run.py) is left alone: that code may never run, and
+inlining would show ONNX Runtime's type inference the taken branch at load even with graph
+optimizations disabled: a branch that cannot run at the model's fixed shapes (the
 8 kHz LSTM of shape_models.lstm_in_nested_ifs, fed rank 4) would then fail to load where it
 loaded before; left as an If, ONNX Runtime checks it only at level basic and up. For the same
 reason a constant If is not inlined when its taken branch holds such code (an If whose
@@ -31,6 +32,7 @@ from collections import Counter
 import onnx_ir as ir
 
 from optimizer.passes.matching import ONNX_DOMAINS
+from optimizer.passes.may_never_run import may_skip_its_bodies
 
 __all__ = ["inline_constant_ifs"]
 
@@ -154,9 +156,10 @@ def _scope_chain(owners: dict[ir.Graph, ir.Node], graph: ir.Graph) -> list[ir.Gr
 
 
 def _in_a_branch(owners: dict[ir.Graph, ir.Node], graph: ir.Graph) -> bool:
-    """Whether `graph` is an If branch or inside one: code that runs only when picked."""
-    return any(owners[inner].op_type == "If" for inner in _scope_chain(owners, graph)
-               if inner in owners)
+    """Whether `graph` is an If branch or a Loop body that may not run, or inside one: code
+    that runs only when picked (passes/may_never_run.py)."""
+    return any(owners[inner].op_type == "If" or may_skip_its_bodies(owners[inner])
+               for inner in _scope_chain(owners, graph) if inner in owners)
 
 
 def _outer_value(model: ir.Model, graph: ir.Graph, name: str | None) -> ir.Value | None:

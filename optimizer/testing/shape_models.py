@@ -1,6 +1,7 @@
 """Tiny models built in code that reproduce how real exports declare and use shapes: a dynamic
 dim written as dim_value -1 (Paddle2ONNX), a strided convnet with dynamic spatial dims, and a
-recurrent model whose LSTM sits in nested `If` branches (silero-vad)."""
+recurrent model whose LSTM sits in nested `If` branches (silero-vad), and one whose unused LSTM
+sits in a Loop body."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from optimizer.testing.models import IR_VERSION
 
-__all__ = ["lstm_in_nested_ifs", "strided_convnet"]
+__all__ = ["lstm_in_a_loop", "lstm_in_nested_ifs", "strided_convnet"]
 
 
 def strided_convnet(dims: list[int | str | None], seed: int = 0) -> onnx.ModelProto:
@@ -71,6 +72,48 @@ def lstm_in_nested_ifs(seed: int = 0, hidden: int = 16) -> onnx.ModelProto:
          helper.make_tensor_value_info("sr", TensorProto.INT64, [])],
         [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["N", hidden]),
          helper.make_tensor_value_info("stateN", TensorProto.FLOAT, [2, "N", hidden])])
+    return _model(graph, opset=16)
+
+
+def lstm_in_a_loop(seed: int = 0, hidden: int = 16) -> onnx.ModelProto:
+    """`lstm_in_nested_ifs` with its rate choice made by a Loop instead of an If: the 16 kHz
+    network runs in the main graph, and a Loop that runs once when sr != 16000 (else not at
+    all) replaces its result with the 8 kHz network's, its body. Same inputs and outputs.
+
+    Fixed at rank-2 shapes, the body's LSTM is fed rank 4 once ONNX Runtime folds the body's rank
+    check, so the model fails to load above level "disabled" (it loads dynamic); unlike an If
+    branch (optimizer/model/dead_branches.py), a Loop body is left as it is.
+    """
+    rng = np.random.default_rng(seed)
+    main, body = (_lstm_branch(name, rng, hidden, axes)
+                  for name, axes in (("sr16k", [[0], [0, 1]]), ("sr8k", [[0, 1], [0]])))
+    carried = [helper.make_tensor_value_info(name, TensorProto.FLOAT, None)
+               for name in ("carried_output", "carried_state")]
+    body.input.extend([helper.make_tensor_value_info("iteration", TensorProto.INT64, []),
+                       helper.make_tensor_value_info("keep_going", TensorProto.BOOL, []),
+                       *carried])
+    body.node.append(helper.make_node("Identity", ["keep_going"], ["keep_going_out"]))
+    body.output.insert(0, helper.make_tensor_value_info("keep_going_out", TensorProto.BOOL, []))
+    nodes = [
+        *main.node,
+        helper.make_node("Constant", [], ["sr16k_value"],
+                         value=helper.make_tensor("sr16k_value", TensorProto.INT64, [], [16000])),
+        helper.make_node("Equal", ["sr", "sr16k_value"], ["is16k"], name="is16k"),
+        helper.make_node("Not", ["is16k"], ["is8k"]),
+        helper.make_node("Cast", ["is8k"], ["trips"], to=TensorProto.INT64),
+        helper.make_node("Constant", [], ["always"],
+                         value=helper.make_tensor("always", TensorProto.BOOL, [], [True])),
+        helper.make_node("Loop", ["trips", "always", "sr16k_out", "sr16k_state"],
+                         ["output", "stateN"], name="at_8k", body=body),
+    ]
+    graph = helper.make_graph(
+        nodes, "lstm_in_a_loop",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", hidden]),
+         helper.make_tensor_value_info("state", TensorProto.FLOAT, [2, "N", hidden]),
+         helper.make_tensor_value_info("sr", TensorProto.INT64, [])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["N", hidden]),
+         helper.make_tensor_value_info("stateN", TensorProto.FLOAT, [2, "N", hidden])],
+        list(main.initializer))
     return _model(graph, opset=16)
 
 

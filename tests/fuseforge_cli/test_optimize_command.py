@@ -12,7 +12,7 @@ from fuseforge_cli.main import main
 from optimizer.testing.models import small_cnn
 from optimizer.testing.norm_models import layer_norm
 from optimizer.testing.passes import op_types, run_model
-from optimizer.testing.shape_models import lstm_in_nested_ifs, strided_convnet
+from optimizer.testing.shape_models import lstm_in_a_loop, lstm_in_nested_ifs, strided_convnet
 
 
 @pytest.fixture
@@ -109,8 +109,9 @@ def test_optimize_refuses_image_dims_at_one_with_the_shapes_to_give(
 @pytest.mark.parametrize("passes", ["none", "all"])
 def test_optimize_refuses_fixed_shapes_that_onnx_runtime_cannot_load(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], passes: str) -> None:
+    # The unused 8 kHz network sits in a Loop body, which FuseForge leaves as it is.
     model_path, out = tmp_path / "vad.onnx", tmp_path / "out.onnx"
-    onnx.save(lstm_in_nested_ifs(), model_path)
+    onnx.save(lstm_in_a_loop(), model_path)
 
     code = main(["optimize", str(model_path), "-o", str(out), "--input-shape", "input=1,16",
                  "--input-shape", "state=2,1,16", "--passes", passes])
@@ -120,6 +121,29 @@ def test_optimize_refuses_fixed_shapes_that_onnx_runtime_cannot_load(
     assert "UnsupportedModelError: ONNX Runtime cannot load" in err
     assert "First input tensor must have rank 3" in err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("passes", ["none", "all"])
+def test_optimize_fixes_the_shapes_of_a_model_whose_unused_if_branch_cannot_run_there(
+        tmp_path: Path, passes: str) -> None:
+    # silero-vad's case: the 8 kHz branch cannot run at rank-2 shapes; it keeps dynamic shapes
+    # (optimizer/model/dead_branches.py), and the model is written at the shapes asked for.
+    model_path, out = tmp_path / "vad.onnx", tmp_path / "out.onnx"
+    onnx.save(lstm_in_nested_ifs(seed=5), model_path)
+
+    assert main(["optimize", str(model_path), "-o", str(out), "--input-shape", "input=1,16",
+                 "--input-shape", "state=2,1,16", "--passes", passes]) == 0
+
+    written = onnx.load(out)
+    assert [[d.dim_value for d in value.type.tensor_type.shape.dim]
+            for value in written.graph.input] == [[1, 16], [2, 1, 16], []]
+    rng = np.random.default_rng(1)
+    feeds = {"input": rng.standard_normal((1, 16)).astype(np.float32),
+             "state": rng.standard_normal((2, 1, 16)).astype(np.float32),
+             "sr": np.array(16000, np.int64)}
+    for got, want in zip(run_model(written, feeds), run_model(onnx.load(model_path), feeds),
+                         strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
 def test_optimize_keeps_the_recurrent_model_loadable_with_dynamic_inputs(tmp_path: Path) -> None:
@@ -137,9 +161,9 @@ def test_optimize_keeps_the_recurrent_model_loadable_with_dynamic_inputs(tmp_pat
 def test_optimize_inlines_the_recurrent_model_once_its_sample_rate_is_a_constant(
         tmp_path: Path) -> None:
     # With "sr" an input, the 8 kHz branch is fed rank 4 at these shapes and fails whenever it
-    # runs (as silero-vad's 8 kHz branch does at 512 samples), so ONNX Runtime's load-time
-    # check refuses it (tests above). A model specialised to 16 kHz (sr an initializer) folds
-    # completely: cleanup inlines If(sr == 16000) and then the rank checks inside it.
+    # runs (as silero-vad's 8 kHz branch does at 512 samples), so it keeps dynamic shapes
+    # (test above). A model specialised to 16 kHz (sr an initializer) folds completely:
+    # cleanup inlines If(sr == 16000) and then the rank checks inside it.
     model = lstm_in_nested_ifs(seed=3)
     model.graph.input.remove(next(v for v in model.graph.input if v.name == "sr"))
     model.graph.initializer.append(onnx.numpy_helper.from_array(np.array(16000, np.int64), "sr"))

@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 from optimizer.passes.cleanup import CLEANUP
 from optimizer.testing.graph_writer import constant, make_model, tensor
 from optimizer.testing.passes import apply_pass, op_types, run_model
-from optimizer.testing.shape_models import lstm_in_nested_ifs
+from optimizer.testing.shape_models import lstm_in_a_loop, lstm_in_nested_ifs
 
 F = TensorProto.FLOAT
 
@@ -252,3 +252,24 @@ def test_ifs_inside_a_branch_picked_at_run_time_are_left_alone() -> None:
              "state": np.zeros((2, 1, 16), np.float32), "sr": np.array(16000, np.int64)}
     for got, want in zip(run_model(fused, feeds), run_model(model, feeds), strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+
+
+def test_ifs_inside_a_loop_body_that_may_not_run_are_left_alone() -> None:
+    # The 8 kHz network is a Loop body that runs only when sr != 16000: its rank check folds
+    # (the rank is declared), and inlining it would feed that LSTM rank 4, so ONNX Runtime
+    # would refuse the model at load although the body never runs at 16 kHz.
+    model = lstm_in_a_loop()
+
+    fused, _ = apply_pass(model, CLEANUP)
+
+    assert all_op_types(fused.graph).count("If") == 1  # the main graph's rank check went
+    assert all_op_types(_loop_body(fused.graph)).count("If") == 1
+    feeds = {"input": np.random.default_rng(1).standard_normal((1, 16)).astype(np.float32),
+             "state": np.zeros((2, 1, 16), np.float32), "sr": np.array(16000, np.int64)}
+    for got, want in zip(run_model(fused, feeds), run_model(model, feeds), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+
+
+def _loop_body(graph: onnx.GraphProto) -> onnx.GraphProto:
+    loop = next(node for node in graph.node if node.op_type == "Loop")
+    return loop.attribute[0].g

@@ -15,7 +15,7 @@ import pytest
 
 from optimizer.capabilities import HostCapabilities
 from optimizer.testing.models import model_bytes, small_cnn
-from optimizer.testing.shape_models import lstm_in_nested_ifs
+from optimizer.testing.shape_models import lstm_in_a_loop, lstm_in_nested_ifs
 from tests.support.embedded_worker import EmbeddedWorker
 from worker.runtime import use_runtime
 
@@ -84,9 +84,9 @@ def test_a_zoo_model_listing_its_weights_as_inputs_is_optimized_validated_and_pr
 
 def test_a_model_onnxruntime_cannot_load_with_fixed_inputs_gets_an_engine_with_dynamic_ones(
         embedded: EmbeddedWorker) -> None:
-    # A recurrent model in nested Ifs (as silero-vad is): fixed at the job's shapes, its unused
-    # 8 kHz branch no longer type-checks at ONNX Runtime's level all, so the job used to fail.
-    model_id = embedded.upload(model_bytes(lstm_in_nested_ifs()), "vad.onnx")
+    # A recurrent model with its unused 8 kHz network in a Loop body: fixed at the job's shapes,
+    # that body no longer type-checks at ONNX Runtime's level all, so the job used to fail.
+    model_id = embedded.upload(model_bytes(lstm_in_a_loop()), "vad.onnx")
     job = embedded.wait(embedded.submit(
         model_id, backend="onnxruntime", ort_optimization_level="all",
         input_shapes={"input": [1, 16], "state": [2, 1, 16], "sr": []},
@@ -102,6 +102,24 @@ def test_a_model_onnxruntime_cannot_load_with_fixed_inputs_gets_an_engine_with_d
     declared = [[d.dim_param or d.dim_value for d in value.type.tensor_type.shape.dim]
                 for value in onnx.load(engine_dir / "engine.onnx").graph.input]
     assert declared[0] == ["N", 16]  # the model's own dynamic batch, not the job's 1
+
+
+def test_a_model_whose_unused_if_branch_cannot_run_at_the_jobs_shapes_gets_an_engine_at_them(
+        embedded: EmbeddedWorker) -> None:
+    # silero-vad's layout: the 8 kHz network in an If branch, which cannot run at these shapes.
+    model_id = embedded.upload(model_bytes(lstm_in_nested_ifs(seed=4)), "vad.onnx")
+    job = embedded.wait(embedded.submit(
+        model_id, backend="onnxruntime", ort_optimization_level="all",
+        input_shapes={"input": [1, 16], "state": [2, 1, 16], "sr": []},
+        input_ranges={"sr": [16000, 16001]}, benchmark=FAST_BENCHMARK))
+
+    assert job["status"] == "succeeded", job["error"]
+    assert job["validation"]["passed"] is True
+    assert (job["engine_report"] or {}).get("inputs_left_dynamic") is None
+    engine_dir = embedded.runtime.settings.artifacts_dir / "jobs" / job["id"]
+    declared = [[d.dim_param or d.dim_value for d in value.type.tensor_type.shape.dim]
+                for value in onnx.load(engine_dir / "engine.onnx").graph.input]
+    assert declared == [[1, 16], [2, 1, 16], []]
 
 
 def test_fallback_loops_over_attempts_without_moving_progress_back(

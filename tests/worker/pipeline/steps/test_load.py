@@ -14,7 +14,7 @@ from onnx import TensorProto, helper
 from optimizer.errors import InputShapeError
 from optimizer.testing.models import IR_VERSION, declared_dims, small_cnn, token_embedding
 from optimizer.testing.passes import run_model
-from optimizer.testing.shape_models import lstm_in_nested_ifs, strided_convnet
+from optimizer.testing.shape_models import lstm_in_a_loop, lstm_in_nested_ifs, strided_convnet
 from optimizer.testing.token_models import masked_token_attention
 from tests.support.embedded_worker import job_run
 from worker.pipeline.steps.load import load_model
@@ -150,9 +150,9 @@ _VAD_SHAPES = {"input": [1, 16], "state": [2, 1, 16], "sr": []}
 
 def test_an_onnxruntime_engine_keeps_the_dynamic_inputs_of_a_model_it_cannot_load_fixed(
         tmp_path: Path) -> None:
-    # Fixed at these shapes, the model's unused 8 kHz branch no longer type-checks at level
+    # Fixed at these shapes, the model's unused 8 kHz Loop body no longer type-checks at level
     # all; as uploaded it loads there, so the engine is fused and built from the upload.
-    run = job_run(tmp_path, lstm_in_nested_ifs(), {
+    run = job_run(tmp_path, lstm_in_a_loop(), {
         "backend": "onnxruntime", "ort_optimization_level": "all", "input_shapes": _VAD_SHAPES})
 
     loaded = load_model(run)
@@ -167,6 +167,21 @@ def test_an_onnxruntime_engine_keeps_the_dynamic_inputs_of_a_model_it_cannot_loa
     feeds = {"input": np.ones((1, 16), np.float32), "state": np.zeros((2, 1, 16), np.float32),
              "sr": np.array(16000, np.int64)}
     assert run_model(static, feeds)[0].shape == (1, 16)
+
+
+def test_a_model_whose_unused_if_branch_cannot_run_at_the_jobs_shapes_is_fused_at_them(
+        tmp_path: Path) -> None:
+    # The same network with the 8 kHz one in an If branch (as silero-vad has it): that branch
+    # keeps dynamic shapes, so the model loads fixed and the engine is built at the job's shapes.
+    run = job_run(tmp_path, lstm_in_nested_ifs(), {
+        "backend": "onnxruntime", "ort_optimization_level": "all", "input_shapes": _VAD_SHAPES})
+
+    loaded = load_model(run)
+
+    assert loaded.inputs_left_dynamic is None
+    assert loaded.fusion_source == loaded.static_path
+    assert [_dims(value) for value in onnx.load(loaded.static_path).graph.input] == [
+        [1, 16], [2, 1, 16], []]
 
 
 def test_a_model_that_loads_with_fixed_inputs_is_fused_at_the_jobs_shapes(
