@@ -88,6 +88,9 @@ class JobSettings(BaseModel):
     max_rss_gib: float = Field(default=32.0, gt=0)  # a job's process, in any stage
     # A running job's database writes retry this long through an outage before the job fails.
     database_retry_s: float = Field(default=120.0, ge=0)
+    # A model with a Loop may go on forever on some inputs: its first run in a job is stopped
+    # after this long, later runs after 20x its slowest (optimizer/backends/onnxruntime/run_limits.py).
+    first_run_limit_s: float = Field(default=30.0, gt=0)
 
 
 class JanitorSettings(BaseModel):

@@ -15,6 +15,7 @@ is a broken assumption of ours and is kept apart so it is never blamed on the us
     │   ├── PassError               a pass that cannot be applied safely
     │   ├── EngineBuildError        the backend cannot build an engine
     │   ├── InferenceError          the backend fails while running the model
+    │   │   └── InferenceTimeLimitError  a run stopped at its time limit (a Loop that goes on)
     │   ├── PluginNotFoundError     a fused op without a registered plugin
     │   ├── QuantizationError       the model cannot be quantized as the job asks
     │   └── AccuracyMismatchError   outputs beyond tolerance
@@ -26,6 +27,7 @@ __all__ = [
     "DatasetError",
     "EngineBuildError",
     "InferenceError",
+    "InferenceTimeLimitError",
     "InputRangeError",
     "InputShapeError",
     "InternalError",
@@ -107,6 +109,11 @@ class EngineBuildError(OptimizerError):
 
 class InferenceError(OptimizerError):
     """The backend failed while running the model (e.g. a Reshape that does not fit the shapes)."""
+
+
+class InferenceTimeLimitError(InferenceError):
+    """A run of a model with a Loop was stopped at its time limit
+    (backends/onnxruntime/run_limits.py): the message names the node it was running."""
 
 
 class PluginNotFoundError(OptimizerError):

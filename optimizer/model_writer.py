@@ -21,13 +21,15 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 
+from optimizer.backends.onnxruntime.run_limits import RunLimit, model_has_loop
 from optimizer.backends.onnxruntime.runner import OptimizationLevel, session_options
-from optimizer.errors import InferenceError, UnsupportedModelError
+from optimizer.errors import InferenceError, InferenceTimeLimitError, UnsupportedModelError
 from optimizer.model.file import write_model_file
 from optimizer.model.input_ranges import infer_input_ranges
 from optimizer.model.inputs import random_feeds
@@ -84,6 +86,7 @@ def check_model_runs(model: onnx.ModelProto, *, what: str,
         UnsupportedModelError: ONNX Runtime cannot load the model (its message included).
         InferenceError: the run fails (with integer inputs: and `reference`, when given, runs
             on the same inputs).
+        InferenceTimeLimitError: a model with a Loop runs past its first-run limit.
     """
     inputs = summarize_model(model).inputs
     runnable = runnable_in_onnxruntime(model)
@@ -99,7 +102,9 @@ def check_model_runs(model: onnx.ModelProto, *, what: str,
             return  # an input FuseForge cannot make data for (strings): loading is the check
     feeds = dict(feeds)
     try:
-        session.run(None, feeds, _quiet_run())
+        _run(session, feeds, model, what)
+    except InferenceTimeLimitError:
+        raise
     except Exception as err:  # noqa: BLE001 - ORT raises its own unrelated exception types
         # Random floats suit any float input, so with only those a failed run is the model's
         # fault; random integers may not (token ids past a vocabulary), so then the run counts
@@ -120,7 +125,7 @@ def run_problem(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> str 
     why the run is useless (an output comes out empty); None when it runs."""
     try:
         session = _session(runnable_in_onnxruntime(model), "the model", "disabled")
-        outputs = session.run(None, dict(feeds), _quiet_run())
+        outputs = _run(session, feeds, model, "the model")
     except Exception as err:  # noqa: BLE001 - any failure is an answer here
         return _first_line(err)
     for output, value in zip(session.get_outputs(), outputs, strict=True):
@@ -153,10 +158,15 @@ def _session(model: onnx.ModelProto | Path, what: str,
             f"--input-shape){unoptimized}.") from err
 
 
-def _quiet_run() -> ort.RunOptions:
+def _run(session: ort.InferenceSession, feeds: Mapping[str, np.ndarray],
+         model: onnx.ModelProto, what: str) -> list[Any]:
+    # A first run: a model with a Loop gets its first-run limit (backends/onnxruntime/run_limits).
+    if model_has_loop(model):
+        return RunLimit().run(session, None, feeds, log_severity_level=_QUIET, what=what)
     options = ort.RunOptions()
     options.log_severity_level = _QUIET
-    return options
+    outputs: list[Any] = session.run(None, dict(feeds), options)
+    return outputs
 
 
 def _integral(spec: TensorSpec) -> bool:

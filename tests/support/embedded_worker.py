@@ -57,9 +57,14 @@ class EmbeddedWorker:
     @contextmanager
     def limits(self, **stages: StageLimit) -> Iterator[None]:
         """Run jobs with these stage limits (e.g. validate=StageLimit(wall_s=3)) in the block."""
-        jobs = self.runtime.settings.jobs
-        settings = self.runtime.settings.model_copy(update={"jobs": jobs.model_copy(
-            update={"stage_limits": StageLimits(**stages)})})
+        with self.job_settings(stage_limits=StageLimits(**stages)):
+            yield
+
+    @contextmanager
+    def job_settings(self, **fields: Any) -> Iterator[None]:
+        """Run jobs with these `jobs.*` settings (e.g. first_run_limit_s=2) in the block."""
+        jobs = self.runtime.settings.jobs.model_copy(update=fields)
+        settings = self.runtime.settings.model_copy(update={"jobs": jobs})
         with use_runtime(replace(self.runtime, settings=settings)):
             yield
 

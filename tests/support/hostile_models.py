@@ -16,9 +16,11 @@ from optimizer.testing.models import IR_VERSION, OPSET, mlp
 __all__ = [
     "HOSTILE_UPLOADS",
     "NAME_FIELDS",
+    "data_dependent_endless_loop",
     "declared_dim",
     "long_name",
     "loop_model",
+    "loop_of_input_trips",
     "name_bytes",
     "nested_if",
     "provably_endless_loop",
@@ -157,6 +159,33 @@ def provably_endless_loop(trips: int | None = 2**62) -> bytes:
          helper.make_node("Add", ["acc_in", "one"], ["acc_out"])],
         [helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0])], trips=trips
     ).SerializeToString()
+
+
+def data_dependent_endless_loop() -> onnx.ModelProto:
+    """acc += 1 while acc < 1e30: in float32 acc stops growing at 2^24, so it never ends; its
+    condition is computed from data, so no check can tell before running it (a loop whose
+    condition provably stays true is refused at upload: tests/optimizer/model)."""
+    model = loop_model(
+        [helper.make_node("Add", ["acc_in", "one"], ["acc_out"]),
+         helper.make_node("ReduceMax", ["acc_out"], ["largest"], keepdims=0),
+         helper.make_node("Less", ["largest", "never"], ["cond_out"])],
+        [helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0]),
+         helper.make_tensor("never", TensorProto.FLOAT, [], [1e30])], trips=None)
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def loop_of_input_trips() -> onnx.ModelProto:
+    """y = x + trips: a Loop adding 1 `trips` times, its trip count the int64 input "trips"."""
+    model = loop_model(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Add", ["acc_in", "one"], ["acc_out"])],
+        [helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0])], trips=1)
+    graph = model.graph
+    graph.initializer.remove(next(t for t in graph.initializer if t.name == "trips"))
+    graph.input.append(helper.make_tensor_value_info("trips", TensorProto.INT64, []))
+    onnx.checker.check_model(model, full_check=True)
+    return model
 
 
 # (id, upload bytes, text the refusal must contain): the API and the library tests share these.

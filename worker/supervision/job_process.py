@@ -13,6 +13,7 @@ from pathlib import Path
 
 from core.logging_setup import configure_logging, job_context
 from core.settings import Settings
+from optimizer.backends.onnxruntime.run_limits import set_first_run_limit
 from optimizer.capabilities import HostCapabilities
 from worker.pipeline.progress import StageProgress
 from worker.pipeline.records.calibrations import StoredCalibrations
@@ -45,6 +46,7 @@ def run_job_process(spec: JobProcessSpec) -> None:
 
 
 def _run(spec: JobProcessSpec) -> None:
+    set_first_run_limit(spec.settings.jobs.first_run_limit_s)
     runtime = WorkerRuntime.from_settings(spec.settings, capabilities=spec.capabilities,
                                           bandwidth_gb_s=spec.memory_bandwidth_gb_s)
     recorder = JobRecorder(spec.job_id, runtime.sessions,

@@ -19,8 +19,14 @@ import onnxruntime as ort
 from onnx import TensorProto
 
 from optimizer.backends.onnxruntime.denormals import denormals_flushed, thread_float_state_kept
+from optimizer.backends.onnxruntime.run_limits import RunLimit, file_has_loop
 from optimizer.backends.runner import ClosesOnExit, LoadedIO, RunnerSpec
-from optimizer.errors import EngineBuildError, InferenceError, InternalError
+from optimizer.errors import (
+    EngineBuildError,
+    InferenceError,
+    InferenceTimeLimitError,
+    InternalError,
+)
 from optimizer.model.tensor_specs import TensorSpec, dtype_name
 from optimizer.plugins.decompose import runnable_in_onnxruntime
 from optimizer.registries.backends import Backend
@@ -111,6 +117,8 @@ class OnnxRuntimeRunner(ClosesOnExit, LoadedIO):
             raise EngineBuildError(
                 f"ONNX Runtime could not load model {self.model_path.name!r} at optimization "
                 f"level {optimization_level!r}: {err}") from err
+        # A Loop may go on forever on some inputs: each run is timed and stopped (run_limits.py).
+        self._run_limit = RunLimit() if file_has_loop(self.model_path) else None
         self._inputs = tuple(_tensor_spec(arg) for arg in self._session.get_inputs())
         self._output_names = tuple(arg.name for arg in self._session.get_outputs())
 
@@ -121,6 +129,7 @@ class OnnxRuntimeRunner(ClosesOnExit, LoadedIO):
             InternalError: `feeds` does not name exactly the model's inputs, or the runner is
                 closed.
             InferenceError: ONNX Runtime fails while running (its message is included).
+            InferenceTimeLimitError: a model with a Loop ran past its time limit.
         """
         session = self._open_session()
         expected = {spec.name for spec in self._inputs}
@@ -130,7 +139,12 @@ class OnnxRuntimeRunner(ClosesOnExit, LoadedIO):
                 f"are {sorted(expected)}.")
         try:
             with denormals_flushed(self.flush_denormals):
-                outputs = session.run(list(self._output_names), dict(feeds))
+                outputs = (session.run(list(self._output_names), dict(feeds))
+                           if self._run_limit is None else self._run_limit.run(
+                               session, self._output_names, feeds,
+                               what=f"model {self.model_path.name!r}"))
+        except InferenceTimeLimitError:
+            raise
         except Exception as err:
             shapes = ", ".join(f"{name}={list(np.shape(value))}" for name, value in feeds.items())
             raise InferenceError(

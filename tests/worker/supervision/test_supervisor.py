@@ -8,29 +8,12 @@ import json
 import time
 from pathlib import Path
 
-import onnx
-from onnx import TensorProto, helper
-
 from core.settings import StageLimit
 from optimizer.testing.models import model_bytes, small_cnn
 from tests.support.embedded_worker import EmbeddedWorker
-from tests.support.hostile_models import loop_model
+from tests.support.hostile_models import data_dependent_endless_loop as endless_loop
 
 FAST_BENCHMARK = {"warmup": 1, "iterations": 3, "measure_memory": False}
-
-
-def endless_loop() -> onnx.ModelProto:
-    """acc += 1 while acc < 1e30: in float32 acc stops growing at 2^24, so it never ends; its
-    condition is computed from data, so no check can tell before running it (a loop whose
-    condition provably stays true is refused at upload: tests/optimizer/model)."""
-    model = loop_model(
-        [helper.make_node("Add", ["acc_in", "one"], ["acc_out"]),
-         helper.make_node("ReduceMax", ["acc_out"], ["largest"], keepdims=0),
-         helper.make_node("Less", ["largest", "never"], ["cond_out"])],
-        [helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0]),
-         helper.make_tensor("never", TensorProto.FLOAT, [], [1e30])], trips=None)
-    onnx.checker.check_model(model, full_check=True)
-    return model
 
 
 def test_an_endless_loop_fails_its_stage_at_the_limit_and_the_next_job_runs_at_once(
@@ -54,6 +37,26 @@ def test_an_endless_loop_fails_its_stage_at_the_limit_and_the_next_job_runs_at_o
     assert failed_after < 60  # the stage's 4 s, plus starting the job's process
     assert next_job["status"] == "succeeded", next_job["error"]
     assert not (embedded.runtime.settings.scratch_dir / stuck).exists()
+
+
+def test_an_endless_loop_is_stopped_inside_its_run_naming_the_loop_node(
+        embedded: EmbeddedWorker) -> None:
+    # Under the stage's limit (10 minutes by default), the run itself is stopped at the job's
+    # first-run limit (optimizer/backends/onnxruntime/run_limits.py).
+    hostile = embedded.upload(model_bytes(endless_loop()), "loop.onnx")
+    with embedded.job_settings(first_run_limit_s=2):
+        started = time.monotonic()
+        job_id = embedded.submit(hostile, benchmark=FAST_BENCHMARK)
+        job = embedded.wait(job_id, timeout_s=120)
+        failed_after = time.monotonic() - started
+
+    assert job["status"] == "failed" and job["error"]["code"] == "InferenceTimeLimitError"
+    message = job["error"]["message"]
+    assert "after 2 s in Loop node 'forever'" in message
+    assert "FUSEFORGE_JOBS__FIRST_RUN_LIMIT_S" in message
+    assert job["stage"] == "load"
+    assert failed_after < 60  # the 2 s, plus starting the job's process
+    assert not (embedded.runtime.settings.scratch_dir / job_id).exists()
 
 
 def test_a_stage_over_its_memory_limit_fails_naming_the_limit(embedded: EmbeddedWorker) -> None:
