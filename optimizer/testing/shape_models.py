@@ -65,14 +65,8 @@ def lstm_in_nested_ifs(seed: int = 0, hidden: int = 16) -> onnx.ModelProto:
         helper.make_node("If", ["is16k"], ["output", "stateN"], name="by_rate",
                          then_branch=branches[0], else_branch=branches[1]),
     ]
-    graph = helper.make_graph(
-        nodes, "lstm_in_nested_ifs",
-        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", hidden]),
-         helper.make_tensor_value_info("state", TensorProto.FLOAT, [2, "N", hidden]),
-         helper.make_tensor_value_info("sr", TensorProto.INT64, [])],
-        [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["N", hidden]),
-         helper.make_tensor_value_info("stateN", TensorProto.FLOAT, [2, "N", hidden])])
-    return _model(graph, opset=16)
+    return _model(helper.make_graph(nodes, "lstm_in_nested_ifs", *_vad_signature(hidden)),
+                  opset=16)
 
 
 def lstm_in_a_loop(seed: int = 0, hidden: int = 16) -> onnx.ModelProto:
@@ -106,15 +100,19 @@ def lstm_in_a_loop(seed: int = 0, hidden: int = 16) -> onnx.ModelProto:
         helper.make_node("Loop", ["trips", "always", "sr16k_out", "sr16k_state"],
                          ["output", "stateN"], name="at_8k", body=body),
     ]
-    graph = helper.make_graph(
-        nodes, "lstm_in_a_loop",
+    graph = helper.make_graph(nodes, "lstm_in_a_loop", *_vad_signature(hidden),
+                              list(main.initializer))
+    return _model(graph, opset=16)
+
+
+def _vad_signature(hidden: int) -> tuple[list[onnx.ValueInfoProto], list[onnx.ValueInfoProto]]:
+    """The recurrent models' inputs ("input", "state", "sr") and outputs ("output", "stateN")."""
+    return (
         [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", hidden]),
          helper.make_tensor_value_info("state", TensorProto.FLOAT, [2, "N", hidden]),
          helper.make_tensor_value_info("sr", TensorProto.INT64, [])],
         [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["N", hidden]),
-         helper.make_tensor_value_info("stateN", TensorProto.FLOAT, [2, "N", hidden])],
-        list(main.initializer))
-    return _model(graph, opset=16)
+         helper.make_tensor_value_info("stateN", TensorProto.FLOAT, [2, "N", hidden])])
 
 
 def _lstm_branch(name: str, rng: np.random.Generator, hidden: int,
