@@ -266,6 +266,44 @@ class AuthSettings(BaseModel):
     key_cache_s: float = Field(default=1.0, ge=0)  # FUSEFORGE_AUTH__KEY_CACHE_S
 
 
+class S3StoreSettings(BaseModel):
+    """An S3-compatible object store for artifacts (core/object_store.py), e.g.
+    FUSEFORGE_STORAGE__S3__ENDPOINT_URL=http://seaweedfs:8333. Credentials unset: boto3's own
+    chain (environment, instance role)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    endpoint_url: str | None = None  # unset: AWS S3 in `region`
+    bucket: str = ""
+    prefix: str = ""  # every key goes under it, e.g. "fuseforge/"
+    region: str = "us-east-1"
+    access_key_id: str | None = None
+    secret_access_key: SecretStr | None = None
+    # "path" (http://host/bucket/key) suits self-hosted stores; "virtual" is AWS's default.
+    addressing_style: Literal["path", "virtual", "auto"] = "path"
+    connect_timeout_s: float = Field(default=5.0, gt=0)
+    read_timeout_s: float = Field(default=60.0, gt=0)
+
+
+class StorageSettings(BaseModel):
+    """Where artifacts live: "local" (data_dir/artifacts, one host or a shared volume) or "s3"."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    backend: Literal["local", "s3"] = "local"  # FUSEFORGE_STORAGE__BACKEND
+    s3: S3StoreSettings = S3StoreSettings()
+
+    @model_validator(mode="after")
+    def _s3_needs_a_bucket(self) -> "StorageSettings":
+        if self.backend == "s3" and not self.s3.bucket:
+            raise ValueError("FUSEFORGE_STORAGE__BACKEND=s3 needs FUSEFORGE_STORAGE__S3__BUCKET "
+                             "(and, for a store other than AWS, FUSEFORGE_STORAGE__S3__ENDPOINT_URL)")
+        if self.s3.prefix.startswith("/") or ".." in self.s3.prefix.split("/"):
+            raise ValueError(f"FUSEFORGE_STORAGE__S3__PREFIX {self.s3.prefix!r} must be a "
+                             "relative key prefix without '..', e.g. 'fuseforge/'")
+        return self
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="FUSEFORGE_", env_nested_delimiter="__")
 
@@ -289,6 +327,7 @@ class Settings(BaseSettings):
     idempotency: IdempotencySettings = IdempotencySettings()  # FUSEFORGE_IDEMPOTENCY__TTL_S=3600
     retention: RetentionSettings = RetentionSettings()  # FUSEFORGE_RETENTION__ARTIFACTS_DAYS=30
     quota: QuotaSettings = QuotaSettings()  # FUSEFORGE_QUOTA__PROJECT_BYTES=107374182400
+    storage: StorageSettings = StorageSettings()  # FUSEFORGE_STORAGE__BACKEND=s3
     # Log lines of the API, worker, janitor and job processes (core/logging_setup.py): "text"
     # to read, "json" (one object a line, with request_id / job_id) for a log pipeline.
     log_format: Literal["text", "json"] = "text"  # FUSEFORGE_LOG_FORMAT
@@ -357,6 +396,11 @@ class Settings(BaseSettings):
     @property
     def artifacts_dir(self) -> Path:
         return self.data_dir / "artifacts"
+
+    @property
+    def object_cache_dir(self) -> Path:
+        """Local copies of objects a remote store handed out by path (`local_path`)."""
+        return self.data_dir / "object-cache"
 
     @property
     def uploads_dir(self) -> Path:

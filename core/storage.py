@@ -8,23 +8,15 @@ import hashlib
 import os
 import shutil
 import uuid
-from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import BinaryIO, Protocol
 
+from core.artifact_refs import URI_PREFIX, StoredObject, checked_key, key_of
 from core.settings import Settings
 
 __all__ = ["ArtifactStore", "LocalArtifactStore", "StoredObject", "artifact_store"]
 
-_URI_PREFIX = "store://"
 _CHUNK = 1024 * 1024
-
-
-@dataclass(frozen=True)
-class StoredObject:
-    uri: str
-    sha256: str
-    size_bytes: int
 
 
 class ArtifactStore(Protocol):
@@ -64,15 +56,10 @@ class LocalArtifactStore:
         self.root = root.resolve()
 
     def _path_for_key(self, key: str) -> Path:
-        relative = PurePosixPath(key)
-        if relative.is_absolute() or ".." in relative.parts or not relative.parts:
-            raise ValueError(f"artifact key {key!r} must be a relative path without '..'")
-        return self.root.joinpath(*relative.parts)
+        return self.root.joinpath(*checked_key(key).parts)
 
     def _path_for_uri(self, uri: str) -> Path:
-        if not uri.startswith(_URI_PREFIX):
-            raise ValueError(f"artifact URI {uri!r} does not start with {_URI_PREFIX!r}")
-        return self._path_for_key(uri.removeprefix(_URI_PREFIX))
+        return self._path_for_key(key_of(uri))
 
     def put_file(self, source: Path, key: str) -> StoredObject:
         target = self._path_for_key(key)
@@ -91,7 +78,7 @@ class LocalArtifactStore:
             os.replace(partial, target)
         finally:
             partial.unlink(missing_ok=True)
-        return StoredObject(uri=_URI_PREFIX + key, sha256=digest.hexdigest(), size_bytes=size)
+        return StoredObject(uri=URI_PREFIX + key, sha256=digest.hexdigest(), size_bytes=size)
 
     def move_in(self, source: Path, key: str) -> str:
         target = self._path_for_key(key)
@@ -103,14 +90,14 @@ class LocalArtifactStore:
             shutil.copyfile(source, partial)
             os.replace(partial, target)
             source.unlink()
-        return _URI_PREFIX + key
+        return URI_PREFIX + key
 
     def open(self, uri: str) -> BinaryIO:
         return self._path_for_uri(uri).open("rb")
 
     def uri_for(self, key: str) -> str:
         self._path_for_key(key)  # the same refusals as put_file
-        return _URI_PREFIX + key
+        return URI_PREFIX + key
 
     def local_path(self, uri: str) -> Path:
         return self._path_for_uri(uri)
@@ -128,5 +115,10 @@ class LocalArtifactStore:
 
 
 def artifact_store(settings: Settings) -> ArtifactStore:
-    """The store `settings` configure: today the local folder `settings.artifacts_dir`."""
+    """The store `settings` configure: the local folder `settings.artifacts_dir`, or an S3
+    bucket (FUSEFORGE_STORAGE__BACKEND=s3; boto3 is imported only then)."""
+    if settings.storage.backend == "s3":
+        from core.object_store import S3ArtifactStore
+
+        return S3ArtifactStore.from_settings(settings.storage.s3, settings.object_cache_dir)
     return LocalArtifactStore(settings.artifacts_dir)

@@ -5,6 +5,8 @@ breach is a 422 naming the setting; nothing is stored either way."""
 from __future__ import annotations
 
 import os
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -65,6 +67,24 @@ def test_the_check_runs_in_another_process_and_answers_like_check_model_file(
     hollow.write_bytes(b"\x08\x07")  # ir_version 7 and nothing else: framed, not a model
     with pytest.raises(InvalidModelError, match="it has no opset_import, no graph"):
         ModelChecker(ModelCheckSettings()).check(hollow, ModelLimits(), name="hollow.onnx")
+
+
+def test_an_upload_is_kept_fresh_for_the_janitor_while_it_waits_and_is_checked(
+        tmp_path: Path) -> None:
+    path = tmp_path / "cnn.onnx"
+    path.write_bytes(model_bytes(small_cnn()))
+    an_hour_ago = time.time() - 3600
+    os.utime(path, (an_hour_ago, an_hour_ago))
+    checker = ModelChecker(ModelCheckSettings(at_once=1))
+    other = threading.Thread(target=checker.check, args=(path, ModelLimits()),
+                             kwargs={"name": "other.onnx"})
+    with checker._turns:  # another upload's check holds the only turn for 1.5 s
+        other.start()
+        time.sleep(1.5)
+        # The janitor's view: the waiting upload was touched within the last second or two.
+        assert path.stat().st_mtime > time.time() - 2.5
+    other.join(timeout=60)
+    assert path.stat().st_mtime > an_hour_ago + 3000
 
 
 def test_a_large_file_of_random_bytes_is_refused_from_its_framing_at_once(

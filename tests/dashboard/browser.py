@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -75,8 +76,15 @@ def screenshot(page: Page, name: str) -> Path:
     """Save the whole page as test-output/dashboard/<name>.png (kept for people to look at)."""
     SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOT_DIR / f"{name}.png"
-    # A long page on a CI machine busy with a job's race can take more than the default 15 s.
-    page.screenshot(path=str(path), full_page=True, timeout=60_000)
+    # A screenshot is kept for people, not asserted on: where a CI machine busy with a job's
+    # race leaves Chromium no time to paint, the test goes on and says so in its warnings.
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.screenshot(path=str(path), full_page=True, timeout=60_000)
+    except PlaywrightTimeout:
+        warnings.warn(f"screenshot {name!r} not taken: Chromium did not paint within 60 s",
+                      stacklevel=2)
     return path
 
 

@@ -14,11 +14,13 @@ threads, no event loop, no database connections.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import resource
 import threading
 import time
+from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -57,15 +59,13 @@ class ModelChecker:
             InvalidModelError, UnsupportedModelError, ModelLimitError: as check_model_file.
             ModelCheckAborted: the check broke its time or memory limit, or its process died.
         """
-        scan_model_file(path, name)  # in bounded memory: garbage never reaches a process
         # The janitor removes upload files left untouched for `janitor.upload_stale_s` (an API
-        # killed mid-upload): touch this one while it waits for a turn and while it is checked.
-        while not self._turns.acquire(timeout=_TOUCH_EVERY_S):
-            _touch(path)
-        try:
-            return self._check_in_child(path, limits, name)
-        finally:
-            self._turns.release()
+        # killed mid-upload): this one is touched for as long as it is checked, including
+        # the first check's wait for the fork server to import onnx (seconds on a busy host).
+        with _kept_fresh(path):
+            scan_model_file(path, name)  # in bounded memory: garbage never reaches a process
+            with self._turns:
+                return self._check_in_child(path, limits, name)
 
     def _check_in_child(self, path: Path, limits: ModelLimits, name: str) -> ModelSummary:
         receiving, sending = _CONTEXT.Pipe(duplex=False)
@@ -74,7 +74,7 @@ class ModelChecker:
         process.start()
         sending.close()
         try:
-            outcome = self._wait(process, receiving, path, name)
+            outcome = self._wait(process, receiving, name)
         finally:
             if process.is_alive():
                 process.kill()
@@ -86,14 +86,9 @@ class ModelChecker:
             return summary
         raise value
 
-    def _wait(self, process: Any, receiving: Connection, path: Path, name: str
-              ) -> tuple[str, Any]:
+    def _wait(self, process: Any, receiving: Connection, name: str) -> tuple[str, Any]:
         deadline = time.monotonic() + self._timeout_s
-        touched = time.monotonic()
         while not receiving.poll(_POLL_S):
-            if time.monotonic() - touched > _TOUCH_EVERY_S:
-                _touch(path)
-                touched = time.monotonic()
             if not process.is_alive() and not receiving.poll(0):
                 raise ModelCheckAborted(
                     f"the check of model file {name!r} died (exit code {process.exitcode}), "
@@ -114,11 +109,25 @@ class ModelChecker:
         return outcome
 
 
-def _touch(path: Path) -> None:
+@contextlib.contextmanager
+def _kept_fresh(path: Path) -> Iterator[None]:
+    """Touch `path` every `_TOUCH_EVERY_S` from a thread of its own until the block ends."""
+    done = threading.Event()
+
+    def touch_until_done() -> None:
+        while not done.wait(_TOUCH_EVERY_S):
+            try:
+                os.utime(path)
+            except FileNotFoundError:
+                return  # the check then says the upload is gone
+
+    toucher = threading.Thread(target=touch_until_done, name="upload-toucher", daemon=True)
+    toucher.start()
     try:
-        os.utime(path)
-    except FileNotFoundError:
-        pass  # the check then says the upload is gone
+        yield
+    finally:
+        done.set()
+        toucher.join()
 
 
 def _check(sending: Connection, path: Path, limits: ModelLimits, name: str,
