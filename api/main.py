@@ -31,12 +31,18 @@ from api.routes import (
     projects,
     workers,
 )
-from api.services.errors import DatabaseUnavailable, MalformedRequest, ServiceError
+from api.services.errors import (
+    ArtifactStoreDown,
+    DatabaseUnavailable,
+    MalformedRequest,
+    ServiceError,
+)
 from api.services.health import HealthCache
 from api.services.jobs.documents import JobDocumentCache
 from api.services.metrics import ServiceMetrics
 from api.services.uploads.model_checks import ModelChecker
 from api.services.verified_keys import VerifiedKeys
+from core.artifact_refs import ArtifactStoreUnavailable
 from core.db.outage import is_database_outage
 from core.job_config import JOB_CONFIG_ERROR
 from core.logging_setup import request_id_var
@@ -85,6 +91,17 @@ async def _database_error(request: Request, err: Exception) -> JSONResponse:
         f"{request.method} {request.url.path} needs the database, which is unavailable right "
         f"now; retry in {DatabaseUnavailable.retry_after_s} s (GET /healthz says when it is "
         "reachable again)"))
+
+
+async def _store_error(request: Request, err: Exception) -> JSONResponse:
+    """503 with Retry-After: the artifact store did not answer. What the request stored so far
+    is gone with it (a multipart upload the store never completed is not an object)."""
+    logger.warning("artifact store unavailable on %s %s: %s", request.method, request.url.path,
+                   err)
+    return await _service_error(request, ArtifactStoreDown(
+        f"{request.method} {request.url.path} needs the artifact store, which is unavailable "
+        f"right now ({err}); nothing was stored: retry in {ArtifactStoreDown.retry_after_s} s "
+        "(GET /healthz says when it is reachable again)"))
 
 
 def _problem(error: Mapping[str, Any]) -> str:
@@ -156,6 +173,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(sqlalchemy.exc.SQLAlchemyError, _database_error)
+    app.add_exception_handler(ArtifactStoreUnavailable, _store_error)
     app.add_exception_handler(Exception, _internal_error)  # Starlette's last resort: 500
     for router in (
         models.router, datasets.router, jobs.router, projects.router, passes.router,

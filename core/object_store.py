@@ -8,7 +8,10 @@ Same `store://<key>` URIs and the same contract as `LocalArtifactStore`
 - The hash is computed while the file is read for upload, so it hashes the bytes sent.
 - `local_path` downloads the object once into `cache_dir` (to a temporary name, then renamed),
   for code that needs a file (ONNX Runtime loads models from paths). Objects are never
-  rewritten under a key, so the copy stays right; a delete removes it too.
+  rewritten under a key, so the copy stays right; a delete removes it too. The cache is kept
+  under `cache_max_bytes`, least recently used out first (never a copy used in the last hour).
+- `download_url` presigns a GET (with the file name and media type the API would have sent)
+  against `public_endpoint_url`, so a download goes from the store to the client directly.
 A store that cannot be reached raises `ArtifactStoreUnavailable`, naming the endpoint and the
 bucket.
 """
@@ -19,6 +22,7 @@ import hashlib
 import io
 import os
 import shutil
+import time
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -29,49 +33,123 @@ from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from core.artifact_refs import URI_PREFIX, StoredObject, checked_key, key_of
+from core.artifact_refs import (
+    URI_PREFIX,
+    ArtifactStoreUnavailable,
+    ListedObject,
+    StoredObject,
+    attachment_disposition,
+    checked_key,
+    key_of,
+)
 
 if TYPE_CHECKING:
     from core.settings import S3StoreSettings
 
-__all__ = ["ArtifactStoreUnavailable", "S3ArtifactStore"]
+__all__ = ["ArtifactStoreUnavailable", "S3ArtifactStore", "trim_cache"]
 
 _PART_BYTES = 8 * 1024 * 1024
 _DELETE_BATCH = 1000  # DeleteObjects' most keys per request
 _TRANSFER = TransferConfig(multipart_threshold=_PART_BYTES, multipart_chunksize=_PART_BYTES,
                            max_concurrency=4, use_threads=True)
 _MISSING = {"404", "NoSuchKey", "NotFound"}
-
-
-class ArtifactStoreUnavailable(RuntimeError):
-    """The object store did not answer, or refused a request it should take."""
+_IN_USE_S = 3600.0
 
 
 class S3ArtifactStore:
     """Objects under `prefix` in `bucket`, through a boto3 S3 `client`."""
 
     def __init__(self, client: Any, bucket: str, *, prefix: str = "", cache_dir: Path,
-                 describe: str | None = None) -> None:
+                 describe: str | None = None, signer: Any = None,
+                 presigned_url_ttl_s: int | None = None, region: str = "us-east-1",
+                 cache_max_bytes: int | None = None) -> None:
         self._client = client
+        self._signer = signer or client  # presigns downloads: a client for the public address
+        self._presigned_url_ttl_s = presigned_url_ttl_s  # None: no presigned downloads
         self.bucket = bucket
         self.prefix = prefix
+        self.region = region
         self.cache_dir = cache_dir.resolve()
+        self.cache_max_bytes = cache_max_bytes  # None: no limit
         self.describe = describe or f"s3://{bucket}/{prefix}"
 
     @classmethod
     def from_settings(cls, settings: S3StoreSettings, cache_dir: Path) -> S3ArtifactStore:
+        session = boto3.session.Session()
         secret = settings.secret_access_key
-        client = boto3.session.Session().client(
-            "s3", endpoint_url=settings.endpoint_url, region_name=settings.region,
-            aws_access_key_id=settings.access_key_id,
-            aws_secret_access_key=secret.get_secret_value() if secret else None,
-            config=Config(s3={"addressing_style": settings.addressing_style},
-                          connect_timeout=settings.connect_timeout_s,
-                          read_timeout=settings.read_timeout_s,
-                          retries={"max_attempts": 3, "mode": "standard"}))
+
+        def client(endpoint_url: str | None) -> Any:
+            return session.client(
+                "s3", endpoint_url=endpoint_url, region_name=settings.region,
+                aws_access_key_id=settings.access_key_id,
+                aws_secret_access_key=secret.get_secret_value() if secret else None,
+                config=Config(s3={"addressing_style": settings.addressing_style},
+                              signature_version="s3v4",
+                              connect_timeout=settings.connect_timeout_s,
+                              read_timeout=settings.read_timeout_s,
+                              retries={"max_attempts": 3, "mode": "standard"}))
+
+        inside = client(settings.endpoint_url)
+        public = settings.public_endpoint_url
         where = settings.endpoint_url or f"AWS S3 ({settings.region})"
-        return cls(client, settings.bucket, prefix=settings.prefix, cache_dir=cache_dir,
-                   describe=f"bucket {settings.bucket!r} at {where}")
+        return cls(inside, settings.bucket, prefix=settings.prefix, cache_dir=cache_dir,
+                   describe=f"bucket {settings.bucket!r} at {where}",
+                   signer=client(public) if public and public != settings.endpoint_url else inside,
+                   presigned_url_ttl_s=(settings.presigned_url_ttl_s
+                                        if settings.presigned_downloads else None),
+                   region=settings.region, cache_max_bytes=settings.cache_max_bytes)
+
+    def check(self) -> None:
+        """Raise ArtifactStoreUnavailable unless the bucket answers (health checks)."""
+        if not self._bucket_exists():
+            raise ArtifactStoreUnavailable(
+                f"The artifact store ({self.describe}) has no such bucket: `fuseforge migrate` "
+                "creates it")
+
+    def ensure_ready(self) -> bool:
+        """Create the bucket where it is missing (`fuseforge migrate`); True if it did."""
+        if self._bucket_exists():
+            return False
+        # AWS refuses a LocationConstraint of us-east-1 (its default) and needs one elsewhere.
+        where = ({} if self.region == "us-east-1"
+                 else {"CreateBucketConfiguration": {"LocationConstraint": self.region}})
+        self._call("create the bucket", "", self._client.create_bucket, Bucket=self.bucket, **where)
+        return True
+
+    def _bucket_exists(self) -> bool:
+        try:
+            self._client.head_bucket(Bucket=self.bucket)
+        except ClientError as err:
+            if _code(err) in _MISSING:
+                return False
+            raise self._unavailable("reach the bucket", "", err) from err
+        except BotoCoreError as err:
+            raise self._unavailable("reach the bucket", "", err) from err
+        return True
+
+    def download_url(self, uri: str, *, filename: str, media_type: str) -> str | None:
+        if self._presigned_url_ttl_s is None:
+            return None
+        key = key_of(uri)
+        return str(self._signer.generate_presigned_url(
+            "get_object", ExpiresIn=self._presigned_url_ttl_s,
+            Params={"Bucket": self.bucket, "Key": self._object_key(key),
+                    "ResponseContentType": media_type,
+                    "ResponseContentDisposition": attachment_disposition(filename)}))
+
+    def list_folder(self, folder: str) -> list[ListedObject]:
+        prefix = self._folder(folder)
+        return [ListedObject(uri=URI_PREFIX + item["Key"].removeprefix(self.prefix),
+                             name=item["Key"].removeprefix(prefix),
+                             modified_at=item["LastModified"].timestamp())
+                for page in self._pages(folder, prefix, delimiter="/")
+                for item in page.get("Contents", [])]
+
+    def list_subfolders(self, folder: str) -> list[str]:
+        prefix = self._folder(folder)
+        return [entry["Prefix"].removeprefix(prefix).rstrip("/")
+                for page in self._pages(folder, prefix, delimiter="/")
+                for entry in page.get("CommonPrefixes", [])]
 
     def put_file(self, source: Path, key: str) -> StoredObject:
         object_key = self._object_key(key)
@@ -101,8 +179,11 @@ class S3ArtifactStore:
     def local_path(self, uri: str) -> Path:
         key = key_of(uri)
         path = self.cache_dir.joinpath(*checked_key(key).parts)
-        if path.is_file():
+        try:
+            os.utime(path)  # used now: the last the cache lets go
             return path
+        except FileNotFoundError:
+            pass
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f".{path.name}.{uuid.uuid4().hex}.partial")
         try:
@@ -111,6 +192,8 @@ class S3ArtifactStore:
             os.replace(partial, path)
         finally:
             partial.unlink(missing_ok=True)
+        if self.cache_max_bytes is not None:
+            trim_cache(self.cache_dir, self.cache_max_bytes)
         return path
 
     def exists(self, uri: str) -> bool:
@@ -134,13 +217,8 @@ class S3ArtifactStore:
     def delete_prefix(self, prefix: str) -> None:
         if not prefix.endswith("/"):
             raise ValueError(f"artifact prefix {prefix!r} must name a folder (end with '/')")
-        folder = self._object_key(prefix.rstrip("/")) + "/"
-        pages = self._client.get_paginator("list_objects_v2").paginate(
-            Bucket=self.bucket, Prefix=folder)
-        try:
-            keys = [item["Key"] for page in pages for item in page.get("Contents", [])]
-        except (BotoCoreError, ClientError) as err:
-            raise self._unavailable("list", prefix, err) from err
+        keys = [item["Key"] for page in self._pages(prefix, self._folder(prefix))
+                for item in page.get("Contents", [])]
         for start in range(0, len(keys), _DELETE_BATCH):
             batch = [{"Key": key} for key in keys[start:start + _DELETE_BATCH]]
             answer = self._call("delete", prefix, self._client.delete_objects,
@@ -157,6 +235,17 @@ class S3ArtifactStore:
     def _object_key(self, key: str) -> str:
         return self.prefix + checked_key(key).as_posix()
 
+    def _folder(self, folder: str) -> str:
+        return self._object_key(folder.rstrip("/")) + "/"
+
+    def _pages(self, folder: str, prefix: str, delimiter: str = "") -> list[dict[str, Any]]:
+        pages = self._client.get_paginator("list_objects_v2").paginate(
+            Bucket=self.bucket, Prefix=prefix, Delimiter=delimiter)
+        try:
+            return list(pages)
+        except (BotoCoreError, ClientError) as err:
+            raise self._unavailable("list", folder, err) from err
+
     def _call(self, action: str, key: str, method: Any, *args: Any, **kwargs: Any) -> Any:
         try:
             return method(*args, **kwargs)
@@ -170,7 +259,30 @@ class S3ArtifactStore:
 
     def _unavailable(self, action: str, key: str, err: Exception) -> ArtifactStoreUnavailable:
         return ArtifactStoreUnavailable(
-            f"The artifact store ({self.describe}) could not {action} {key!r}: {err}")
+            f"The artifact store ({self.describe}) could not {action}"
+            f"{f' {key!r}' if key else ''}: {err}")
+
+
+def trim_cache(folder: Path, max_bytes: int, *, in_use_s: float = _IN_USE_S) -> list[Path]:
+    """Remove the least recently used files under `folder` until it holds at most `max_bytes`,
+    sparing those used in the last `in_use_s` seconds (a job may be loading one); the removed."""
+    files = []
+    for path in folder.rglob("*"):
+        try:
+            if path.is_file():
+                files.append((path.stat(), path))
+        except FileNotFoundError:
+            continue  # another process trimmed it
+    total = sum(stat.st_size for stat, _ in files)
+    recent = time.time() - in_use_s
+    removed = []
+    for stat, path in sorted(files, key=lambda item: item[0].st_mtime):
+        if total <= max_bytes or stat.st_mtime >= recent:
+            break
+        path.unlink(missing_ok=True)
+        total -= stat.st_size
+        removed.append(path)
+    return removed
 
 
 class _HashingReader(io.RawIOBase):

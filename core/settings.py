@@ -283,6 +283,17 @@ class S3StoreSettings(BaseModel):
     addressing_style: Literal["path", "virtual", "auto"] = "path"
     connect_timeout_s: float = Field(default=5.0, gt=0)
     read_timeout_s: float = Field(default=60.0, gt=0)
+    # Downloads answer 307 to a presigned URL, so artifact bytes go from the store to the client
+    # without passing through the API. Off: the API streams them from the store itself.
+    presigned_downloads: bool = True
+    presigned_url_ttl_s: int = Field(default=300, ge=10, le=7 * 24 * 3600)  # S3's longest: 7 days
+    # The address clients reach the store at, where it differs from the one the services use
+    # (compose: http://objectstore:8333 inside, http://localhost:8333 outside); it is signed
+    # into the presigned URL. Unset: endpoint_url.
+    public_endpoint_url: str | None = None
+    # Local copies of objects (models a worker runs) are kept up to this much, least recently
+    # used first out; a copy used within the last hour stays even past it (a job may hold it).
+    cache_max_bytes: int = Field(default=20 * 1024**3, ge=0)
 
 
 class StorageSettings(BaseModel):
@@ -298,6 +309,10 @@ class StorageSettings(BaseModel):
         if self.backend == "s3" and not self.s3.bucket:
             raise ValueError("FUSEFORGE_STORAGE__BACKEND=s3 needs FUSEFORGE_STORAGE__S3__BUCKET "
                              "(and, for a store other than AWS, FUSEFORGE_STORAGE__S3__ENDPOINT_URL)")
+        if (self.s3.access_key_id is None) != (self.s3.secret_access_key is None):
+            raise ValueError("FUSEFORGE_STORAGE__S3__ACCESS_KEY_ID and "
+                             "FUSEFORGE_STORAGE__S3__SECRET_ACCESS_KEY go together: set both, or "
+                             "neither (boto3's own chain: environment, instance role)")
         if self.s3.prefix.startswith("/") or ".." in self.s3.prefix.split("/"):
             raise ValueError(f"FUSEFORGE_STORAGE__S3__PREFIX {self.s3.prefix!r} must be a "
                              "relative key prefix without '..', e.g. 'fuseforge/'")

@@ -1,25 +1,37 @@
 """Artifact storage: content-hashed files addressed by `store://<key>` URIs.
 
-`LocalArtifactStore` keeps them under a folder (the embedded default and the compose volume). Other
-stores (S3, GCS) implement the same `ArtifactStore` protocol and pass the same contract tests.
+`LocalArtifactStore` keeps them under a folder (the embedded default, one host).
+`S3ArtifactStore` (core/object_store.py) keeps them in a bucket, for services on several hosts.
+Both pass the same contract tests (tests/core/test_artifact_stores.py).
 """
 
 import hashlib
 import os
 import shutil
+import threading
 import uuid
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
-from core.artifact_refs import URI_PREFIX, StoredObject, checked_key, key_of
+from core.artifact_refs import (
+    URI_PREFIX,
+    ArtifactStoreUnavailable,
+    ListedObject,
+    StoredObject,
+    checked_key,
+    key_of,
+)
 from core.settings import Settings
 
-__all__ = ["ArtifactStore", "LocalArtifactStore", "StoredObject", "artifact_store"]
+__all__ = ["ArtifactStore", "ArtifactStoreUnavailable", "ListedObject", "LocalArtifactStore",
+           "StoredObject", "artifact_store"]
 
 _CHUNK = 1024 * 1024
 
 
 class ArtifactStore(Protocol):
+    describe: str  # which store, for messages: "artifact folder /data/artifacts", "bucket ..."
+
     def put_file(self, source: Path, key: str) -> StoredObject:
         """Copy `source` in under `key` atomically and return its URI, hash and size."""
         ...
@@ -48,12 +60,34 @@ class ArtifactStore(Protocol):
         """Remove every object whose key starts with `prefix` (a folder: "jobs/<id>/")."""
         ...
 
+    def list_folder(self, folder: str) -> list[ListedObject]:
+        """The objects directly in `folder` ("models"), not those in its subfolders."""
+        ...
+
+    def list_subfolders(self, folder: str) -> list[str]:
+        """The names of the folders directly in `folder` ("jobs" -> job ids)."""
+        ...
+
+    def download_url(self, uri: str, *, filename: str, media_type: str) -> str | None:
+        """A URL a client can fetch `uri` from without the API (saved as `filename`), or None
+        where the API must send the bytes itself."""
+        ...
+
+    def check(self) -> None:
+        """Raise ArtifactStoreUnavailable, naming the store, unless it can be used now."""
+        ...
+
+    def ensure_ready(self) -> bool:
+        """Create what the store needs (its folder, its bucket); True if it made anything."""
+        ...
+
 
 class LocalArtifactStore:
     """Files under `root`; writes go to a temporary name first, then an atomic rename."""
 
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
+        self.describe = f"artifact folder {self.root}"
 
     def _path_for_key(self, key: str) -> Path:
         return self.root.joinpath(*checked_key(key).parts)
@@ -113,12 +147,60 @@ class LocalArtifactStore:
             raise ValueError(f"artifact prefix {prefix!r} must name a folder (end with '/')")
         shutil.rmtree(self._path_for_key(prefix.rstrip("/")), ignore_errors=True)
 
+    def list_folder(self, folder: str) -> list[ListedObject]:
+        listed = []
+        for path in self._entries(folder):
+            try:
+                if path.is_file():
+                    listed.append(ListedObject(uri=f"{URI_PREFIX}{folder.rstrip('/')}/{path.name}",
+                                               name=path.name, modified_at=path.stat().st_mtime))
+            except FileNotFoundError:
+                continue  # removed while listed
+        return listed
+
+    def list_subfolders(self, folder: str) -> list[str]:
+        return [path.name for path in self._entries(folder) if path.is_dir()]
+
+    def download_url(self, uri: str, *, filename: str, media_type: str) -> str | None:
+        return None  # the API serves the file itself
+
+    def check(self) -> None:
+        existing = self.root  # the first put makes the folder: its nearest parent must be writable
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        if not (existing.is_dir() and os.access(existing, os.W_OK | os.X_OK)):
+            raise ArtifactStoreUnavailable(f"The {self.describe} cannot be written by this "
+                                           f"process ({existing} is not a writable folder)")
+
+    def ensure_ready(self) -> bool:
+        made = not self.root.is_dir()
+        self.root.mkdir(parents=True, exist_ok=True)
+        return made
+
+    def _entries(self, folder: str) -> list[Path]:
+        directory = self._path_for_key(folder.rstrip("/"))
+        try:
+            return list(directory.iterdir())
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+
+_stores: dict[str, ArtifactStore] = {}
+_stores_lock = threading.Lock()
+
 
 def artifact_store(settings: Settings) -> ArtifactStore:
     """The store `settings` configure: the local folder `settings.artifacts_dir`, or an S3
-    bucket (FUSEFORGE_STORAGE__BACKEND=s3; boto3 is imported only then)."""
-    if settings.storage.backend == "s3":
-        from core.object_store import S3ArtifactStore
+    bucket (FUSEFORGE_STORAGE__BACKEND=s3; boto3 is imported only then). S3 stores are made
+    once per configuration: a boto3 client is slow to build and safe to share between threads."""
+    if settings.storage.backend != "s3":
+        return LocalArtifactStore(settings.artifacts_dir)
+    from core.object_store import S3ArtifactStore
 
-        return S3ArtifactStore.from_settings(settings.storage.s3, settings.object_cache_dir)
-    return LocalArtifactStore(settings.artifacts_dir)
+    s3 = settings.storage.s3
+    secret = s3.secret_access_key.get_secret_value() if s3.secret_access_key else ""
+    key = f"{s3.model_dump_json()}|{secret}|{settings.object_cache_dir.resolve()}"
+    with _stores_lock:
+        if key not in _stores:
+            _stores[key] = S3ArtifactStore.from_settings(s3, settings.object_cache_dir)
+        return _stores[key]

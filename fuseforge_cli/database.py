@@ -1,5 +1,6 @@
-"""The CLI's door to the database: bring it to the schema's head, and sessions on a migrated one
-(`fuseforge migrate`, `run`, `apikey`, `project`)."""
+"""The CLI's door to the database: bring it to the schema's head (and make the artifact store's
+bucket where it is missing), and sessions on a migrated one (`fuseforge migrate`, `run`,
+`apikey`, `project`)."""
 
 from __future__ import annotations
 
@@ -22,11 +23,22 @@ def _alembic_ini() -> Path:
 
 def migrate(_: argparse.Namespace | None = None, *, say: Callable[[str], None] | None = None
             ) -> int:
-    """Upgrade the database to the newest migration; `say` (default: print) reports it."""
+    """Upgrade the database to the newest migration and make the artifact store ready (an S3
+    bucket is created where it is missing); `say` (default: print) reports both."""
+    from core.artifact_refs import ArtifactStoreUnavailable
     from core.settings import get_settings
+    from core.storage import artifact_store
 
     migrate_quietly()
-    (say or _print)(f"database migrated: {_redacted(get_settings().resolved_database_url)}")
+    report = say or _print
+    settings = get_settings()
+    report(f"database migrated: {_redacted(settings.resolved_database_url)}")
+    store = artifact_store(settings)
+    try:
+        made = store.ensure_ready()
+    except ArtifactStoreUnavailable as err:
+        raise SystemExit(f"fuseforge migrate: {err}") from err
+    report(f"artifact store {'created' if made else 'ready'}: {store.describe}")
     return 0
 
 

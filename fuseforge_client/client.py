@@ -266,7 +266,7 @@ class FuseForgeClient:
         while True:  # a connection lost mid-body starts the file again (a GET is safe to repeat)
             attempt += 1
             digest = hashlib.sha256()
-            response = self._session.request("GET", url, stream=True)
+            response = self._session.request("GET", url, stream=True, to_store=True)
             try:
                 with partial.open("wb") as out:
                     for chunk in response.iter_bytes(_CHUNK):

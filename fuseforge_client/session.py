@@ -41,21 +41,29 @@ class ApiSession:
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
         self.base_url = base_url.rstrip("/")
-        self._http = httpx.Client(base_url=self.base_url, headers=headers,
-                                  timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)),
+        timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0))
+        self._http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout,
                                   transport=transport)
+        # For the object store a download redirects to: its presigned URL is the credential,
+        # so this client carries no API key (nor the API's cookies).
+        self._store_http = httpx.Client(headers={"User-Agent": USER_AGENT}, timeout=timeout,
+                                        transport=transport)
         self._retry = retry
         self._idempotent_posts = idempotent_posts
         self._sleep = sleep
 
     def close(self) -> None:
         self._http.close()
+        self._store_http.close()
 
     def request(self, method: str, path: str, *, stream: bool = False,
-                idempotency_key: bool = False, **kwargs: Any) -> httpx.Response:
+                idempotency_key: bool = False, to_store: bool = False,
+                **kwargs: Any) -> httpx.Response:
         """The successful (2xx) response to `method path`; `kwargs` go to httpx's
         build_request. With `stream`, the body is not read yet: close the response. With
-        `idempotency_key`, every try carries the same fresh Idempotency-Key header.
+        `idempotency_key`, every try carries the same fresh Idempotency-Key header. With
+        `to_store`, a 307 (an artifact download from an object store) is followed, without
+        the API key.
 
         Raises:
             ConnectionFailedError: no answer after the retries allowed.
@@ -72,6 +80,8 @@ class ApiSession:
             request = self._http.build_request(method, path, **kwargs)
             try:
                 response = self._http.send(request, stream=stream)
+                if to_store and response.status_code == 307 and "location" in response.headers:
+                    response = self._from_store(response, stream=stream)
             except httpx.TransportError as err:
                 if attempt < self._retry.attempts and should_retry(idempotent=idempotent,
                                                                    error=err):
@@ -92,6 +102,12 @@ class ApiSession:
                 self._pause(attempt, retry_after_s, f"{method} {path}: {response.status_code}")
                 continue
             raise _error_from(response, method, path, idempotency_key=key, tries=attempt)
+
+    def _from_store(self, redirect: httpx.Response, *, stream: bool) -> httpx.Response:
+        location = redirect.headers["location"]
+        redirect.close()
+        return self._store_http.send(self._store_http.build_request("GET", location),
+                                     stream=stream)
 
     def _pause(self, attempt: int, retry_after_s: float | None, why: str) -> None:
         delay = self._retry.delay_s(attempt, retry_after_s)

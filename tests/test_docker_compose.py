@@ -92,12 +92,32 @@ def test_gpu_worker_starts_only_with_the_gpu_profile(compose):
     assert [name for name, s in services.items() if s.get("profiles")] == ["worker-gpu"]
 
 
-def test_api_and_workers_share_the_artifacts_volume(compose):
-    assert "artifacts" in compose["volumes"]
-    for name in APP_SERVICES:
-        service = compose["services"][name]
-        assert "artifacts:/data" in service.get("volumes", []), name
-        assert environment(service)["FUSEFORGE_DATA_DIR"] == "/data", name
+def test_api_and_workers_share_no_disk_and_keep_artifacts_in_the_object_store(compose):
+    services = compose["services"]
+    for name in (*APP_SERVICES, "janitor", "migrate"):
+        service = services[name]
+        assert not service.get("volumes"), f"{name} mounts {service['volumes']}: no shared disk"
+        env = environment(service)
+        assert env["FUSEFORGE_STORAGE__BACKEND"] == "s3", name
+        assert env["FUSEFORGE_STORAGE__S3__ENDPOINT_URL"] == "http://objectstore:8333", name
+        assert env["FUSEFORGE_STORAGE__S3__BUCKET"], name
+        for key in ("FUSEFORGE_STORAGE__S3__ACCESS_KEY_ID",
+                    "FUSEFORGE_STORAGE__S3__SECRET_ACCESS_KEY"):
+            assert re.fullmatch(REQUIRED_VAR, env[key]), f"{name}: {key}={env[key]!r}"
+        assert services["objectstore"]["healthcheck"], name
+    assert "artifacts" not in compose["volumes"]
+    # The store's own identity is the one the services sign with.
+    store_env = environment(services["objectstore"])
+    api_env = environment(services["api"])
+    assert store_env["AWS_ACCESS_KEY_ID"] == api_env["FUSEFORGE_STORAGE__S3__ACCESS_KEY_ID"]
+    assert (store_env["AWS_SECRET_ACCESS_KEY"]
+            == api_env["FUSEFORGE_STORAGE__S3__SECRET_ACCESS_KEY"])
+
+
+def test_app_services_start_once_the_object_store_is_healthy(compose):
+    for name in (*APP_SERVICES, "janitor", "migrate"):
+        depends = compose["services"][name]["depends_on"]
+        assert depends["objectstore"] == {"condition": "service_healthy"}, name
 
 
 def test_api_and_workers_point_at_compose_postgres_and_redis(compose):
@@ -114,7 +134,7 @@ def test_api_and_workers_point_at_compose_postgres_and_redis(compose):
 def test_no_plaintext_password_is_committed(compose):
     for name, service in compose["services"].items():
         for key, value in environment(service).items():
-            if "PASSWORD" in key:
+            if "PASSWORD" in key or "SECRET_ACCESS_KEY" in key:
                 assert re.fullmatch(REQUIRED_VAR, value), (
                     f"{name}: {key} is committed as {value!r}; use ${{{key}:?set {key}}}"
                 )

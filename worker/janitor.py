@@ -232,22 +232,15 @@ class Janitor:
                 logger.info("retention: deleted %d event(s) of finished jobs older than %g days",
                             removed, retention.events_days)
 
-    def remove_unreferenced_uploads(self) -> list[Path]:
-        """Stored model and dataset files that no row (of any project) names."""
+    def remove_unreferenced_uploads(self) -> list[str]:
+        """Stored model and dataset objects that no row (of any project) names; their URIs.
+        Only those stored over JANITOR__UPLOAD_STALE_S ago: a new one's row commits just after
+        it is moved in."""
         too_old = time.time() - self.settings.janitor.upload_stale_s
         removed = []
         for folder, kind in _UPLOAD_FOLDERS.items():
-            directory = self.settings.artifacts_dir / folder
-            if not directory.is_dir():
-                continue
-            old = {}
-            for path in directory.iterdir():
-                try:
-                    if path.is_file() and path.stat().st_mtime < too_old:
-                        old[self._store.uri_for(f"{folder}/{path.name}")] = path
-                except FileNotFoundError:
-                    continue
-            uris = list(old)
+            uris = [listed.uri for listed in self._store.list_folder(folder)
+                    if listed.modified_at < too_old]
             named: set[str] = set()
             with self._sessions() as session:
                 for start in range(0, len(uris), _BATCH):
@@ -255,11 +248,11 @@ class Janitor:
                         kind.storage_uri.in_(uris[start:start + _BATCH]))))
             for uri in uris:
                 if uri not in named:
-                    old[uri].unlink(missing_ok=True)
-                    removed.append(old[uri])
+                    self._store.delete(uri)
+                    removed.append(uri)
         if removed:
             logger.info("removed %d stored upload(s) no model or dataset names: %s",
-                        len(removed), ", ".join(p.name for p in removed))
+                        len(removed), ", ".join(removed))
         return removed
 
     def resend_lost_webhooks(self) -> list[uuid.UUID]:
@@ -338,10 +331,10 @@ class Janitor:
     def _remove_unrecorded_artifacts(self) -> None:
         """A job's stored files without unexpired rows: the job did not succeed, was deleted,
         or its artifacts expired, so none are kept."""
-        jobs_dir = self.settings.artifacts_dir / "jobs"
-        if not jobs_dir.is_dir():
+        ids = {job_id for name in self._store.list_subfolders("jobs")
+               if (job_id := _job_id_of(name))}
+        if not ids:
             return
-        ids = {job_id for path in jobs_dir.iterdir() if (job_id := _job_id_of(path.name))}
         with self._sessions() as session:
             statuses = dict(session.execute(select(Job.id, Job.status).where(Job.id.in_(ids))).all())
             recorded = set(session.scalars(select(Artifact.job_id).where(

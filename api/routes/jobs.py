@@ -4,7 +4,6 @@ import json
 import uuid
 from collections.abc import Callable
 from datetime import datetime
-from pathlib import PurePath
 from typing import Annotated, TypeVar
 
 from fastapi import APIRouter, Depends, Header, Query, Response
@@ -24,6 +23,7 @@ from api.deps import (
     StoreDep,
     get_current_project,
 )
+from api.http.artifact_downloads import artifact_download
 from api.http.idempotent_posts import (
     IdempotentRequestDep,
     JsonFingerprintDep,
@@ -247,29 +247,21 @@ def _json(document: bytes) -> Response:
 @router.get(
     "/{job_id}/artifacts/{name}",
     response_class=FileResponse,
-    responses={410: {"model": ErrorBody, "description": "The artifact's file was removed under "
+    responses={307: {"description": "The artifact store is S3 and presigned downloads are on "
+                     "(FUSEFORGE_STORAGE__S3__PRESIGNED_DOWNLOADS): Location is a URL of the "
+                     "store that serves the file for FUSEFORGE_STORAGE__S3__PRESIGNED_URL_TTL_S "
+                     "seconds. Send no Authorization header there. X-Content-SHA256 is the "
+                     "file's hash."},
+               410: {"model": ErrorBody, "description": "The artifact's file was removed under "
                      "the retention policy (FUSEFORGE_RETENTION__ARTIFACTS_DAYS)"}},
 )
 def download_artifact(
     job_id: JobIdPath, name: ArtifactNamePath, session: SessionDep, store: StoreDep,
     project: CurrentProject,
-) -> FileResponse:
+) -> Response:
+    """The artifact's bytes, saved as its name; X-Content-SHA256 is their hash."""
     artifact = jobs.get_artifact(session=session, project_id=project, job_id=job_id, name=name)
-    return FileResponse(
-        store.local_path(artifact.uri),
-        filename=artifact.name,  # sent as an attachment: saved, not shown in our origin
-        media_type=_ARTIFACT_MEDIA_TYPES.get(PurePath(artifact.name).suffix.lower(),
-                                             "application/octet-stream"),
-        # A plot is SVG, which can carry script: ours escape every label, and this keeps any
-        # that slipped through from running (or loading anything) if a browser shows it.
-        headers={"X-Content-SHA256": artifact.sha256,
-                 "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'",
-                 "X-Content-Type-Options": "nosniff"},
-    )
-
-
-# What a download says it is, by the artifact's extension; anything else is bytes.
-_ARTIFACT_MEDIA_TYPES = {".svg": "image/svg+xml"}
+    return artifact_download(store, artifact)
 
 
 @router.delete(

@@ -398,6 +398,7 @@ HEALTH: dict[str, Any] = {
     "broker": {"ok": True, "error": None},
     "disk": {"ok": True, "error": None, "path": "/var/lib/fuseforge", "free_bytes": 82591465472,
              "min_free_bytes": 1073741824},
+    "storage": {"ok": True, "error": None, "store": "bucket 'fuseforge' at http://objectstore:8333"},
 }
 
 

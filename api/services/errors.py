@@ -7,6 +7,7 @@ from typing import ClassVar
 __all__ = [
     "ArtifactExpired",
     "ArtifactNotFound",
+    "ArtifactStoreDown",
     "BrokerUnavailable",
     "CsrfRejected",
     "DatabaseUnavailable",
@@ -194,6 +195,14 @@ class QuotaExceeded(ServiceError):
 
 class BrokerUnavailable(ServiceError):
     status_code = 503
+
+
+class ArtifactStoreDown(ServiceError):
+    """The artifact store (an S3 bucket) cannot be reached; retrying later may work."""
+
+    status_code = 503
+    retry_after_s = 5
+    headers: ClassVar[Mapping[str, str]] = {"Retry-After": str(retry_after_s)}
 
 
 class DatabaseUnavailable(ServiceError):

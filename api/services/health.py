@@ -1,4 +1,5 @@
-"""What /healthz reports: the database and the broker reachable, room left on the data disk."""
+"""What /healthz reports: the database, the broker and the artifact store reachable, room left on
+the data disk."""
 
 import shutil
 import threading
@@ -11,9 +12,12 @@ from typing import Generic, TypeVar
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from core.artifact_refs import ArtifactStoreUnavailable
 from core.dispatch import JobDispatcher
+from core.storage import ArtifactStore
 
-__all__ = ["DiskSpace", "HealthCache", "check_broker", "check_database", "check_disk"]
+__all__ = ["DiskSpace", "HealthCache", "check_broker", "check_database", "check_disk",
+           "check_store"]
 
 T = TypeVar("T")
 
@@ -38,6 +42,15 @@ def check_database(*, session: Session) -> str | None:
 def check_broker(*, dispatcher: JobDispatcher) -> str | None:
     """None when the broker the API sends jobs to answers, else the error."""
     return dispatcher.broker_error()
+
+
+def check_store(*, store: ArtifactStore) -> str | None:
+    """None when the artifact store can be used, else why not (its message names the store)."""
+    try:
+        store.check()
+    except ArtifactStoreUnavailable as err:
+        return str(err)
+    return None
 
 
 def check_disk(*, data_dir: Path, min_free_bytes: int) -> DiskSpace:

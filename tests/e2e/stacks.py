@@ -5,7 +5,7 @@ as broker, one worker and the API server, each a separate process."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,8 +47,9 @@ class Stack:
 @contextmanager
 def running_stack(tmp: Path, *, name: str, redis_url: str, queues: str,
                   database_url: str | None = None, janitor: bool = False,
-                  **env: str) -> Iterator[Stack]:
-    """Start the stack in `tmp` with a worker on `queues`, a janitor when asked, and the extra
+                  worker_env: Mapping[str, str] | None = None, **env: str) -> Iterator[Stack]:
+    """Start the stack in `tmp` with a worker on `queues` (its environment plus `worker_env`),
+    a janitor when asked, and the extra
     environment `env`, on `database_url` (migrated by `fuseforge migrate`), else on a new,
     migrated database on the test PostgreSQL (a copy of a template: the command's start and
     run cost seconds per stack), dropped afterwards; stop everything and print the worker's
@@ -70,7 +71,8 @@ def running_stack(tmp: Path, *, name: str, redis_url: str, queues: str,
     if not own_database:
         migrate = Service([*FUSEFORGE, "migrate"], environment, tmp / "migrate.log")
         assert migrate.process.wait(timeout=120) == 0, migrate.output()
-    worker = Service([*FUSEFORGE, "worker", "--queues", queues], environment, tmp / "worker.log")
+    worker = Service([*FUSEFORGE, "worker", "--queues", queues],
+                     {**environment, **(worker_env or {})}, tmp / "worker.log")
     cleaner = (Service([*FUSEFORGE, "janitor"], environment, tmp / "janitor.log")
                if janitor else None)
     api = Service([*FUSEFORGE, "serve"], environment, tmp / "api.log")

@@ -21,6 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from core.artifact_refs import ArtifactStoreUnavailable
 from core.db.outage import DatabaseOutage, is_database_outage, outage_text
 from core.disk_space import free_space_text, no_room_error
 from core.reports import ProfileReport
@@ -57,12 +58,13 @@ from worker.pipeline.steps.load import load_model
 from worker.pipeline.steps.node_profile import profile_engine_nodes
 from worker.runtime import WorkerRuntime
 
-__all__ = ["NO_ROOM", "SearchFoundNothing", "backend_for", "run_claimed_job"]
+__all__ = ["NO_ROOM", "STORE_DOWN", "SearchFoundNothing", "backend_for", "run_claimed_job"]
 
 logger = logging.getLogger(__name__)
 
 
 NO_ROOM = "InsufficientStorage"  # the error code of a job that found its disk full
+STORE_DOWN = "ArtifactStoreUnavailable"  # ... of a job whose artifact store did not answer
 
 
 class SearchFoundNothing(OptimizerError):
@@ -114,6 +116,10 @@ def _run_and_record(run: JobRun, runtime: WorkerRuntime, recorder: JobRecorder,
         if full is not None:
             logger.error("job %s: no room to write: %s", run.job_id, full)
             recorder.fail(NO_ROOM, _no_room_message(run, full), outcome)
+        elif isinstance(err, ArtifactStoreUnavailable):  # ours to fix, not the model's
+            logger.error("job %s: %s", run.job_id, err)
+            recorder.fail(STORE_DOWN, f"{err}. Nothing of the job was kept; submit it again "
+                          "once the store answers (GET /healthz reports it).", outcome)
         elif isinstance(err, OptimizerError):
             logger.info("job %s failed: %s: %s", run.job_id, type(err).__name__, err)
             recorder.fail(type(err).__name__, str(err), outcome)

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from sqlalchemy.exc import OperationalError
 
+from core.artifact_refs import ArtifactStoreUnavailable
 from core.db.models import JobStatus
 from core.db.outage import DatabaseOutage, is_database_outage, outage_text
 from core.dispatch import dispatcher_for
@@ -315,5 +316,9 @@ def _discard_unrecorded_artifacts(runtime: WorkerRuntime, recorder: JobRecorder,
     except OperationalError:
         return None  # unknown: the janitor's sweep decides later
     if status != JobStatus.SUCCEEDED:
-        runtime.store.delete_prefix(f"jobs/{job_id}/")
+        try:
+            runtime.store.delete_prefix(f"jobs/{job_id}/")
+        except ArtifactStoreUnavailable as err:
+            logger.warning("job %s: its stored files stay until the janitor's sweep: %s",
+                           job_id, err)
     return status

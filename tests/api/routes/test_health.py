@@ -4,10 +4,12 @@ import shutil
 from pathlib import Path
 
 from fastapi.testclient import TestClient
+from pydantic import SecretStr
 
-from api.deps import get_dispatcher
+from api.deps import get_dispatcher, get_store
 from core.dispatch import JobDispatcher
-from core.settings import Settings
+from core.object_store import S3ArtifactStore
+from core.settings import S3StoreSettings, Settings
 
 
 def test_healthz_is_ok_with_database_and_broker_up(client: TestClient, settings: Settings) -> None:
@@ -15,6 +17,8 @@ def test_healthz_is_ok_with_database_and_broker_up(client: TestClient, settings:
     assert response.status_code == 200
     body = response.json()
     disk = body.pop("disk")
+    assert body.pop("storage") == {"ok": True, "error": None,
+                                   "store": f"artifact folder {settings.artifacts_dir.resolve()}"}
     assert body == {
         "status": "ok",
         "database": {"ok": True, "error": None},
@@ -48,3 +52,20 @@ def test_healthz_is_503_naming_an_unreachable_broker(client: TestClient) -> None
     body = response.json()
     assert body["status"] == "degraded" and body["database"]["ok"] is True
     assert body["broker"]["ok"] is False and body["broker"]["error"]
+
+
+def test_healthz_is_503_naming_an_artifact_store_that_does_not_answer(
+        client: TestClient, tmp_path: Path) -> None:
+    # A real S3 store whose endpoint is a port where nothing listens.
+    dead = S3ArtifactStore.from_settings(
+        S3StoreSettings(endpoint_url="http://127.0.0.1:9", bucket="artifacts",
+                        access_key_id="k", secret_access_key=SecretStr("s"),
+                        connect_timeout_s=1), tmp_path / "cache")
+    client.app.dependency_overrides[get_store] = lambda: dead  # type: ignore[attr-defined]
+    response = client.get("/healthz")
+    assert response.status_code == 503
+    body = response.json()
+    assert body["status"] == "degraded" and body["database"]["ok"] is True
+    assert body["storage"]["ok"] is False
+    assert body["storage"]["store"] == "bucket 'artifacts' at http://127.0.0.1:9"
+    assert "could not reach" in body["storage"]["error"]

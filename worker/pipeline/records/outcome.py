@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from core.db.models import BenchmarkRecord, BenchmarkSuite, ValidationResult
-from core.storage import ArtifactStore, StoredObject
+from core.storage import ArtifactStore, ArtifactStoreUnavailable, StoredObject
 from worker.pipeline.results import JobOutcome
 
 __all__ = [
@@ -91,5 +91,5 @@ def _delete_quietly(store: ArtifactStore, stored: StoredArtifacts) -> None:
     for _, _, obj in stored:
         try:
             store.delete(obj.uri)
-        except OSError:
+        except (OSError, ArtifactStoreUnavailable):  # the janitor removes it later
             logger.exception("could not delete artifact %s of a job that did not succeed", obj.uri)
