@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from urllib.parse import quote
 
-__all__ = ["URI_PREFIX", "ArtifactStoreUnavailable", "ListedObject", "StoredObject",
+__all__ = ["URI_PREFIX", "ArtifactStoreUnavailable", "CopyCancelled", "ListedObject", "StoredObject",
            "attachment_disposition", "checked_key", "key_of"]
 
 URI_PREFIX = "store://"
@@ -13,6 +13,10 @@ URI_PREFIX = "store://"
 
 class ArtifactStoreUnavailable(RuntimeError):
     """The store did not answer, or refused a request it should take; the message names it."""
+
+
+class CopyCancelled(Exception):
+    """A `copy_in` stopped because its caller no longer wants it; nothing was stored."""
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ import hashlib
 import io
 import os
 import shutil
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -36,6 +37,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from core.artifact_refs import (
     URI_PREFIX,
     ArtifactStoreUnavailable,
+    CopyCancelled,
     ListedObject,
     StoredObject,
     attachment_disposition,
@@ -160,10 +162,19 @@ class S3ArtifactStore:
         return StoredObject(uri=URI_PREFIX + key, sha256=hashed.digest.hexdigest(),
                             size_bytes=hashed.size)
 
-    def move_in(self, source: Path, key: str) -> str:
+    def copy_in(self, source: Path, key: str, *, cancelled: threading.Event | None = None
+                ) -> str:
+        why = f"the copy of {source.name} into {key!r} was cancelled"
+
+        def on_progress(_: int) -> None:  # raised inside the transfer, which aborts its upload
+            if cancelled is not None and cancelled.is_set():
+                raise CopyCancelled(why)
+
+        if cancelled is not None and cancelled.is_set():
+            raise CopyCancelled(why)
+        # upload_file reads each part from the file as it sends it: memory stays bounded.
         self._call("store", key, self._client.upload_file, str(source), self.bucket,
-                   self._object_key(key), Config=_TRANSFER)
-        source.unlink()
+                   self._object_key(key), Config=_TRANSFER, Callback=on_progress)
         return URI_PREFIX + key
 
     def open(self, uri: str) -> BinaryIO:

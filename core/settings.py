@@ -76,8 +76,10 @@ class JobSettings(BaseModel):
     max_runtime_s: int = Field(default=4 * 3600, gt=0)  # also the broker's visibility timeout
     heartbeat_interval_s: int = Field(default=30, gt=0)
     # A running job's supervisor touches its heartbeat every second; one silent this long (its
-    # worker died) is failed by the janitor.
+    # worker died, or its host was lost) is sent again to another worker by the janitor, this
+    # many times, then failed as WorkerLost (a job that keeps taking its workers down ends).
     stale_after_s: int = Field(default=5 * 60, gt=0)
+    lost_worker_resends: int = Field(default=1, ge=0, le=5)
     # A TensorRT build runs in a child process under these limits (core/isolation.py).
     trt_build_timeout_s: int = Field(default=3600, gt=0)
     trt_build_max_rss_gib: float = Field(default=64.0, gt=0)

@@ -16,6 +16,7 @@ from typing import BinaryIO, Protocol
 from core.artifact_refs import (
     URI_PREFIX,
     ArtifactStoreUnavailable,
+    CopyCancelled,
     ListedObject,
     StoredObject,
     checked_key,
@@ -23,8 +24,8 @@ from core.artifact_refs import (
 )
 from core.settings import Settings
 
-__all__ = ["ArtifactStore", "ArtifactStoreUnavailable", "ListedObject", "LocalArtifactStore",
-           "StoredObject", "artifact_store"]
+__all__ = ["ArtifactStore", "ArtifactStoreUnavailable", "CopyCancelled", "ListedObject",
+           "LocalArtifactStore", "StoredObject", "artifact_store"]
 
 _CHUNK = 1024 * 1024
 
@@ -36,8 +37,11 @@ class ArtifactStore(Protocol):
         """Copy `source` in under `key` atomically and return its URI, hash and size."""
         ...
 
-    def move_in(self, source: Path, key: str) -> str:
-        """Move `source` (already hashed by the caller) in under `key`; return its URI."""
+    def copy_in(self, source: Path, key: str, *, cancelled: threading.Event | None = None
+                ) -> str:
+        """Store `source` (already hashed by the caller, who keeps it) under `key` atomically;
+        its URI. Raises CopyCancelled, having stored nothing, once `cancelled` is set (an
+        upload whose check failed while its copy went on)."""
         ...
 
     def open(self, uri: str) -> BinaryIO: ...
@@ -114,16 +118,22 @@ class LocalArtifactStore:
             partial.unlink(missing_ok=True)
         return StoredObject(uri=URI_PREFIX + key, sha256=digest.hexdigest(), size_bytes=size)
 
-    def move_in(self, source: Path, key: str) -> str:
+    def copy_in(self, source: Path, key: str, *, cancelled: threading.Event | None = None
+                ) -> str:
         target = self._path_for_key(key)
         target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(f".{target.name}.{uuid.uuid4().hex}.partial")
         try:
-            os.replace(source, target)
-        except OSError:  # another filesystem: copy, then rename into place
-            partial = target.with_name(f".{target.name}.{uuid.uuid4().hex}.partial")
-            shutil.copyfile(source, partial)
+            if not _hard_linked(source, partial):  # another filesystem: copy the bytes
+                with source.open("rb") as src, partial.open("wb") as dst:
+                    while chunk := src.read(_CHUNK):
+                        if cancelled is not None and cancelled.is_set():
+                            raise CopyCancelled(f"the copy of {source.name} into {key!r} was "
+                                                "cancelled")
+                        dst.write(chunk)
             os.replace(partial, target)
-            source.unlink()
+        finally:
+            partial.unlink(missing_ok=True)
         return URI_PREFIX + key
 
     def open(self, uri: str) -> BinaryIO:
@@ -183,6 +193,15 @@ class LocalArtifactStore:
             return list(directory.iterdir())
         except (FileNotFoundError, NotADirectoryError):
             return []
+
+
+def _hard_linked(source: Path, link: Path) -> bool:
+    """Link `source` as `link` (the same filesystem: no bytes move); False where it cannot."""
+    try:
+        os.link(source, link)
+    except OSError:
+        return False
+    return True
 
 
 _stores: dict[str, ArtifactStore] = {}

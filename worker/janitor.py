@@ -3,12 +3,13 @@
 `python -m worker.janitor` (`fuseforge janitor`; `make run` and docker compose start one) runs,
 every `janitor.interval_s`:
 
-- **stale jobs**: fail running jobs whose supervisor stopped touching their heartbeat for
-  `jobs.stale_after_s` (its worker died), and send their webhooks. It runs apart from the
-  workers, so liveness never waits behind a job or on a worker that is gone. After a database
-  outage it waits a full `stale_after_s` before judging, since no heartbeat could be written
-  meanwhile. A search job stale in its search is requeued and sent again instead: the next
-  worker resumes it at its next candidate (at most three times).
+- **stale jobs**: running jobs whose supervisor stopped touching their heartbeat for
+  `jobs.stale_after_s` (its worker died, or its host was lost) are requeued and sent again to
+  the next worker, `jobs.lost_worker_resends` times (it starts over; a search job stale in
+  its search resumes at its next candidate, at most three times); after that they fail as
+  WorkerLost and their webhooks go. It runs apart from the workers, so liveness never waits
+  behind a job or on a worker that is gone. After a database outage it waits a full
+  `stale_after_s` before judging, since no heartbeat could be written meanwhile.
 - **lost messages**: the database is the source of truth; a job queued for
   `janitor.requeue_after_s` whose `jobs.run` message the broker no longer holds (e.g. a message
   acked while the database was down) is sent again; so is one whose message a worker took
@@ -120,7 +121,7 @@ class Janitor:
         if back_at is None or time.monotonic() - back_at < stale_after:
             return []  # heartbeats could not be written while the database was away
         with self._sessions() as session, session.begin():
-            resumed = self._requeue_stale_searches(session, timedelta(seconds=stale_after))
+            resumed = self._requeue_stale_jobs(session, timedelta(seconds=stale_after))
             swept = job_state.sweep_stale(session, timedelta(seconds=stale_after))
         for job_id, config in resumed:  # a late redelivery of the old message finds it claimed
             self._dispatcher.send_job(job_id, config)
@@ -131,22 +132,30 @@ class Janitor:
                     announce_end(session, self._dispatcher, job_id)
         return swept
 
-    def _requeue_stale_searches(self, session: Session, stale_after: timedelta
-                                ) -> list[tuple[uuid.UUID, JobConfig]]:
-        """Stale search jobs in their search go back to the queue, to resume at their next
-        candidate on whichever worker takes them (worker/pipeline/records/lost_jobs.py)."""
-        resumed = []
+    def _requeue_stale_jobs(self, session: Session, stale_after: timedelta
+                            ) -> list[tuple[uuid.UUID, JobConfig]]:
+        """Stale jobs go back to the queue for whichever worker takes them: a search in its
+        search resumes at its next candidate (worker/pipeline/records/lost_jobs.py), any other
+        starts over, while it has been sent again fewer than `jobs.lost_worker_resends` times."""
+        resends = self.settings.jobs.lost_worker_resends
+        requeued = []
         for job in job_state.stale_jobs(session, stale_after):
-            if not can_resume_search(job.config, job.stage, job.attempts - 1):
-                continue
-            why = ("the worker running this search stopped sending heartbeats; the search "
-                   "resumes at its next candidate on the next worker")
+            if can_resume_search(job.config, job.stage, job.attempts - 1):
+                why = ("the worker running this search stopped sending heartbeats; the search "
+                       "resumes at its next candidate on the next worker")
+            elif job.attempts <= resends:  # `attempts` counts its claims
+                why = (f"the worker running this job ({job.worker}) stopped sending "
+                       f"heartbeats in stage {job.stage!r} (it died or its host was lost); "
+                       f"sent again to the next worker, which starts it over (resend "
+                       f"{job.attempts} of {resends})")
+            else:
+                continue  # failed as WorkerLost by the sweep
             if job_state.requeue(session, job.id, why) is not None:
-                resumed.append((job.id, JobConfig.model_validate(job.config)))
-        if resumed:
-            logger.warning("requeued %d search job(s) whose worker was lost: %s", len(resumed),
-                           ", ".join(str(job_id) for job_id, _ in resumed))
-        return resumed
+                requeued.append((job.id, JobConfig.model_validate(job.config)))
+        if requeued:
+            logger.warning("requeued %d job(s) whose worker was lost: %s", len(requeued),
+                           ", ".join(str(job_id) for job_id, _ in requeued))
+        return requeued
 
     def requeue_lost_jobs(self) -> list[uuid.UUID]:
         """Send again the queued jobs whose message is lost, or was taken by a worker that

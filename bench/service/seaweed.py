@@ -48,16 +48,24 @@ def _free_port(ip: str) -> int:
         return int(sock.getsockname()[1])
 
 
+# SeaweedFS's own ports, for a server alone on its host (a namespace of bench/service/netns.py).
+_DEFAULT_PORTS = {"master.port": 9333, "master.port.grpc": 19333, "volume.port": 8080,
+                  "volume.port.grpc": 18080, "filer.port": 8888, "filer.port.grpc": 18888,
+                  "s3.port.grpc": 18333, "webdav.port": 7333, "admin.port": 23646,
+                  "admin.port.grpc": 33646}
+
+
 class SeaweedServer:
-    """`weed mini` serving S3 on `ip`:`port` (a free one by default); its data in `folder`.
-    `wrap` prefixes its argv (e.g. ["ip", "netns", "exec", "services"])."""
+    """`weed mini` serving S3 on `ip`:`port`; its data in `folder`. On this machine's loopback
+    every port is a free one; with `wrap` (an argv prefix that runs it on another host, e.g.
+    bench/service/netns.py's Host.argv([])) its own defaults, S3 on 8333."""
 
     def __init__(self, folder: Path, *, ip: str = "127.0.0.1", port: int | None = None,
                  wrap: list[str] | None = None) -> None:
         self.folder = folder
         self.ip = ip
-        self.port = port or _free_port(ip)
         self._wrap = wrap or []
+        self.port = port or (8333 if self._wrap else _free_port(ip))
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -96,10 +104,8 @@ class SeaweedServer:
 
     def start(self) -> None:
         # Every port of its own: two servers (or a test's and a developer's) never collide.
-        ports = {name: _free_port(self.ip) for name in (
-            "master.port", "master.port.grpc", "volume.port", "volume.port.grpc",
-            "filer.port", "filer.port.grpc", "s3.port.grpc", "webdav.port", "admin.port",
-            "admin.port.grpc")}
+        ports = (_DEFAULT_PORTS if self._wrap
+                 else {name: _free_port(self.ip) for name in _DEFAULT_PORTS})
         flags = [f"-{name}={port}" for name, port in ports.items()]
         env = {**os.environ, "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY}
         (self.folder / "data").mkdir(parents=True, exist_ok=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from core.artifact_refs import ArtifactStoreUnavailable
+from core.artifact_refs import ArtifactStoreUnavailable, CopyCancelled
 from core.object_store import S3ArtifactStore, trim_cache
 from core.storage import ArtifactStore, LocalArtifactStore
 from tests.support.object_store import SeaweedS3, seaweed_s3
@@ -55,15 +56,40 @@ def test_a_put_returns_the_uri_hash_and_size_and_the_object_reads_back(
     assert store.local_path(stored.uri).read_bytes() == data
 
 
-def test_a_moved_in_file_is_stored_and_leaves_its_source(store: ArtifactStore,
-                                                          tmp_path: Path) -> None:
+def test_a_copied_in_file_is_stored_and_its_source_kept(store: ArtifactStore,
+                                                         tmp_path: Path) -> None:
     source = _file(tmp_path, b"weights")
 
-    uri = store.move_in(source, "models/m.onnx")
+    uri = store.copy_in(source, "models/m.onnx")
 
-    assert not source.exists()
+    assert uri == "store://models/m.onnx" and source.read_bytes() == b"weights"
+    source.unlink()  # the stored copy does not depend on it
     with store.open(uri) as read:
         assert read.read() == b"weights"
+
+
+def test_a_cancelled_copy_stores_nothing(seaweed: SeaweedS3, tmp_path: Path) -> None:
+    seaweed.create_bucket("cancelled")
+    store = S3ArtifactStore.from_settings(seaweed.settings("cancelled"), tmp_path / "cache")
+    source = _file(tmp_path, bytes(40 * 2**20))  # multipart
+
+    class SetOnceSending(threading.Event):
+        """Not set when the copy starts; set by the time its first bytes are sent."""
+
+        asked = 0
+
+        def is_set(self) -> bool:
+            self.asked += 1
+            return self.asked > 1
+
+    cancelled = SetOnceSending()
+
+    with pytest.raises(CopyCancelled):
+        store.copy_in(source, "models/m.onnx", cancelled=cancelled)
+
+    assert cancelled.asked >= 2  # stopped mid-transfer, not before it began
+    assert not store.exists(store.uri_for("models/m.onnx"))
+    assert seaweed.client().list_multipart_uploads(Bucket="cancelled").get("Uploads", []) == []
 
 
 def test_a_missing_object_does_not_exist_and_its_delete_is_no_error(

@@ -230,16 +230,24 @@ def test_killing_a_searchs_process_resumes_the_search_at_its_next_candidate(live
     assert report["winner"] and _claims(live, job_id) == 1
 
 
-def test_the_janitor_fails_the_job_of_a_worker_that_died_whole(live: Stack) -> None:
+def test_the_job_of_a_worker_that_died_whole_is_sent_again_once_then_fails(
+        live: Stack) -> None:
     model = _cnn(live, 43)
     job_id = _job(live, model, **SLOW)
     _wait_stage(live, job_id, "benchmark")
-    killed_at = time.monotonic()
     live.worker.stop(signal.SIGKILL)  # main process, pool and job process: nothing left to tell
+    wait_until(lambda: any("sent again to the next worker" in m for m in _events(live, job_id)),
+               STALE_AFTER_S + 60, what="the janitor to send the lost job again")
+    live.restart("worker")
+    wait_until(lambda: _events(live, job_id).count("stage benchmark started") == 2, 180,
+               what="the job to start over on the new worker and reach its benchmark")
+    killed_at = time.monotonic()
+    live.worker.stop(signal.SIGKILL)  # its one resend (FUSEFORGE_JOBS__LOST_WORKER_RESENDS) used
     job = wait_for_job(live.base_url, job_id, timeout=STALE_AFTER_S + 60)
 
     assert job["status"] == "failed" and job["error"]["code"] == "WorkerLost"
     assert time.monotonic() - killed_at < STALE_AFTER_S + 30
+    assert _claims(live, job_id) == 2
 
 
 def test_a_search_on_a_worker_that_died_whole_resumes_on_the_next_worker(

@@ -181,26 +181,51 @@ def test_the_embedded_sql_broker_is_looked_into_too(
     assert dispatcher.held_job_ids(["cpu"]) == {lost, held, delivered}
 
 
-def test_a_stale_running_job_fails_but_not_right_after_a_database_outage(
-        tmp_path: Path, sessions: sessionmaker[Session]) -> None:
+def test_a_stale_running_job_is_sent_again_then_fails_but_not_right_after_a_database_outage(
+        tmp_path: Path, sessions: sessionmaker[Session], broker: redis.Redis) -> None:
     settings = _settings(tmp_path)
     settings.jobs.stale_after_s = 1
-    stale = _job(sessions, JobStatus.RUNNING, heartbeat_at=utc_now() - timedelta(minutes=1))
+    minute_ago = utc_now() - timedelta(minutes=1)
+    lost = _job(sessions, JobStatus.RUNNING, heartbeat_at=minute_ago, attempts=1,
+                worker="host-a:12", stage="benchmark")
+    resent = _job(sessions, JobStatus.RUNNING, heartbeat_at=minute_ago, attempts=2)
     janitor = _janitor(settings, sessions)
 
     assert janitor.fail_stale_jobs() == []  # it has seen the database for less than 1 s
     time.sleep(1.1)
-    assert janitor.fail_stale_jobs() == [stale]
-    assert _status(sessions, stale) == "failed"
+    assert janitor.fail_stale_jobs() == [resent]  # its one resend (the default) is used
+
+    assert _status(sessions, resent) == "failed"
+    assert _status(sessions, lost) == "queued"
+    [raw] = broker.lrange("cpu", 0, -1)
+    assert json.loads(base64.b64decode(json.loads(raw)["body"]))[0] == [str(lost)]
+    with sessions() as session:
+        assert job_state.count_events(
+            session, lost, "the worker running this job (host-a:12) stopped sending heartbeats "
+            "in stage 'benchmark'") == 1
+
+
+def test_no_stale_job_is_sent_again_when_resends_are_off(
+        tmp_path: Path, sessions: sessionmaker[Session], broker: redis.Redis) -> None:
+    settings = _settings(tmp_path)
+    settings.jobs.stale_after_s, settings.jobs.lost_worker_resends = 1, 0
+    stale = _job(sessions, JobStatus.RUNNING, heartbeat_at=utc_now() - timedelta(minutes=1),
+                 attempts=1)
+    janitor = _janitor(settings, sessions)
+    time.sleep(1.1)
+
+    assert janitor.fail_stale_jobs() == [stale] and broker.llen("cpu") == 0
 
 
 def test_a_stale_job_with_a_callback_gets_its_webhook_task_sent(
         tmp_path: Path, sessions: sessionmaker[Session], broker: redis.Redis) -> None:
     settings = _settings(tmp_path)
-    settings.jobs.stale_after_s = 1
+    settings.jobs.stale_after_s, settings.jobs.lost_worker_resends = 1, 0
     hooked = _job(sessions, JobStatus.RUNNING, heartbeat_at=utc_now() - timedelta(minutes=1),
-                  config=JobConfig(callback_url="https://hooks.example.com/fuseforge"))
-    silent = _job(sessions, JobStatus.RUNNING, heartbeat_at=utc_now() - timedelta(minutes=1))
+                  config=JobConfig(callback_url="https://hooks.example.com/fuseforge"),
+                  attempts=1)
+    silent = _job(sessions, JobStatus.RUNNING, heartbeat_at=utc_now() - timedelta(minutes=1),
+                  attempts=1)
     janitor = _janitor(settings, sessions)
     time.sleep(1.1)
 

@@ -1,7 +1,9 @@
 """Keep a received upload once per project and content hash, with the row that describes it."""
 
+import threading
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import TypeVar
 
@@ -41,10 +43,10 @@ def store_upload(
 
     Bytes the project uploaded before return its existing row unchecked (another project's
     copy is never returned: its rows are invisible here). The stored file is shared by content
-    address. Otherwise `describe(path)` checks the
-    file and builds the row (raising a ServiceError when the file is unusable), the file moves
-    into `store` under `key`, and the row commits with that URI. The temporary file is always
-    consumed, and a failed commit leaves no stored file behind.
+    address. Otherwise `describe(path)` checks the file and builds the row (raising a
+    ServiceError when the file is unusable) while the file is copied into `store` under `key`,
+    and the row commits with that URI. The temporary file is always consumed, and a failed check
+    or commit leaves no stored file behind.
     """
     try:
         existing = session.scalars(select(kind).where(
@@ -54,9 +56,8 @@ def store_upload(
         # No transaction spans the check (seconds, for a large model): on SQLite it would hold
         # the write lock every other upload, job and heartbeat waits for.
         session.rollback()
-        row = describe(received.path)
+        row = _checked_while_copied(session, store, received.path, key, kind, describe)
         row.project_id = project_id
-        row.storage_uri = store.move_in(received.path, key)
     finally:
         received.path.unlink(missing_ok=True)
 
@@ -71,8 +72,33 @@ def store_upload(
             kind.project_id == project_id, kind.sha256 == received.sha256)).one(), False
     except BaseException:
         session.rollback()
-        uri = row.storage_uri
-        if session.scalars(select(kind.id).where(kind.storage_uri == uri)).first() is None:
-            store.delete(uri)
+        _delete_unless_named(session, store, kind, row.storage_uri)
         raise
     return row, True
+
+
+def _checked_while_copied(session: Session, store: ArtifactStore, path: Path, key: str,
+                          kind: type[Row], describe: Callable[[Path], Row]) -> Row:
+    """`describe(path)`, while the file is copied into `store`: behind the check (seconds, for
+    a large model) an object store's upload costs no time of its own. A failed check cancels
+    the copy, or deletes what it stored."""
+    cancelled = threading.Event()
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="upload-copy") as pool:
+        copying = pool.submit(store.copy_in, path, key, cancelled=cancelled)
+        try:
+            row = describe(path)
+        except BaseException:
+            cancelled.set()
+            wait([copying])
+            if copying.exception() is None:  # it finished first
+                _delete_unless_named(session, store, kind, copying.result())
+            raise
+        row.storage_uri = copying.result()  # ArtifactStoreUnavailable: a 503, no row
+    return row
+
+
+def _delete_unless_named(session: Session, store: ArtifactStore, kind: type[Row],
+                         uri: str) -> None:
+    # The object is shared by content address: another project's row may name it.
+    if session.scalars(select(kind.id).where(kind.storage_uri == uri)).first() is None:
+        store.delete(uri)
