@@ -345,16 +345,31 @@ class Janitor:
         if not ids:
             return
         with self._sessions() as session:
-            statuses = dict(session.execute(select(Job.id, Job.status).where(Job.id.in_(ids))).all())
+            jobs = {job_id: (status, attempts) for job_id, status, attempts in session.execute(
+                select(Job.id, Job.status, Job.attempts).where(Job.id.in_(ids))).all()}
             recorded = set(session.scalars(select(Artifact.job_id).where(
                 Artifact.job_id.in_(ids), Artifact.expired_at.is_(None))))
         for job_id in ids:
-            status = statuses.get(job_id)
-            if status in (JobStatus.RUNNING.value, JobStatus.QUEUED.value) or job_id in recorded:
-                continue  # still storing, or stored and recorded
+            status, attempts = jobs.get(job_id, (None, 0))
+            if status in (JobStatus.RUNNING.value, JobStatus.QUEUED.value):
+                continue  # still storing
+            if job_id in recorded:
+                if attempts > 1:
+                    self._remove_earlier_attempts(job_id, attempts)
+                continue  # stored and recorded
             self._store.delete_prefix(f"jobs/{job_id}/")
             logger.info("removed stored files of job %s: no rows recorded them (%s)", job_id,
                         status or "no such job")
+
+    def _remove_earlier_attempts(self, job_id: uuid.UUID, attempts: int) -> None:
+        """A job that succeeded on a later claim: the folders of the claims before it hold
+        what a worker lost mid-store left (jobs/<id>/<attempt>/); only the last one's rows
+        exist. Only jobs claimed more than once are listed, so a sweep stays cheap."""
+        for attempt in self._store.list_subfolders(f"jobs/{job_id}"):
+            if attempt.isdigit() and attempt != str(attempts):
+                self._store.delete_prefix(f"jobs/{job_id}/{attempt}/")
+                logger.info("removed stored files of job %s's attempt %s: its attempt %d "
+                            "ended it", job_id, attempt, attempts)
 
     def _running(self, ids: set[uuid.UUID]) -> set[uuid.UUID]:
         if not ids:

@@ -33,11 +33,17 @@ __all__ = [
 
 
 def _move(
-    session: Session, job_id: uuid.UUID, from_states: Iterable[JobStatus], **values: object
+    session: Session, job_id: uuid.UUID, from_states: Iterable[JobStatus], *,
+    owner: str | None = None, **values: object
 ) -> Job | None:
+    """Move the job to `values` if it is in one of `from_states` and, with `owner`, still
+    claimed by that worker (a worker lost and replaced writes nothing of the job again)."""
+    where = [Job.id == job_id, Job.status.in_([s.value for s in from_states])]
+    if owner is not None:
+        where.append(Job.worker == owner)
     stmt = (
         update(Job)
-        .where(Job.id == job_id, Job.status.in_([s.value for s in from_states]))
+        .where(*where)
         .values(**values)
         .execution_options(synchronize_session=False)
     )
@@ -76,13 +82,14 @@ def claim(session: Session, job_id: uuid.UUID, worker: str) -> Job | None:
 
 
 def start_stage(session: Session, job_id: uuid.UUID, stage: str, progress: float,
-                note: str | None = None) -> bool:
+                note: str | None = None, *, owner: str | None = None) -> bool:
     """Record that a running job entered `stage` (`note` says why, e.g. a fallback attempt);
     False if it is no longer running (cancelled)."""
     job = _move(
         session,
         job_id,
         [JobStatus.RUNNING],
+        owner=owner,
         stage=stage,
         progress=progress,
         heartbeat_at=utc_now(),
@@ -94,10 +101,11 @@ def start_stage(session: Session, job_id: uuid.UUID, stage: str, progress: float
     return True
 
 
-def report_progress(session: Session, job_id: uuid.UUID, progress: float) -> bool:
+def report_progress(session: Session, job_id: uuid.UUID, progress: float, *,
+                    owner: str | None = None) -> bool:
     """Set a running job's progress within its stage and touch its heartbeat; False if it is
     no longer running (cancelled)."""
-    return _move(session, job_id, [JobStatus.RUNNING], progress=progress,
+    return _move(session, job_id, [JobStatus.RUNNING], owner=owner, progress=progress,
                  heartbeat_at=utc_now()) is not None
 
 
@@ -107,17 +115,21 @@ def status_of(session: Session, job_id: uuid.UUID) -> JobStatus | None:
     return JobStatus(status) if status is not None else None
 
 
-def heartbeat(session: Session, job_id: uuid.UUID) -> bool:
-    """Show that the worker is still alive; False if the job is no longer running."""
-    return _move(session, job_id, [JobStatus.RUNNING], heartbeat_at=utc_now()) is not None
+def heartbeat(session: Session, job_id: uuid.UUID, *, owner: str | None = None) -> bool:
+    """Show that the worker is still alive; False if the job is no longer running (or, with
+    `owner`, no longer running on that worker)."""
+    return _move(session, job_id, [JobStatus.RUNNING], owner=owner,
+                 heartbeat_at=utc_now()) is not None
 
 
-def succeed(session: Session, job_id: uuid.UUID) -> Job | None:
-    """Mark a running job succeeded (commit it with its artifact rows); None if it was cancelled."""
+def succeed(session: Session, job_id: uuid.UUID, *, owner: str | None = None) -> Job | None:
+    """Mark a running job succeeded (commit it with its artifact rows); None if it was cancelled
+    (or, with `owner`, was taken over by another worker)."""
     job = _move(
         session,
         job_id,
         [JobStatus.RUNNING],
+        owner=owner,
         status=JobStatus.SUCCEEDED.value,
         stage="done",
         progress=1.0,
@@ -128,12 +140,15 @@ def succeed(session: Session, job_id: uuid.UUID) -> Job | None:
     return job
 
 
-def fail(session: Session, job_id: uuid.UUID, code: str, message: str) -> Job | None:
-    """Mark a queued or running job failed with a code and a message the user can act on."""
+def fail(session: Session, job_id: uuid.UUID, code: str, message: str, *,
+         owner: str | None = None) -> Job | None:
+    """Mark a queued or running job failed with a code and a message the user can act on;
+    with `owner`, only while that worker still holds it."""
     job = _move(
         session,
         job_id,
         [JobStatus.QUEUED, JobStatus.RUNNING],
+        owner=owner,
         status=JobStatus.FAILED.value,
         status_detail=None,
         error_code=code,
@@ -145,11 +160,12 @@ def fail(session: Session, job_id: uuid.UUID, code: str, message: str) -> Job | 
     return job
 
 
-def requeue(session: Session, job_id: uuid.UUID, why: str) -> Job | None:
+def requeue(session: Session, job_id: uuid.UUID, why: str, *,
+            owner: str | None = None) -> Job | None:
     """Put a running job back in the queue for the delivery at hand to claim again (a search
-    whose process died resumes); None if it no longer runs."""
-    job = _move(session, job_id, [JobStatus.RUNNING], status=JobStatus.QUEUED.value,
-                worker=None)
+    whose process died resumes); None if it no longer runs (on `owner`, if given)."""
+    job = _move(session, job_id, [JobStatus.RUNNING], owner=owner,
+                status=JobStatus.QUEUED.value, worker=None)
     if job is not None:
         record_event(session, job_id, why, stage=job.stage)
     return job

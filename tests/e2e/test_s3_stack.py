@@ -101,7 +101,7 @@ def test_a_job_runs_through_the_store_and_downloads_bypass_the_api(
 
     keys = seaweed.keys(BUCKET)
     assert f"models/{model.sha256}.onnx" in keys
-    assert {f"jobs/{done.id}/{a.name}" for a in done.artifacts} <= keys
+    assert {f"jobs/{done.id}/1/{a.name}" for a in done.artifacts} <= keys  # its first claim
     assert {p.name for p in paths} == {a.name for a in done.artifacts} >= {"engine.onnx"}
     # Nothing the job made lies on the API's disk or is kept by the worker but as a cache.
     assert _files(stack.data_dir / "artifacts") == []
@@ -129,7 +129,7 @@ def test_a_download_is_a_short_lived_redirect_that_no_cache_keeps(
     assert answer.headers["cache-control"] == "no-store"
     assert answer.headers["x-content-sha256"] == engine["sha256"]
     location = answer.headers["location"]
-    assert location.startswith(f"{seaweed.endpoint_url}/{BUCKET}/jobs/{job['id']}/engine.onnx?")
+    assert location.startswith(f"{seaweed.endpoint_url}/{BUCKET}/jobs/{job['id']}/1/engine.onnx?")
     assert "X-Amz-Expires=300" in location
     fetched = httpx.get(location, timeout=30)
     assert fetched.status_code == 200
@@ -160,7 +160,8 @@ def test_the_store_down_is_a_503_at_upload_then_a_failed_job_and_back_up_a_succe
 
     # A job whose store goes down while it runs fails with the reason, and leaves no row.
     model = _upload(models, auth)
-    slow = {**FAST, "benchmark": {"warmup": 1, "iterations": 400, "measure_memory": False}}
+    # Long enough a benchmark that the store is surely down before the job reaches its store.
+    slow = {**FAST, "benchmark": {"warmup": 1, "iterations": 10000, "measure_memory": False}}
     job_id = _submit(stack, auth, model["id"], slow)
     wait_until(lambda: _job(stack, auth, job_id)["stage"] in ("benchmark", "profile"), 120,
                what="the job to reach its benchmark")
@@ -181,7 +182,7 @@ def test_the_store_down_is_a_503_at_upload_then_a_failed_job_and_back_up_a_succe
     job_id = _submit(stack, auth, model["id"], FAST)
     done = wait_until(lambda: _finished(stack, auth, job_id), 180, what="the next job")
     assert done["status"] == "succeeded", done
-    assert {f"jobs/{job_id}/{a['name']}" for a in done["artifacts"]} <= seaweed.keys(BUCKET)
+    assert {f"jobs/{job_id}/1/{a['name']}" for a in done["artifacts"]} <= seaweed.keys(BUCKET)
 
 
 def _upload(models: str, auth: dict[str, str]) -> dict:  # type: ignore[type-arg]

@@ -192,3 +192,18 @@ def test_stored_uploads_no_row_names_are_removed_once_stale(
     assert sorted(removed) == ["store://datasets/b.npz", "store://models/b.onnx"]
     assert named_model.exists() and named_dataset.exists() and just_moved_in.exists()
     assert not orphan_model.exists() and not orphan_dataset.exists()
+
+
+def test_a_job_that_succeeded_on_a_later_claim_keeps_only_that_claims_files(
+        settings: Settings, sessions: sessionmaker[Session], store: LocalArtifactStore) -> None:
+    job_id = _job(sessions, store, JobStatus.SUCCEEDED, 1 * DAY)
+    with sessions() as session, session.begin():
+        session.execute(Job.__table__.update().where(Job.id == job_id).values(attempts=2))
+    for attempt in ("1", "2"):  # a worker lost mid-store left attempt 1's engine behind
+        folder = store.root / "jobs" / str(job_id) / attempt
+        folder.mkdir(parents=True)
+        (folder / "engine.onnx").write_bytes(b"engine")
+
+    _janitor(settings, sessions).remove_leftover_files()
+
+    assert _files(store, job_id) == ["2", "engine.onnx"]

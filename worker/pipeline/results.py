@@ -68,6 +68,7 @@ class JobRun:
     settings: Settings
     store: ArtifactStore
     worker: str | None = None  # the worker that claimed it ("host:pid"), for the records
+    attempt: int = 1  # which claim of the job: its artifacts go under jobs/<id>/<attempt>/
     memory_bandwidth_gb_s: float | None = None  # the worker's, measured when it started
     calibration_path: Path | None = None  # an int8 job's calibration dataset (.npz)
     calibrations: CalibrationStore | None = None  # its stored tables (records/calibrations.py)

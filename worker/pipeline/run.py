@@ -104,7 +104,8 @@ def _run_and_record(run: JobRun, runtime: WorkerRuntime, recorder: JobRecorder,
         backend = backend_for(run, runtime, recorder, progress)
         _run_stages(run, backend, runtime, recorder, outcome, progress)
         progress.enter(STORE)
-        if not store_artifacts_then(run.job_id, outcome, run.store, succeed):
+        if not store_artifacts_then(run.job_id, run.attempt, outcome, run.store,
+                                    succeed):
             raise JobStopped
     except JobStopped:
         logger.info("job %s was cancelled; stopped between stages", run.job_id)

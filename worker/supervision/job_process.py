@@ -49,9 +49,9 @@ def _run(spec: JobProcessSpec) -> None:
     set_first_run_limit(spec.settings.jobs.first_run_limit_s)
     runtime = WorkerRuntime.from_settings(spec.settings, capabilities=spec.capabilities,
                                           bandwidth_gb_s=spec.memory_bandwidth_gb_s)
-    recorder = JobRecorder(spec.job_id, runtime.sessions,
-                           retry_s=spec.settings.jobs.database_retry_s)
     claimed = spec.claimed
+    recorder = JobRecorder(spec.job_id, runtime.sessions,
+                           retry_s=spec.settings.jobs.database_retry_s, worker=claimed.worker)
     run = JobRun(
         job_id=spec.job_id,
         config=claimed.config,
@@ -64,6 +64,7 @@ def _run(spec: JobProcessSpec) -> None:
         settings=runtime.settings,
         store=runtime.store,
         worker=claimed.worker,
+        attempt=claimed.attempt,
         memory_bandwidth_gb_s=runtime.memory_bandwidth_gb_s,
     )
     run_claimed_job(run, runtime, recorder, StageProgress(recorder, spec.stage_file))

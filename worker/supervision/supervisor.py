@@ -44,6 +44,7 @@ from optimizer.errors import OptimizerError
 from worker.pipeline.progress import StageMark, read_stage_mark
 from worker.pipeline.records.lost_jobs import ERROR_CODE as PROCESS_DIED
 from worker.pipeline.records.lost_jobs import LostJob, can_resume_search
+from worker.pipeline.records.outcome import attempt_prefix
 from worker.pipeline.records.recorder import ClaimedJob, JobRecorder
 from worker.pipeline.stages import LOAD
 from worker.runtime import WorkerRuntime
@@ -105,6 +106,8 @@ def _supervise(job_id: uuid.UUID, runtime: WorkerRuntime) -> None:
         if claimed is None:
             logger.info("job %s is not queued any more; skipping this delivery", job_id)
             return
+    # From here on every write of the job holds while this worker holds it (JobRecorder).
+    recorder.worker = ender.worker = claimed.worker
     scratch = settings.scratch_dir / str(job_id)
     shutil.rmtree(scratch, ignore_errors=True)  # leftovers of a crashed earlier attempt
     scratch.mkdir(parents=True)
@@ -126,7 +129,8 @@ def _supervise(job_id: uuid.UUID, runtime: WorkerRuntime) -> None:
                         logger.warning("job %s: %s", job_id, stop.failure)
                         ender.fail(type(stop.failure).__name__, str(stop.failure))
                     else:
-                        logger.info("job %s was cancelled in stage %s; its process is stopped",
+                        logger.info("job %s was cancelled (or sent to another worker after "
+                                    "this one was cut off) in stage %s; its process is stopped",
                                     job_id, stage)
                     return
                 resumable = can_resume_search(claimed.config.model_dump(mode="json"), stage,
@@ -145,7 +149,7 @@ def _supervise(job_id: uuid.UUID, runtime: WorkerRuntime) -> None:
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
         spec.stage_file.unlink(missing_ok=True)
-        status = _discard_unrecorded_artifacts(runtime, recorder, job_id)
+        status = _discard_unrecorded_artifacts(runtime, recorder, job_id, claimed.attempt)
         if status in (JobStatus.SUCCEEDED, JobStatus.FAILED):  # a cancel is the API's to announce
             _announce_end(runtime, job_id)
 
@@ -307,9 +311,10 @@ def _stage_name(mark: StageMark | None) -> str:
 
 
 def _discard_unrecorded_artifacts(runtime: WorkerRuntime, recorder: JobRecorder,
-                                  job_id: uuid.UUID) -> JobStatus | None:
-    """Files stored for a job that did not succeed have no rows (the rows commit with
-    `succeeded`): a job killed while storing must not leave them behind. Answers the job's
+                                  job_id: uuid.UUID, attempt: int) -> JobStatus | None:
+    """Files this attempt stored for a job that did not succeed have no rows (the rows commit
+    with `succeeded`): a job killed while storing must not leave them behind. Another attempt's
+    files (the job sent again to another worker) are not this one's to touch. Answers the job's
     status (None: unknown, the database is away)."""
     try:
         status = recorder.status()
@@ -317,7 +322,7 @@ def _discard_unrecorded_artifacts(runtime: WorkerRuntime, recorder: JobRecorder,
         return None  # unknown: the janitor's sweep decides later
     if status != JobStatus.SUCCEEDED:
         try:
-            runtime.store.delete_prefix(f"jobs/{job_id}/")
+            runtime.store.delete_prefix(attempt_prefix(job_id, attempt))
         except ArtifactStoreUnavailable as err:
             logger.warning("job %s: its stored files stay until the janitor's sweep: %s",
                            job_id, err)

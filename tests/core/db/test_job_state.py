@@ -31,6 +31,25 @@ def test_claim_runs_a_queued_job_only_once(db_session: Session) -> None:
     assert second is None
 
 
+def test_a_worker_whose_job_was_sent_to_another_moves_it_no_more(db_session: Session) -> None:
+    job = _queued_job(db_session)
+    job_state.claim(db_session, job.id, "host-a:1")
+    assert job_state.requeue(db_session, job.id, "host-a stopped sending heartbeats") is not None
+    again = job_state.claim(db_session, job.id, "host-b:2")
+    assert again is not None and again.attempts == 2
+
+    # host-a comes back from a network cut: none of its writes lands
+    assert not job_state.heartbeat(db_session, job.id, owner="host-a:1")
+    assert not job_state.start_stage(db_session, job.id, "store", 0.9, owner="host-a:1")
+    assert job_state.succeed(db_session, job.id, owner="host-a:1") is None
+    assert job_state.fail(db_session, job.id, "X", "late", owner="host-a:1") is None
+    assert job_state.requeue(db_session, job.id, "late", owner="host-a:1") is None
+
+    assert job_state.heartbeat(db_session, job.id, owner="host-b:2")
+    done = job_state.succeed(db_session, job.id, owner="host-b:2")
+    assert done is not None and done.status == JobStatus.SUCCEEDED and done.worker == "host-b:2"
+
+
 def test_cancelled_job_cannot_be_claimed_or_succeed(db_session: Session) -> None:
     job = _queued_job(db_session)
     assert job_state.cancel(db_session, job.id) is not None

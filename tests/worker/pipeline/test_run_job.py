@@ -46,7 +46,7 @@ def test_a_job_runs_every_stage_in_order_and_commits_its_records(embedded: Embed
         {"input_shapes": {"input": [2, 3, 32, 32]}, "samples": 8, "passed": True}]
     assert job["accuracy_report"]["input_ranges"] == {}
     assert {b["variant"] for b in job["benchmarks"]} == {"original", "original_unoptimized", "engine"}
-    stored = embedded.runtime.settings.artifacts_dir / "jobs" / job["id"]
+    stored = embedded.runtime.settings.artifacts_dir / "jobs" / job["id"] / "1"  # its first claim
     assert {p.name for p in stored.iterdir()} == {a["name"] for a in job["artifacts"]}
     assert not (embedded.runtime.settings.scratch_dir / job["id"]).exists()
     profile = job["profile_report"]
@@ -95,7 +95,7 @@ def test_a_model_onnxruntime_cannot_load_with_fixed_inputs_gets_an_engine_with_d
     assert job["status"] == "succeeded", job["error"]
     assert "First input tensor must have rank 3" in job["engine_report"]["inputs_left_dynamic"]
     assert job["validation"]["passed"] is True
-    engine_dir = embedded.runtime.settings.artifacts_dir / "jobs" / job["id"]
+    engine_dir = embedded.runtime.settings.artifacts_dir / "jobs" / job["id"] / "1"  # its first claim
     manifest = json.loads((engine_dir / "manifest.json").read_text())
     assert manifest["inputs_left_dynamic"] is True
     assert manifest["load_optimization_level"] == "all"
@@ -116,7 +116,7 @@ def test_a_model_whose_unused_if_branch_cannot_run_at_the_jobs_shapes_gets_an_en
     assert job["status"] == "succeeded", job["error"]
     assert job["validation"]["passed"] is True
     assert (job["engine_report"] or {}).get("inputs_left_dynamic") is None
-    engine_dir = embedded.runtime.settings.artifacts_dir / "jobs" / job["id"]
+    engine_dir = embedded.runtime.settings.artifacts_dir / "jobs" / job["id"] / "1"  # its first claim
     declared = [[d.dim_param or d.dim_value for d in value.type.tensor_type.shape.dim]
                 for value in onnx.load(engine_dir / "engine.onnx").graph.input]
     assert declared == [[1, 16], [2, 1, 16], []]

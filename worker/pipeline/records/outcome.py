@@ -69,14 +69,22 @@ def report_columns(outcome: JobOutcome) -> dict[str, Any]:
     return reports.columns()
 
 
-def store_artifacts_then(job_id: uuid.UUID, outcome: JobOutcome, store: ArtifactStore,
-                         commit: Callable[[StoredArtifacts], bool]) -> bool:
-    """Put every artifact in `store`, then `commit` their rows; the stored files are removed
-    again if the commit says no (the job was cancelled meanwhile) or fails."""
+def attempt_prefix(job_id: uuid.UUID, attempt: int) -> str:
+    """The store folder of one attempt's artifacts: each claim of a job stores apart, so a
+    worker lost and replaced can never overwrite or remove the files of the attempt that
+    replaced it."""
+    return f"jobs/{job_id}/{attempt}/"
+
+
+def store_artifacts_then(job_id: uuid.UUID, attempt: int, outcome: JobOutcome,
+                         store: ArtifactStore, commit: Callable[[StoredArtifacts], bool]) -> bool:
+    """Put every artifact in `store` (under the attempt's folder), then `commit` their rows; the
+    stored files are removed again if the commit says no (the job was cancelled, or taken over,
+    meanwhile) or fails."""
     stored: list[tuple[str, str, StoredObject]] = []
     try:
         for artifact in outcome.artifacts.values():
-            key = f"jobs/{job_id}/{artifact.name}"
+            key = attempt_prefix(job_id, attempt) + artifact.name
             stored.append((artifact.name, artifact.kind, store.put_file(artifact.path, key)))
         if commit(stored):
             return True

@@ -49,6 +49,7 @@ class ClaimedJob:
     model_uri: str
     dataset_uri: str | None
     worker: str | None = None  # who claimed it: the worker's "host:pid"
+    attempt: int = 1  # which claim of the job this is (its artifacts are stored apart)
     calibration_uri: str | None = None  # an int8 job's calibration dataset (.npz)
     project_id: uuid.UUID | None = None
     model_id: uuid.UUID | None = None
@@ -57,11 +58,17 @@ class ClaimedJob:
 
 class JobRecorder:
     """`retry_s`: how long a write retries through a database outage (connection errors) before
-    its error reaches the caller; each retry runs the whole transaction again."""
+    its error reaches the caller; each retry runs the whole transaction again.
+
+    `worker`: the worker that claimed the job (set by `claim`). A recorder with one moves the
+    job (stages, progress, heartbeats, its end) only while that worker still holds it: a worker
+    cut off long enough for the janitor to send its job to another one writes nothing of it
+    when it comes back, and stops as if the job were cancelled."""
 
     def __init__(self, job_id: uuid.UUID, sessions: sessionmaker[Session], *,
-                 retry_s: float = 0.0) -> None:
+                 retry_s: float = 0.0, worker: str | None = None) -> None:
         self.job_id = job_id
+        self.worker = worker
         self._sessions = sessions
         self._retry_s = retry_s
 
@@ -88,7 +95,9 @@ class JobRecorder:
             job = job_state.claim(session, self.job_id, worker)
             if job is None:
                 return None
+            self.worker = worker
             return ClaimedJob(
+                attempt=job.attempts,
                 config=JobConfig.model_validate(job.config),
                 model_uri=job.model.storage_uri,
                 dataset_uri=job.dataset.storage_uri if job.dataset else None,
@@ -109,11 +118,13 @@ class JobRecorder:
     def start_stage(self, stage: str, progress: float, note: str | None = None) -> bool:
         """Record that the job entered `stage`; False if it no longer runs (cancelled)."""
         return self._write(lambda session: job_state.start_stage(session, self.job_id, stage,
-                                                                 progress, note=note))
+                                                                 progress, note=note,
+                                                                 owner=self.worker))
 
     def heartbeat(self) -> bool:
         """Show the job's worker is alive; False if the job no longer runs."""
-        return self._write(lambda session: job_state.heartbeat(session, self.job_id))
+        return self._write(lambda session: job_state.heartbeat(session, self.job_id,
+                                                               owner=self.worker))
 
     def event(self, message: str, stage: str) -> None:
         self._write(lambda session: job_state.record_event(session, self.job_id, message,
@@ -126,9 +137,10 @@ class JobRecorder:
         def report(messages: Sequence[str], progress: float | None) -> bool:
             def write(session: Session) -> bool:
                 if progress is not None:
-                    running = job_state.report_progress(session, self.job_id, progress)
+                    running = job_state.report_progress(session, self.job_id, progress,
+                                                        owner=self.worker)
                 else:
-                    running = job_state.heartbeat(session, self.job_id)
+                    running = job_state.heartbeat(session, self.job_id, owner=self.worker)
                 for message in messages:
                     job_state.record_event(session, self.job_id, message, stage=stage)
                 return running
@@ -170,7 +182,7 @@ class JobRecorder:
             flag_regression(session, self.job_id, records)
             session.add_all(records)
             self._attach_reports(session, outcome)
-            if job_state.succeed(session, self.job_id) is None:
+            if job_state.succeed(session, self.job_id, owner=self.worker) is None:
                 session.rollback()
                 return False
             return True
@@ -182,7 +194,7 @@ class JobRecorder:
         an accuracy failure. False if it had already ended (e.g. cancelled)."""
 
         def fail(session: Session) -> bool:
-            if job_state.fail(session, self.job_id, code, message) is None:
+            if job_state.fail(session, self.job_id, code, message, owner=self.worker) is None:
                 return False
             if outcome is not None:
                 session.add_all(validation_rows(self.job_id, outcome))
@@ -201,8 +213,8 @@ class JobRecorder:
 
     def requeue(self, why: str) -> bool:
         """Put the running job back in the queue, recording `why`; False if it no longer runs."""
-        return self._write(lambda session: job_state.requeue(session, self.job_id, why)
-                           is not None)
+        return self._write(lambda session: job_state.requeue(session, self.job_id, why,
+                                                             owner=self.worker) is not None)
 
     def count_events(self, prefix: str) -> int:
         """How many of the job's events start with `prefix`."""
