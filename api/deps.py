@@ -34,6 +34,7 @@ __all__ = [
     "JobCacheDep",
     "ModelCheckerDep",
     "ReadSessionsDep",
+    "ReceivedModelUploadDep",
     "ReceivedUploadDep",
     "SessionDep",
     "Sessions",
@@ -193,6 +194,23 @@ async def get_received_upload(
     """The request body streamed to a temporary file (multipart `file` or raw octet-stream),
     held to FUSEFORGE_MAX_UPLOAD_BYTES and to the room the project's quota leaves; the service
     that takes it must move or delete the file."""
+    return await _received(request, settings, sessions, project, name, model=False)
+
+
+async def get_received_model_upload(
+    request: Request,
+    settings: SettingsDep,
+    sessions: ReadSessionsDep,
+    project: CurrentProject,
+    name: Annotated[str | None, Query(max_length=255)] = None,
+) -> ReceivedFile:
+    """As `get_received_upload`, with the model's skeleton built while it arrives (its check
+    then reads no weights: api/services/uploads/model_checks.py)."""
+    return await _received(request, settings, sessions, project, name, model=True)
+
+
+async def _received(request: Request, settings: Settings, sessions: Sessions,
+                    project: uuid.UUID, name: str | None, *, model: bool) -> ReceivedFile:
     quota = None
     if (limit := settings.quota.project_bytes) is not None:
         quota = await run_in_threadpool(_upload_room, sessions, project, limit)
@@ -205,6 +223,7 @@ async def get_received_upload(
             max_bytes=settings.max_upload_bytes,
             raw_name=name,
             quota=quota,
+            model=model,
         )
     except ClientDisconnect as err:  # nobody reads the answer, but it is no server error
         raise MalformedRequest("the client disconnected before the request body was complete") from err
@@ -225,3 +244,4 @@ def _upload_room(sessions: Sessions, project: uuid.UUID, limit_bytes: int) -> Up
 
 
 ReceivedUploadDep = Annotated[ReceivedFile, Depends(get_received_upload)]
+ReceivedModelUploadDep = Annotated[ReceivedFile, Depends(get_received_model_upload)]

@@ -10,6 +10,7 @@ does the ONNX checker (which trusts the structure) see it.
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from optimizer.model.graphs import iter_tensors
 from optimizer.model.limits import ModelLimits, check_limits
 from optimizer.model.non_finite import non_finite_weights
 from optimizer.model.scan import scan_model_file
+from optimizer.model.skeleton import WeightCount
 from optimizer.model.tensor_specs import ModelSummary, summarize_model
 from optimizer.op_support import check_op_support
 
@@ -36,20 +38,27 @@ _SAVE_INLINE_HINT = (
 
 
 def check_model_file(path: Path, limits: ModelLimits | None = None, *,
-                     name: str | None = None) -> ModelSummary:
+                     name: str | None = None, stand_in: str | None = None,
+                     stripped: Sequence[WeightCount] = ()) -> ModelSummary:
     """Parse and check the uploaded model at `path`, and summarize its inputs and outputs.
     Messages call the file `name` (the name the user knows it by), else its own name. Raises
     as `load_checked_model`."""
-    return load_checked_model(path, limits, name=name)[1]
+    return load_checked_model(path, limits, name=name, stand_in=stand_in,
+                              stripped=stripped)[1]
 
 
 def load_checked_model(path: Path, limits: ModelLimits | None = None, *,
-                       name: str | None = None) -> tuple[onnx.ModelProto, ModelSummary]:
+                       name: str | None = None, stand_in: str | None = None,
+                       stripped: Sequence[WeightCount] = ()
+                       ) -> tuple[onnx.ModelProto, ModelSummary]:
     """The model at `path`, parsed and checked, and the summary of its inputs and outputs (for
     a caller that goes on to work on the model: it is read once).
 
     Reads no file other than `path`: tensors stored as external data are refused before the
-    ONNX checker runs, since the checker would open the files they name.
+    ONNX checker runs, since the checker would open the files they name. The one exception is
+    a skeleton's (optimizer/model/skeleton.py): `path` is then the skeleton, `stand_in` the
+    external file its stripped tensors name (an empty file beside it, which the checker only
+    looks for), and `stripped` their NaN and infinity counts.
 
     Raises:
         InvalidModelError: the file is empty, is not an ONNX protobuf, parses but is not a model,
@@ -72,7 +81,8 @@ def load_checked_model(path: Path, limits: ModelLimits | None = None, *,
     # A model up to _CHECK_BYTES_UP_TO is read once, and its bytes go to the ONNX checker as
     # they are (faster than the checker reading and parsing the file again); a larger one is
     # not held twice: the checker reads the file itself (a model check's memory is limited).
-    data = path.read_bytes() if size <= _CHECK_BYTES_UP_TO else None
+    # (A skeleton is checked from its path: the checker looks for the stand-in beside it.)
+    data = path.read_bytes() if size <= _CHECK_BYTES_UP_TO and stand_in is None else None
     try:
         # format="protobuf": without it onnx picks a parser from the file's extension.
         model = (onnx.load(path, format="protobuf", load_external_data=False) if data is None
@@ -89,7 +99,7 @@ def load_checked_model(path: Path, limits: ModelLimits | None = None, *,
     for endless in endless_loops(model):
         raise InvalidModelError(f"Model file {file_name!r}: {endless}.")
     check_op_support(model, file_name)
-    _refuse_external_data(model, file_name)
+    _refuse_external_data(model, file_name, stand_in)
     _require_known_tensor_types(model, file_name)
     if _constants_outside_inputs_at_ir3(model):
         # What older converters wrote (onnxruntime's own sample mul_1.onnx is one): IR 3 wanted
@@ -97,12 +107,16 @@ def load_checked_model(path: Path, limits: ModelLimits | None = None, *,
         # that rule without changing what such a model computes, so say IR 4 and check that.
         model.ir_version = 4
         checked: str | bytes | onnx.ModelProto = model
+        if stand_in is not None:  # checked from a file beside the stand-in, likewise
+            edited = path.with_name(f"{path.stem}.ir4.onnx")
+            edited.write_bytes(model.SerializeToString())
+            checked = str(edited)
     else:
         checked = str(path) if data is None else data
     del data  # the IR 3 case checks the edited model: its bytes can go first
     _run_checker(checked, file_name)
     _require_tensor_io(model, file_name)
-    warning = non_finite_weights(model)
+    warning = non_finite_weights(model, also=stripped)
     summary = summarize_model(model)
     return model, replace(summary, warnings=(warning,)) if warning else summary
 
@@ -131,11 +145,14 @@ def _require_model_fields(model: onnx.ModelProto, file_name: str) -> None:
             "torch.onnx.export.")
 
 
-def _refuse_external_data(model: onnx.ModelProto, file_name: str) -> None:
+def _refuse_external_data(model: onnx.ModelProto, file_name: str,
+                          stand_in: str | None) -> None:
     for tensor in iter_tensors(model):
         if tensor.data_location != onnx.TensorProto.EXTERNAL:
             continue
         location = _external_location(tensor)
+        if stand_in is not None and location == stand_in:
+            continue  # a skeleton's stripped tensor: its data came with the upload
         if _escapes_directory(location):
             raise UnsupportedModelError(
                 f"Model file {file_name!r}: tensor {tensor.name!r} stores its data at "

@@ -330,9 +330,13 @@ class Janitor:
         removed = []
         for path in uploads.iterdir():
             try:
-                if path.is_file() and path.stat().st_mtime < too_old:
+                if path.stat().st_mtime >= too_old:
+                    continue
+                if path.is_dir():  # a model skeleton's folder, kept fresh while it is checked
+                    shutil.rmtree(path)
+                else:
                     path.unlink()
-                    removed.append(path)
+                removed.append(path)
             except FileNotFoundError:
                 continue  # its request finished meanwhile
         return removed

@@ -8,7 +8,7 @@ from api.deps import (
     CurrentProject,
     JobCacheDep,
     ModelCheckerDep,
-    ReceivedUploadDep,
+    ReceivedModelUploadDep,
     SessionDep,
     SettingsDep,
     StoreDep,
@@ -39,7 +39,7 @@ router = APIRouter(prefix="/v1/models", tags=["models"],
 )
 async def upload_model(
     idempotent: IdempotentRequestDep,  # before the upload: a bad key is refused unread
-    received: ReceivedUploadDep,
+    received: ReceivedModelUploadDep,
     session: SessionDep,
     store: StoreDep,
     settings: SettingsDep,

@@ -6,23 +6,26 @@ places: optimizer/validation/compare.py).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 import onnx
 from onnx import numpy_helper
 
 from optimizer.model.graphs import iter_tensors
+from optimizer.model.skeleton import WeightCount
 
 __all__ = ["non_finite_weights"]
 
 _NAMED = 5  # tensors named in the warning; the rest are counted
 
 
-def non_finite_weights(model: onnx.ModelProto) -> str | None:
+def non_finite_weights(model: onnx.ModelProto, also: Iterable[WeightCount] = ()) -> str | None:
     """A warning naming the float weights (initializers, Constant values, in every graph and
-    function) that hold NaN or infinite values; None where all are finite."""
-    found = [(name, nan, inf, size) for name, nan, inf, size in _counts(model) if nan or inf]
+    function) that hold NaN or infinite values; None where all are finite. `also`: counts
+    made elsewhere (a skeleton's stripped tensors, which `model` holds no values of)."""
+    counted = [*_counts(model), *((w.name, w.nan, w.inf, w.size) for w in also)]
+    found = [(name, nan, inf, size) for name, nan, inf, size in counted if nan or inf]
     if not found:
         return None
     named = "; ".join(f"{name!r}: {_count(nan, 'NaN')}{', ' if nan and inf else ''}"

@@ -134,15 +134,17 @@ def _assert_nothing_half_written(stack: Stack) -> None:
     try:
         while True:
             with Session(engine) as session:
-                rows = {(str(a.job_id), a.name) for a in session.scalars(select(Artifact))}
+                rows = {a.uri.removeprefix("store://") for a in session.scalars(select(Artifact))}
                 running = {str(j) for j in session.scalars(
                     select(Job.id).where(Job.status.in_(["queued", "running"])))}
             jobs_dir = stack.data_dir / "artifacts" / "jobs"
-            files = {(p.parent.name, p.name) for p in jobs_dir.glob("*/*")} if jobs_dir.is_dir() else set()
+            # jobs/<id>/<attempt>/<name>: each claim of a job stores apart
+            files = ({p.relative_to(jobs_dir.parent).as_posix() for p in jobs_dir.glob("*/*/*")}
+                     if jobs_dir.is_dir() else set())
             scratch = stack.data_dir / "scratch"
             leftovers = [p.name for p in scratch.iterdir()
                          if p.name.split(".")[0] not in running] if scratch.is_dir() else []
-            stray_files = {f for f in files if f[0] not in running} - rows
+            stray_files = {f for f in files if f.split("/")[1] not in running} - rows
             if not stray_files and not leftovers and rows <= files:
                 return
             assert time.monotonic() < deadline, (

@@ -1,10 +1,11 @@
 """Check uploaded models without the API process paying for them.
 
 `onnx.load` of a model costs two to three times its size in memory, and a hostile file can make
-the parser or the checker take far longer. So the API first walks the file's protobuf framing
-(bounded memory: garbage is refused at once), then runs the full check
-(`optimizer.model_check.check_model_file`) in a process of its own under a memory and a time
-limit, `model_check.at_once` of them at a time (the others wait for a turn).
+the parser or the checker take far longer. So the API checks the model's skeleton, built while
+the upload arrived (optimizer/model/skeleton.py: the model without its weights' bytes, whose
+framing is checked on the way, so garbage is refused at once), and runs the full check
+(`optimizer.model_check.check_model_file`) on it in a process of its own under a memory and a
+time limit, `model_check.at_once` of them at a time (the others wait for a turn).
 
 Each check's process is forked from a fork server that has already imported onnx and the
 checks (Python's "forkserver" start method), so it starts in milliseconds instead of the second
@@ -18,9 +19,12 @@ import contextlib
 import multiprocessing
 import os
 import resource
+import secrets
+import shutil
+import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -29,6 +33,7 @@ from core.settings import ModelCheckSettings
 from optimizer.errors import OptimizerError
 from optimizer.model.limits import ModelLimits
 from optimizer.model.scan import scan_model_file
+from optimizer.model.skeleton import ModelSkeleton, SkeletonBuilder, WeightCount
 from optimizer.model.tensor_specs import ModelSummary
 from optimizer.model_check import check_model_file
 
@@ -37,6 +42,7 @@ __all__ = ["ModelCheckAborted", "ModelChecker"]
 _GIB = 2**30
 _MIB = 2**20
 _POLL_S = 0.05
+_READ_BYTES = 2**20
 _TOUCH_EVERY_S = 1.0
 _CONTEXT = multiprocessing.get_context("forkserver")
 _CONTEXT.set_forkserver_preload(["optimizer.model_check"])
@@ -53,7 +59,8 @@ class ModelChecker:
         self._turns = threading.BoundedSemaphore(settings.at_once)
 
     def check(self, path: Path, limits: ModelLimits, *, name: str) -> ModelSummary:
-        """The summary of the model at `path` (called `name` in messages).
+        """The summary of the model file at `path` (called `name` in messages): its skeleton
+        is built from the file, then checked as `check_skeleton` checks one.
 
         Raises:
             InvalidModelError, UnsupportedModelError, ModelLimitError: as check_model_file.
@@ -63,14 +70,37 @@ class ModelChecker:
         # killed mid-upload): this one is touched for as long as it is checked, including
         # the first check's wait for the fork server to import onnx (seconds on a busy host).
         with _kept_fresh(path):
-            scan_model_file(path, name)  # in bounded memory: garbage never reaches a process
-            with self._turns:
-                return self._check_in_child(path, limits, name)
+            builder = SkeletonBuilder(name, location=f"stand-in-{secrets.token_hex(16)}.bin")
+            with path.open("rb") as handle:
+                while chunk := handle.read(_READ_BYTES):
+                    builder.feed(chunk)
+            return self.check_skeleton(builder.finish(), path.parent, limits, name=name)
 
-    def _check_in_child(self, path: Path, limits: ModelLimits, name: str) -> ModelSummary:
+    def check_skeleton(self, skeleton: ModelSkeleton, scratch: Path, limits: ModelLimits, *,
+                       name: str) -> ModelSummary:
+        """The summary of the model whose skeleton (optimizer/model/skeleton.py) was built
+        while it was received: checked as `check` checks a file, in a folder of its own under
+        `scratch` beside the empty stand-in file its stripped tensors name. Raises as `check`."""
+        folder = Path(tempfile.mkdtemp(prefix="skeleton-", dir=scratch))
+        try:
+            path = folder / "model.onnx"
+            path.write_bytes(skeleton.data)
+            (folder / skeleton.location).touch()
+            with _kept_fresh(folder):
+                scan_model_file(path, name)
+                with self._turns:
+                    return self._check_in_child(path, limits, name, skeleton.location,
+                                                skeleton.weights)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def _check_in_child(self, path: Path, limits: ModelLimits, name: str,
+                        stand_in: str | None = None, stripped: Sequence[WeightCount] = ()
+                        ) -> ModelSummary:
         receiving, sending = _CONTEXT.Pipe(duplex=False)
         process = _CONTEXT.Process(target=_check, args=(sending, path, limits, name,
-                                                        self._max_bytes), daemon=True)
+                                                        self._max_bytes, stand_in,
+                                                        tuple(stripped)), daemon=True)
         process.start()
         sending.close()
         try:
@@ -131,13 +161,14 @@ def _kept_fresh(path: Path) -> Iterator[None]:
 
 
 def _check(sending: Connection, path: Path, limits: ModelLimits, name: str,
-           max_bytes: int) -> None:
+           max_bytes: int, stand_in: str | None, stripped: tuple[WeightCount, ...]) -> None:
     """The check's process: the check under an address-space limit, its outcome sent back.
     (RLIMIT_AS suits this CPU-only work; it is the kernel's own, so nothing escapes it.)"""
     resource.setrlimit(resource.RLIMIT_AS, (max_bytes, max_bytes))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     try:
-        outcome: tuple[str, Any] = ("returned", check_model_file(path, limits, name=name))
+        outcome: tuple[str, Any] = ("returned", check_model_file(
+            path, limits, name=name, stand_in=stand_in, stripped=stripped))
     except MemoryError:
         outcome = ("out_of_memory", None)
     except OptimizerError as err:

@@ -10,8 +10,9 @@ Content-Length says.
 import errno
 import hashlib
 import os
+import secrets
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,8 +34,9 @@ from api.services.errors import (
 from api.services.uploads.form import FormReader, refuse_control_characters
 from api.services.uploads.quota import UploadRoom
 from core.disk_space import NO_ROOM_ERRNOS
+from optimizer.model.skeleton import ModelSkeleton, SkeletonBuilder
 
-__all__ = ["ReceivedFile", "receive_upload"]
+__all__ = ["ReceivedFile", "receive_upload", "shown_name"]
 
 _FRAMING_ALLOWANCE_BYTES = 64 * 1024  # multipart boundaries and part headers around the file
 # A full disk, a full quota, and a file-size limit (RLIMIT_FSIZE or the filesystem's own).
@@ -48,6 +50,24 @@ class ReceivedFile:
     name: str | None  # the optional `name` form field
     sha256: str
     size_bytes: int
+    # A model upload's skeleton, built as it arrived (optimizer/model/skeleton.py); its
+    # framing errors are raised by `skeleton()`, the check's first step.
+    skeleton_builder: SkeletonBuilder | None = None
+
+    def skeleton(self) -> ModelSkeleton:
+        if self.skeleton_builder is None:
+            raise ValueError("this upload was not received as a model")
+        return self.skeleton_builder.finish()
+
+
+def shown_name(filename: str | None, name: str | None, default: str) -> str:
+    """What an upload is called: the `name` field, else the file's own name, else `default`;
+    at most 255 characters."""
+    if name:
+        return name[:255]
+    if filename:
+        return Path(filename).name[:255] or default
+    return default
 
 
 def _too_large(max_bytes: int, size: int | None = None) -> UploadTooLarge:
@@ -72,10 +92,12 @@ def _no_room_is_507(path: Path, written: int) -> Iterator[None]:
 class _FileSink:
     """Writes and hashes one file, refusing to grow past `max_bytes` or the room `quota` left."""
 
-    def __init__(self, path: Path, max_bytes: int, quota: UploadRoom | None = None) -> None:
+    def __init__(self, path: Path, max_bytes: int, quota: UploadRoom | None = None,
+                 also: Callable[[bytes], None] | None = None) -> None:
         self.path = path
         self.max_bytes = max_bytes
         self.quota = quota
+        self.also = also  # fed every byte written, in order
         self.digest = hashlib.sha256()
         self.size = 0
         with _no_room_is_507(path, 0):
@@ -91,6 +113,8 @@ class _FileSink:
             self._handle.write(data)
         self.size += len(data)
         self.digest.update(data)
+        if self.also is not None:
+            self.also(data)
 
     def close(self) -> None:
         with _no_room_is_507(self.path, self.size):  # buffered bytes are written now
@@ -131,9 +155,11 @@ async def receive_upload(
     max_bytes: int,
     raw_name: str | None = None,
     quota: UploadRoom | None = None,
+    model: bool = False,
 ) -> ReceivedFile:
     """Stream the request body into a temporary file under `temp_dir`; delete it on any error.
-    `quota`: the room the project's storage quota leaves (None: no quota).
+    `quota`: the room the project's storage quota leaves (None: no quota). `model`: also build
+    the model's skeleton from the bytes as they arrive, for the check.
 
     Raises:
         MalformedRequest: a body that does not match its Content-Length, or a multipart body
@@ -163,25 +189,56 @@ async def receive_upload(
             "library build the header (curl -F file=@model.onnx)")
     body = _checked_body(chunks, content_length, max_bytes)
     path = temp_dir / f"upload-{uuid.uuid4().hex}.part"
-    sink = _FileSink(path, max_bytes, quota)
+    feed = _SkeletonFeed() if model else None
+    sink = _FileSink(path, max_bytes, quota, also=feed.write if feed else None)
     try:
         if media_type == b"multipart/form-data":
-            filename, name = await _read_multipart(body, params[b"boundary"], sink)
+            filename, name = await _read_multipart(body, params[b"boundary"], sink, feed)
         else:
+            if feed is not None:
+                feed.name_now = lambda: (None, raw_name)
             async for chunk in body:
                 sink.write(chunk)
             filename, name = None, raw_name
         sink.close()
-        return ReceivedFile(path, filename, name, sink.digest.hexdigest(), sink.size)
+        return ReceivedFile(path, filename, name, sink.digest.hexdigest(), sink.size,
+                            skeleton_builder=feed.builder(filename, name) if feed else None)
     except BaseException:
         sink.discard()
         raise
 
 
+class _SkeletonFeed:
+    """Feeds a model's bytes to a SkeletonBuilder made at the first byte, named as the upload
+    is named then (its messages name the file as the user knows it)."""
+
+    def __init__(self) -> None:
+        self.name_now: Callable[[], tuple[str | None, str | None]] = lambda: (None, None)
+        self._builder: SkeletonBuilder | None = None
+
+    def write(self, data: bytes) -> None:
+        if self._builder is None:
+            self._builder = self._make(*self.name_now())
+        self._builder.feed(data)
+
+    def builder(self, filename: str | None, name: str | None) -> SkeletonBuilder:
+        """The builder fed so far (an empty upload: one fed nothing)."""
+        return self._builder or self._make(filename, name)
+
+    @staticmethod
+    def _make(filename: str | None, name: str | None) -> SkeletonBuilder:
+        # The stand-in file's name is new for each check, so no upload can name it itself.
+        return SkeletonBuilder(shown_name(filename, name, "model.onnx"),
+                               location=f"stand-in-{secrets.token_hex(16)}.bin")
+
+
 async def _read_multipart(
-    chunks: AsyncIterator[bytes], boundary: bytes, sink: _FileSink
+    chunks: AsyncIterator[bytes], boundary: bytes, sink: _FileSink,
+    feed: _SkeletonFeed | None = None,
 ) -> tuple[str | None, str | None]:
     reader = FormReader(sink.write)
+    if feed is not None:
+        feed.name_now = lambda: (reader.filename, reader.name)
     parser = MultipartParser(boundary, reader.callbacks())  # type: ignore[arg-type]
     try:
         async for chunk in chunks:

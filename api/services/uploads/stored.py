@@ -11,7 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from api.services.uploads.receive import ReceivedFile
+from api.services.uploads.receive import ReceivedFile, shown_name
 from core.db.models import Dataset, Model
 from core.storage import ArtifactStore
 
@@ -22,11 +22,7 @@ Row = TypeVar("Row", Model, Dataset)
 
 def display_name(received: ReceivedFile, default: str) -> str:
     """The `name` field, else the file's own name, else `default`; at most 255 characters."""
-    if received.name:
-        return received.name[:255]
-    if received.filename:
-        return Path(received.filename).name[:255] or default
-    return default
+    return shown_name(received.filename, received.name, default)
 
 
 def store_upload(
