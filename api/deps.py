@@ -3,7 +3,7 @@ the artifact store, the upload body and the job dispatcher (which also answers f
 health)."""
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Annotated
 
@@ -184,29 +184,27 @@ def _check_csrf(request: Request, secret: bytes, key: str) -> None:
 CurrentProject = Annotated[uuid.UUID, Depends(get_current_project)]
 
 
-async def get_received_upload(
-    request: Request,
-    settings: SettingsDep,
-    sessions: ReadSessionsDep,
-    project: CurrentProject,
-    name: Annotated[str | None, Query(max_length=255)] = None,
-) -> ReceivedFile:
-    """The request body streamed to a temporary file (multipart `file` or raw octet-stream),
-    held to FUSEFORGE_MAX_UPLOAD_BYTES and to the room the project's quota leaves; the service
-    that takes it must move or delete the file."""
-    return await _received(request, settings, sessions, project, name, model=False)
+def _upload_receiver(*, model: bool) -> Callable[..., Awaitable[ReceivedFile]]:
+    """The dependency that streams the request body to a temporary file (multipart `file` or
+    raw octet-stream), held to FUSEFORGE_MAX_UPLOAD_BYTES and to the room the project's quota
+    leaves; the service that takes it must move or delete the file. `model`: the model's
+    skeleton is built while it arrives too (its check then reads no weights:
+    api/services/uploads/model_checks.py)."""
+
+    async def received_upload(
+        request: Request,
+        settings: SettingsDep,
+        sessions: ReadSessionsDep,
+        project: CurrentProject,
+        name: Annotated[str | None, Query(max_length=255)] = None,
+    ) -> ReceivedFile:
+        return await _received(request, settings, sessions, project, name, model=model)
+
+    return received_upload
 
 
-async def get_received_model_upload(
-    request: Request,
-    settings: SettingsDep,
-    sessions: ReadSessionsDep,
-    project: CurrentProject,
-    name: Annotated[str | None, Query(max_length=255)] = None,
-) -> ReceivedFile:
-    """As `get_received_upload`, with the model's skeleton built while it arrives (its check
-    then reads no weights: api/services/uploads/model_checks.py)."""
-    return await _received(request, settings, sessions, project, name, model=True)
+get_received_upload = _upload_receiver(model=False)
+get_received_model_upload = _upload_receiver(model=True)
 
 
 async def _received(request: Request, settings: Settings, sessions: Sessions,

@@ -9,7 +9,6 @@ import numpy as np
 import onnx
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
 from optimizer.errors import (
@@ -23,7 +22,7 @@ from optimizer.model.limits import ModelLimits
 from optimizer.model.tensor_specs import TensorSpec
 from optimizer.model_check import check_model_file, load_checked_model
 from optimizer.testing import models
-from tests.support import hostile_models
+from tests.support import corrupted_models, hostile_models
 
 
 def _write(path: Path, data: bytes) -> Path:
@@ -234,23 +233,13 @@ def test_check_model_file_refuses_unknown_element_types(tmp_path, elem_type):
             check_model_file(_write(tmp_path / "model.onnx", models.model_bytes(model)))
 
 
-_SEED_MODELS = [models.model_bytes(models.small_cnn()), models.model_bytes(models.mlp()),
-                hostile_models.nested_if(3)]
-
-
 @settings(max_examples=300, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(seed=st.sampled_from(_SEED_MODELS),
-       edits=st.lists(st.tuples(st.floats(0, 1, exclude_max=True), st.binary(max_size=4),
-                                st.integers(0, 4)), min_size=1, max_size=4))
+@given(seed=corrupted_models.seeds, edits=corrupted_models.edits)
 def test_check_model_file_refuses_corrupted_bytes_only_with_model_errors(tmp_path, seed, edits):
     # Whatever bytes arrive, the check either accepts them or raises an OptimizerError with a
     # message (a 422 at the API), never another exception (a 500).
-    data = bytearray(seed)
-    for where, insert, delete in edits:
-        position = int(where * len(data))
-        data[position:position + delete] = insert
-    path = _write(tmp_path / "model.onnx", bytes(data))
+    path = _write(tmp_path / "model.onnx", corrupted_models.corrupted(seed, edits))
     try:
         check_model_file(path)
     except OptimizerError as err:

@@ -6,6 +6,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
@@ -43,19 +44,22 @@ def _job_with_plot(client: TestClient, db_session: Session, store: ArtifactStore
     return str(job_id)
 
 
-def _s3(seaweed: SeaweedS3, tmp_path: Path, *, presigned: bool) -> S3ArtifactStore:
+def _plot_download(client: TestClient, db_session: Session, seaweed: SeaweedS3,
+                   tmp_path: Path, *, presigned: bool) -> httpx.Response:
+    """GET of a stored plot through an API whose store is a bucket of SeaweedFS's."""
     settings = seaweed.settings("downloads", prefix=f"{uuid.uuid4().hex[:8]}/").model_copy(
         update={"presigned_downloads": presigned})
-    return S3ArtifactStore.from_settings(settings, tmp_path / "cache")
+    store = S3ArtifactStore.from_settings(settings, tmp_path / "cache")
+    client.app.dependency_overrides[get_store] = lambda: store  # type: ignore[attr-defined]
+    job_id = _job_with_plot(client, db_session, store, tmp_path)
+    answer: httpx.Response = client.get(f"/v1/jobs/{job_id}/artifacts/plot.svg",
+                                        follow_redirects=False)
+    return answer
 
 
 def test_with_presigned_downloads_off_the_api_streams_the_object(
         client: TestClient, db_session: Session, seaweed: SeaweedS3, tmp_path: Path) -> None:
-    store = _s3(seaweed, tmp_path, presigned=False)
-    client.app.dependency_overrides[get_store] = lambda: store  # type: ignore[attr-defined]
-    job_id = _job_with_plot(client, db_session, store, tmp_path)
-
-    answer = client.get(f"/v1/jobs/{job_id}/artifacts/plot.svg", follow_redirects=False)
+    answer = _plot_download(client, db_session, seaweed, tmp_path, presigned=False)
 
     assert answer.status_code == 200 and answer.content == PLOT
     assert answer.headers["content-length"] == str(len(PLOT))
@@ -68,11 +72,7 @@ def test_with_presigned_downloads_off_the_api_streams_the_object(
 
 def test_with_presigned_downloads_on_the_api_redirects_to_the_store(
         client: TestClient, db_session: Session, seaweed: SeaweedS3, tmp_path: Path) -> None:
-    store = _s3(seaweed, tmp_path, presigned=True)
-    client.app.dependency_overrides[get_store] = lambda: store  # type: ignore[attr-defined]
-    job_id = _job_with_plot(client, db_session, store, tmp_path)
-
-    answer = client.get(f"/v1/jobs/{job_id}/artifacts/plot.svg", follow_redirects=False)
+    answer = _plot_download(client, db_session, seaweed, tmp_path, presigned=True)
 
     assert answer.status_code == 307 and answer.content == b""
     assert answer.headers["location"].startswith(f"{seaweed.endpoint_url}/downloads/")

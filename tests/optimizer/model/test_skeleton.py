@@ -25,7 +25,7 @@ from optimizer.model_check import check_model_file
 from optimizer.testing import models
 from optimizer.testing.quantization_models import conv_stack
 from optimizer.testing.real_models import bert_encoder, resnet50
-from tests.support import hostile_models
+from tests.support import corrupted_models, hostile_models
 
 STAND_IN = "stand-in-for-this-test.bin"
 
@@ -264,24 +264,13 @@ def test_bytes_fed_after_a_framing_error_are_ignored_and_the_error_kept():
         builder.finish()
 
 
-_SEED_MODELS = [models.model_bytes(models.small_cnn()), models.model_bytes(models.mlp()),
-                hostile_models.nested_if(3)]
-
-
 @settings(max_examples=200, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(seed=st.sampled_from(_SEED_MODELS),
-       edits=st.lists(st.tuples(st.floats(0, 1, exclude_max=True), st.binary(max_size=4),
-                                st.integers(0, 4)), min_size=1, max_size=4),
-       piece=st.integers(1, 5000))
+@given(seed=corrupted_models.seeds, edits=corrupted_models.edits, piece=st.integers(1, 5000))
 def test_corrupted_bytes_are_refused_only_with_model_errors(tmp_path, seed, edits, piece):
     # Whatever bytes arrive, the skeleton's check accepts them or raises an OptimizerError
     # (a 422 at the API), never another exception (a 500).
-    data = bytearray(seed)
-    for where, insert, delete in edits:
-        position = int(where * len(data))
-        data[position:position + delete] = insert
     try:
-        _check_skeleton(tmp_path, bytes(data), piece)
+        _check_skeleton(tmp_path, corrupted_models.corrupted(seed, edits), piece)
     except OptimizerError as err:
         assert str(err)
