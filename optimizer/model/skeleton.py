@@ -21,6 +21,7 @@ a wire type no model uses) is an InvalidModelError naming the byte; the skeleton
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -93,9 +94,7 @@ class _Frame:
     dims: list[int] = field(default_factory=list)  # a tensor's dims written one by one
     own_external: bool = False  # a tensor that says its data is in an external file
     stripped: tuple[int, int] | None = None  # (field, length) of a tensor's data left out
-    nan: int = 0
-    inf: int = 0
-    size: int = 0
+    counter: _Counter | None = None  # the stripped values' NaN and infinity counts
 
 
 class _Counter:
@@ -128,9 +127,11 @@ class SkeletonBuilder:
     A framing error is kept and raised by `finish` (the caller may go on receiving the body
     to answer once); after it, fed bytes are ignored."""
 
-    def __init__(self, name: str, *, location: str, max_bytes: int = 256 * 2**20) -> None:
+    def __init__(self, name: str, *, location: str | None = None,
+                 max_bytes: int = 256 * 2**20) -> None:
         self._name = name
-        self._location = location
+        # The stand-in file's name is new for each builder, so no upload can name it itself.
+        self._location = location or f"stand-in-{secrets.token_hex(16)}.bin"
         self._max_bytes = max_bytes
         self._buffer = bytearray()
         self._offset = 0  # the absolute offset of _buffer[0]
@@ -138,7 +139,6 @@ class SkeletonBuilder:
         self._kept = 0
         self._copy_left = 0  # bytes of a copied field's value still to come
         self._skip_left = 0  # bytes of a stripped field's value still to come
-        self._counter: _Counter | None = None
         self._stripped_bytes = 0
         self._weights: list[WeightCount] = []
         self._error: OptimizerError | None = None
@@ -185,6 +185,7 @@ class SkeletonBuilder:
             tag, at = self._varint(buffer, at)
             if tag is None:
                 return start
+            tag_bytes = bytes(buffer[start:at])
             number, wire_type = tag >> 3, tag & 7
             if number == 0:
                 raise self._broken(self._offset + start, "a field numbered 0")
@@ -192,7 +193,8 @@ class SkeletonBuilder:
                 length, at = self._varint(buffer, at)
                 if length is None:
                     return start
-                self._field(frame, number, buffer[start:at], length, self._offset + at)
+                self._field(frame, number, tag_bytes, buffer[start:at], length,
+                            self._offset + at)
             elif wire_type in (_VARINT, _FIXED64, _FIXED32):
                 if wire_type == _VARINT:
                     value, end = self._varint(buffer, at)
@@ -219,15 +221,16 @@ class SkeletonBuilder:
             raise self._broken(self._offset + at, "a number longer than 10 bytes")
         return value, end
 
-    def _field(self, frame: _Frame, number: int, head: bytearray, length: int,
+    def _field(self, frame: _Frame, number: int, tag: bytes, head: bytearray, length: int,
                value_at: int) -> None:
-        """A length-delimited field whose value starts at absolute offset `value_at`."""
+        """A length-delimited field (`head`: its tag and length) whose value starts at absolute
+        offset `value_at`."""
         self._within(frame, value_at + length, value_at - len(head))
         child = _CHILDREN[frame.kind].get(number)
         if child is not None:
             if len(self._stack) >= _MAX_DEPTH:
                 raise self._broken(value_at, f"messages nested over {_MAX_DEPTH} deep")
-            self._stack.append(_Frame(child, value_at + length, field_tag=_tag_of(head)))
+            self._stack.append(_Frame(child, value_at + length, field_tag=tag))
             return
         if frame.kind == _TENSOR and number in _DATA_FIELDS and length >= STRIPPED_FROM_BYTES:
             if frame.stripped is not None:
@@ -236,7 +239,7 @@ class SkeletonBuilder:
             frame.stripped = (number, length)
             self._skip_left = length
             self._stripped_bytes += length
-            self._counter = _counter_for(number, frame.data_type)
+            frame.counter = _counter_for(number, frame.data_type)
             return
         self._keep(frame, head)
         if frame.kind == _TENSOR and number in _CAPTURED:
@@ -251,14 +254,9 @@ class SkeletonBuilder:
         frame = self._stack[-1]
         if self._skip_left:
             take = min(self._skip_left, len(buffer) - at)
-            if self._counter is not None:
-                self._counter.feed(memoryview(buffer)[at:at + take])
+            if frame.counter is not None:
+                frame.counter.feed(memoryview(buffer)[at:at + take])
             self._skip_left -= take
-            if not self._skip_left and self._counter is not None:
-                frame.nan += self._counter.nan
-                frame.inf += self._counter.inf
-                frame.size += self._counter.size
-                self._counter = None
             return at + take
         take = min(self._copy_left, len(buffer) - at)
         piece = buffer[at:at + take]
@@ -289,7 +287,7 @@ class SkeletonBuilder:
                 f"Model file {self._name!r} fails the ONNX checker: Data of TensorProto "
                 f"(tensor name: {name}) is stored externally and should not have data field.")
         elements = 1
-        for dim in frame.dims + _packed_varints(frame.captured.get(_DIMS, b"")):
+        for dim in frame.dims + _packed_varints(frame.captured.get(_DIMS, bytearray())):
             elements *= dim - 2**64 if dim >= 2**63 else dim  # int64 dims, as varints
         if number == _RAW_DATA and frame.data_type in _RAW_BYTES:
             required = elements * _RAW_BYTES[frame.data_type]
@@ -312,7 +310,9 @@ class SkeletonBuilder:
                                                  self._location.encode())))
         self._keep(frame, pointer)
         if frame.data_type in _RAW_FLOATS:
-            self._weights.append(WeightCount(name, frame.nan, frame.inf, frame.size))
+            counted = frame.counter  # None: a data type read after the data (not counted)
+            self._weights.append(WeightCount(name, *((counted.nan, counted.inf, counted.size)
+                                                     if counted else (0, 0, 0))))
 
     def _tensor_name(self, frame: _Frame) -> str:
         name = bytes(frame.captured.get(_TENSOR_NAME, b"")).decode("utf-8", "replace")
@@ -353,20 +353,14 @@ def _field_bytes(number: int, wire_type: int, value: bytes) -> bytes:
     return tag + value
 
 
-def _packed_varints(data: bytes | bytearray) -> list[int]:
+def _packed_varints(data: bytearray) -> list[int]:
     values, at = [], 0
     while at < len(data):
-        value, at = _read_varint(bytearray(data), at)
+        value, at = _read_varint(data, at)
         if value is None or value < 0:
             break
         values.append(value)
     return values
-
-
-def _tag_of(head: bytearray) -> bytes:
-    """The tag at the start of a field's head (tag varint + length varint)."""
-    end = next(i for i, byte in enumerate(head) if not byte & 0x80) + 1
-    return bytes(head[:end])
 
 
 def _read_varint(buffer: bytearray, at: int) -> tuple[int | None, int]:

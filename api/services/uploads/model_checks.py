@@ -19,7 +19,6 @@ import contextlib
 import multiprocessing
 import os
 import resource
-import secrets
 import shutil
 import tempfile
 import threading
@@ -32,7 +31,6 @@ from typing import Any
 from core.settings import ModelCheckSettings
 from optimizer.errors import OptimizerError
 from optimizer.model.limits import ModelLimits
-from optimizer.model.scan import scan_model_file
 from optimizer.model.skeleton import ModelSkeleton, SkeletonBuilder, WeightCount
 from optimizer.model.tensor_specs import ModelSummary
 from optimizer.model_check import check_model_file
@@ -70,7 +68,7 @@ class ModelChecker:
         # killed mid-upload): this one is touched for as long as it is checked, including
         # the first check's wait for the fork server to import onnx (seconds on a busy host).
         with _kept_fresh(path):
-            builder = SkeletonBuilder(name, location=f"stand-in-{secrets.token_hex(16)}.bin")
+            builder = SkeletonBuilder(name)
             with path.open("rb") as handle:
                 while chunk := handle.read(_READ_BYTES):
                     builder.feed(chunk)
@@ -86,11 +84,10 @@ class ModelChecker:
             path = folder / "model.onnx"
             path.write_bytes(skeleton.data)
             (folder / skeleton.location).touch()
-            with _kept_fresh(folder):
-                scan_model_file(path, name)
-                with self._turns:
-                    return self._check_in_child(path, limits, name, skeleton.location,
-                                                skeleton.weights)
+            # (The skeleton's framing was checked as it was built; the child checks the rest.)
+            with _kept_fresh(folder), self._turns:
+                return self._check_in_child(path, limits, name, skeleton.location,
+                                            skeleton.weights)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 

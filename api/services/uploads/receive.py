@@ -10,7 +10,6 @@ Content-Length says.
 import errno
 import hashlib
 import os
-import secrets
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -227,9 +226,7 @@ class _SkeletonFeed:
 
     @staticmethod
     def _make(filename: str | None, name: str | None) -> SkeletonBuilder:
-        # The stand-in file's name is new for each check, so no upload can name it itself.
-        return SkeletonBuilder(shown_name(filename, name, "model.onnx"),
-                               location=f"stand-in-{secrets.token_hex(16)}.bin")
+        return SkeletonBuilder(shown_name(filename, name, "model.onnx"))
 
 
 async def _read_multipart(
