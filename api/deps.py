@@ -15,6 +15,7 @@ from starlette.requests import ClientDisconnect
 
 from api.services.errors import CsrfRejected, MalformedRequest, Unauthorized
 from api.services.jobs.documents import JobDocumentCache
+from api.services.models import new_upload_key
 from api.services.uploads.model_checks import ModelChecker
 from api.services.uploads.quota import UploadRoom, upload_room
 from api.services.uploads.receive import ReceivedFile, receive_upload
@@ -25,7 +26,7 @@ from core.db.models import DEFAULT_PROJECT_ID
 from core.db.session import get_read_sessionmaker, get_sessionmaker
 from core.dispatch import JobDispatcher, dispatcher_for
 from core.settings import Settings, get_settings
-from core.storage import ArtifactStore, artifact_store
+from core.storage import ArtifactStore, ObjectWriter, artifact_store
 
 __all__ = [
     "UNAUTHORIZED",
@@ -185,20 +186,24 @@ CurrentProject = Annotated[uuid.UUID, Depends(get_current_project)]
 
 
 def _upload_receiver(*, model: bool) -> Callable[..., Awaitable[ReceivedFile]]:
-    """The dependency that streams the request body to a temporary file (multipart `file` or
-    raw octet-stream), held to FUSEFORGE_MAX_UPLOAD_BYTES and to the room the project's quota
-    leaves; the service that takes it must move or delete the file. `model`: the model's
-    skeleton is built while it arrives too (its check then reads no weights:
-    api/services/uploads/model_checks.py)."""
+    """The dependency that streams the request body (multipart `file` or raw octet-stream),
+    held to FUSEFORGE_MAX_UPLOAD_BYTES and to the room the project's quota leaves; the service
+    that takes it must keep or discard what it received. `model`: straight into the artifact
+    store, as an object not shown until the service commits it (no local copy of the file),
+    its skeleton built on the way (its check then reads no weights:
+    api/services/uploads/model_checks.py); else into a temporary file."""
 
     async def received_upload(
         request: Request,
         settings: SettingsDep,
         sessions: ReadSessionsDep,
         project: CurrentProject,
+        store: StoreDep,
         name: Annotated[str | None, Query(max_length=255)] = None,
     ) -> ReceivedFile:
-        return await _received(request, settings, sessions, project, name, model=model)
+        into = (lambda: store.open_writer(new_upload_key())) if model else None
+        return await _received(request, settings, sessions, project, name, model=model,
+                               into=into)
 
     return received_upload
 
@@ -208,7 +213,8 @@ get_received_model_upload = _upload_receiver(model=True)
 
 
 async def _received(request: Request, settings: Settings, sessions: Sessions,
-                    project: uuid.UUID, name: str | None, *, model: bool) -> ReceivedFile:
+                    project: uuid.UUID, name: str | None, *, model: bool,
+                    into: Callable[[], ObjectWriter] | None) -> ReceivedFile:
     quota = None
     if (limit := settings.quota.project_bytes) is not None:
         quota = await run_in_threadpool(_upload_room, sessions, project, limit)
@@ -222,6 +228,7 @@ async def _received(request: Request, settings: Settings, sessions: Sessions,
             raw_name=name,
             quota=quota,
             model=model,
+            into=into,
         )
     except ClientDisconnect as err:  # nobody reads the answer, but it is no server error
         raise MalformedRequest("the client disconnected before the request body was complete") from err

@@ -44,15 +44,15 @@ from core.artifact_refs import (
     checked_key,
     key_of,
 )
+from core.s3_writes import PART_BYTES, S3ObjectWriter
 
 if TYPE_CHECKING:
     from core.settings import S3StoreSettings
 
 __all__ = ["ArtifactStoreUnavailable", "S3ArtifactStore", "trim_cache"]
 
-_PART_BYTES = 8 * 1024 * 1024
 _DELETE_BATCH = 1000  # DeleteObjects' most keys per request
-_TRANSFER = TransferConfig(multipart_threshold=_PART_BYTES, multipart_chunksize=_PART_BYTES,
+_TRANSFER = TransferConfig(multipart_threshold=PART_BYTES, multipart_chunksize=PART_BYTES,
                            max_concurrency=4, use_threads=True)
 _MISSING = {"404", "NoSuchKey", "NotFound"}
 _IN_USE_S = 3600.0
@@ -177,6 +177,33 @@ class S3ArtifactStore:
                    self._object_key(key), Config=_TRANSFER, Callback=on_progress)
         return URI_PREFIX + key
 
+    def open_writer(self, key: str) -> S3ObjectWriter:
+        return S3ObjectWriter(call=self._call, client=self._client, bucket=self.bucket,
+                              object_key=self._object_key(key), key=key, describe=self.describe)
+
+    def remove_abandoned_writes(self, folder: str, older_than: float) -> list[str]:
+        """Abort the multipart uploads into `folder` whose latest part (or start, with none)
+        came before `older_than`: an API that died mid-upload leaves its parts behind."""
+        prefix = self._folder(folder)
+        uploads = [upload for page in self._paged(folder, "list_multipart_uploads",
+                                                  Bucket=self.bucket, Prefix=prefix)
+                   for upload in page.get("Uploads", [])]
+        removed = []
+        for upload in uploads:
+            if upload["Initiated"].timestamp() >= older_than:
+                continue
+            where = {"Bucket": self.bucket, "Key": upload["Key"], "UploadId": upload["UploadId"]}
+            parts = [part for page in self._paged(folder, "list_parts", **where)
+                     for part in page.get("Parts", [])]
+            latest = max((part["LastModified"].timestamp() for part in parts),
+                         default=upload["Initiated"].timestamp())
+            if latest >= older_than:
+                continue  # still being written
+            key = upload["Key"].removeprefix(self.prefix)
+            self._call("abort the upload of", key, self._client.abort_multipart_upload, **where)
+            removed.append(key)
+        return removed
+
     def open(self, uri: str) -> BinaryIO:
         key = key_of(uri)
         answer = self._call("read", key, self._client.get_object, Bucket=self.bucket,
@@ -250,8 +277,11 @@ class S3ArtifactStore:
         return self._object_key(folder.rstrip("/")) + "/"
 
     def _pages(self, folder: str, prefix: str, delimiter: str = "") -> list[dict[str, Any]]:
-        pages = self._client.get_paginator("list_objects_v2").paginate(
-            Bucket=self.bucket, Prefix=prefix, Delimiter=delimiter)
+        return self._paged(folder, "list_objects_v2", Bucket=self.bucket, Prefix=prefix,
+                           Delimiter=delimiter)
+
+    def _paged(self, folder: str, operation: str, **kwargs: Any) -> list[dict[str, Any]]:
+        pages = self._client.get_paginator(operation).paginate(**kwargs)
         try:
             return list(pages)
         except (BotoCoreError, ClientError) as err:

@@ -10,6 +10,8 @@ import os
 import shutil
 import threading
 import uuid
+from concurrent.futures import Future
+from contextlib import suppress
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
@@ -25,9 +27,38 @@ from core.artifact_refs import (
 from core.settings import Settings
 
 __all__ = ["ArtifactStore", "ArtifactStoreUnavailable", "CopyCancelled", "ListedObject",
-           "LocalArtifactStore", "StoredObject", "artifact_store"]
+           "LocalArtifactStore", "ObjectWriter", "StoredObject", "artifact_store"]
 
 _CHUNK = 1024 * 1024
+_PARTIAL_SUFFIX = ".partial"
+
+
+class ObjectWriter(Protocol):
+    """An object written into a store as its bytes arrive, shown to no reader until `commit`
+    (an upload streamed in while it is received: no local copy of the whole file)."""
+
+    key: str
+    describe: str  # where the bytes go, for messages: "artifact folder /data/artifacts/models"
+
+    def write(self, data: bytes) -> None:
+        """Append `data`. Blocks while the store is behind (a caller that awaits `room` first
+        never blocks). Raises ArtifactStoreUnavailable, or the OSError of a full disk."""
+        ...
+
+    def room(self) -> Future[None] | None:
+        """For callers on an event loop: a future to wait for before the next `write` while
+        the store is behind (its error is the store's); None when a write can go ahead."""
+        ...
+
+    def commit(self) -> str:
+        """Show the object under `key`, whole and at once; its URI. Blocks until stored."""
+        ...
+
+    def abort(self) -> None:
+        """Drop what was written, leaving no object (removed in the background where that
+        takes a request; the janitor's `remove_abandoned_writes` catches what a crash left).
+        Does nothing once committed."""
+        ...
 
 
 class ArtifactStore(Protocol):
@@ -42,6 +73,15 @@ class ArtifactStore(Protocol):
         """Store `source` (already hashed by the caller, who keeps it) under `key` atomically;
         its URI. Raises CopyCancelled, having stored nothing, once `cancelled` is set (an
         upload whose check failed while its copy went on)."""
+        ...
+
+    def open_writer(self, key: str) -> ObjectWriter:
+        """A writer that stores what it is fed under `key` once committed (see ObjectWriter)."""
+        ...
+
+    def remove_abandoned_writes(self, folder: str, older_than: float) -> list[str]:
+        """Drop the writes into `folder` nobody committed or aborted (their process died) whose
+        last bytes came before `older_than` (epoch seconds); the keys they were for."""
         ...
 
     def open(self, uri: str) -> BinaryIO: ...
@@ -102,7 +142,7 @@ class LocalArtifactStore:
     def put_file(self, source: Path, key: str) -> StoredObject:
         target = self._path_for_key(key)
         target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_name(f".{target.name}.{uuid.uuid4().hex}.partial")
+        partial = _partial_beside(target)
         digest = hashlib.sha256()
         size = 0
         try:
@@ -122,7 +162,7 @@ class LocalArtifactStore:
                 ) -> str:
         target = self._path_for_key(key)
         target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_name(f".{target.name}.{uuid.uuid4().hex}.partial")
+        partial = _partial_beside(target)
         try:
             if not _hard_linked(source, partial):  # another filesystem: copy the bytes
                 with source.open("rb") as src, partial.open("wb") as dst:
@@ -135,6 +175,22 @@ class LocalArtifactStore:
         finally:
             partial.unlink(missing_ok=True)
         return URI_PREFIX + key
+
+    def open_writer(self, key: str) -> ObjectWriter:
+        return LocalObjectWriter(self._path_for_key(key), key)
+
+    def remove_abandoned_writes(self, folder: str, older_than: float) -> list[str]:
+        removed = []
+        for path in self._entries(folder):
+            if not _is_partial(path.name):
+                continue
+            try:
+                if path.stat().st_mtime < older_than:
+                    path.unlink()
+                    removed.append(f"{folder.rstrip('/')}/{_key_name_of_partial(path.name)}")
+            except FileNotFoundError:
+                continue  # committed or aborted meanwhile
+        return removed
 
     def open(self, uri: str) -> BinaryIO:
         return self._path_for_uri(uri).open("rb")
@@ -160,6 +216,8 @@ class LocalArtifactStore:
     def list_folder(self, folder: str) -> list[ListedObject]:
         listed = []
         for path in self._entries(folder):
+            if _is_partial(path.name):
+                continue  # not an object yet: a store shows none before its write commits
             try:
                 if path.is_file():
                     listed.append(ListedObject(uri=f"{URI_PREFIX}{folder.rstrip('/')}/{path.name}",
@@ -193,6 +251,66 @@ class LocalArtifactStore:
             return list(directory.iterdir())
         except (FileNotFoundError, NotADirectoryError):
             return []
+
+
+class LocalObjectWriter:
+    """Writes a hidden partial file beside `target`; `commit` syncs it and renames it in."""
+
+    def __init__(self, target: Path, key: str) -> None:
+        self.key = key
+        self.describe = f"artifact folder {target.parent}"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        self._target = target
+        self._partial = _partial_beside(target)
+        self._handle: BinaryIO | None = self._partial.open("wb")
+        self._committed = False
+
+    def write(self, data: bytes) -> None:
+        if self._handle is None:
+            raise ValueError(f"the write of {self.key!r} is over: it was committed or aborted")
+        self._handle.write(data)
+
+    def room(self) -> Future[None] | None:
+        return None  # a local write never waits for anyone
+
+    def commit(self) -> str:
+        if self._handle is None:
+            raise ValueError(f"the write of {self.key!r} is over: it was committed or aborted")
+        handle, self._handle = self._handle, None
+        try:
+            handle.flush()
+            os.fsync(handle.fileno())
+            handle.close()
+            os.replace(self._partial, self._target)
+        except BaseException:
+            with suppress(OSError):
+                handle.close()
+            self._partial.unlink(missing_ok=True)
+            raise
+        self._committed = True
+        return URI_PREFIX + self.key
+
+    def abort(self) -> None:
+        if self._handle is not None:
+            with suppress(OSError):  # its buffered bytes no longer matter
+                self._handle.close()
+            self._handle = None
+        if not self._committed:
+            self._partial.unlink(missing_ok=True)
+
+
+def _partial_beside(target: Path) -> Path:
+    """A hidden name beside `target` to write it under before the rename that shows it."""
+    return target.with_name(f".{target.name}.{uuid.uuid4().hex}{_PARTIAL_SUFFIX}")
+
+
+def _is_partial(name: str) -> bool:
+    return name.startswith(".") and name.endswith(_PARTIAL_SUFFIX)
+
+
+def _key_name_of_partial(name: str) -> str:
+    """The object name a partial file is written for (".m.onnx.<hex>.partial" -> "m.onnx")."""
+    return name[1:].removesuffix(_PARTIAL_SUFFIX).rsplit(".", 1)[0]
 
 
 def _hard_linked(source: Path, link: Path) -> bool:

@@ -36,6 +36,9 @@ Every `janitor.sweep_interval_s`, a slower round:
 - **stored uploads no row names** (a deleted model or dataset whose file failed to go),
   untouched for `janitor.upload_stale_s`: an upload moves its file in moments before its row
   commits, after a model check of at most `model_check.timeout_s`.
+- **abandoned upload writes**: a model upload streams into the store as an object not yet
+  shown (an S3 multipart upload, a local partial file); one whose API process died mid-upload
+  is dropped once no byte reached it for `janitor.upload_stale_s`.
 
 Run one janitor per deployment (several are harmless, only wasteful); it needs the database,
 the broker and the data folder the workers and the API use.
@@ -222,6 +225,7 @@ class Janitor:
             return
         self.apply_retention()
         self.remove_unreferenced_uploads()
+        self.remove_abandoned_upload_writes()
         self._swept_at = now
 
     def apply_retention(self) -> None:
@@ -262,6 +266,18 @@ class Janitor:
         if removed:
             logger.info("removed %d stored upload(s) no model or dataset names: %s",
                         len(removed), ", ".join(removed))
+        return removed
+
+    def remove_abandoned_upload_writes(self) -> list[str]:
+        """Drop the store writes of uploads that stopped over JANITOR__UPLOAD_STALE_S ago
+        without being committed or aborted (the API died); the keys they were for."""
+        too_old = time.time() - self.settings.janitor.upload_stale_s
+        removed = [key for folder in _UPLOAD_FOLDERS
+                   for key in self._store.remove_abandoned_writes(folder, too_old)]
+        if removed:
+            logger.info("dropped %d upload write(s) left unfinished for over %g s (their "
+                        "request died): %s", len(removed), self.settings.janitor.upload_stale_s,
+                        ", ".join(removed))
         return removed
 
     def resend_lost_webhooks(self) -> list[uuid.UUID]:

@@ -90,7 +90,7 @@ async def answer_upload(*, session: Session, request: IdempotentRequest | None,
                         produce: Callable[[], Answer],
                         query: Mapping[str, str] | None = None) -> Response:
     """`produce` (which consumes `received`) once per key, on a worker thread; a replay or a
-    refusal deletes the received file instead, so a repeated upload keeps no second copy.
+    refusal drops the received bytes instead, so a repeated upload keeps no second copy.
     `query`: the request's parameters that change the answer, part of its fingerprint."""
     try:
         answer = await run_in_threadpool(
@@ -99,7 +99,7 @@ async def answer_upload(*, session: Session, request: IdempotentRequest | None,
                                 settings=settings,
                                 produce=produce))
     finally:
-        received.path.unlink(missing_ok=True)
+        await run_in_threadpool(received.discard)
     return answer_response(answer)
 
 

@@ -102,9 +102,12 @@ async def list_jobs(
     status: JobStatus | None = None,
     model_id: uuid.UUID | None = None,
     backend: Annotated[Backend | None, Query(description="only jobs on this backend")] = None,
+    # No control characters: no model's name holds one (uploads refuse them), and PostgreSQL
+    # refuses a NUL in any text.
     q: Annotated[str | None, Query(
-        max_length=255, description="only jobs whose model's name contains this "
-                                    "(case-insensitive)")] = None,
+        max_length=255, pattern=r"^[^\x00-\x1f\x7f]*$",
+        description="only jobs whose model's name contains this (case-insensitive; "
+                    "printable characters)")] = None,
 ) -> Response:
     # async, answered from the cache without a worker thread when it can (see job_documents).
     document = await cache.fetch(

@@ -56,7 +56,8 @@ async def upload_model(
     def upload() -> Answer:
         model, created = models.register_upload(
             session=session, store=store, received=received,
-            limits=settings.model_limits.to_limits(), checker=checker, project_id=project)
+            limits=settings.model_limits.to_limits(), checker=checker, project_id=project,
+            scratch=settings.uploads_dir)
         return Answer(201 if created else 200,
                       ModelRead.model_validate(model).model_dump_json().encode())
 

@@ -3,7 +3,6 @@ content hash with its role, list, fetch, each within the caller's project (anoth
 dataset is "not found")."""
 
 import uuid
-from pathlib import Path
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -38,7 +37,11 @@ def register_upload(
     """
     name = display_name(received, "dataset.npz")
 
-    def describe(path: Path) -> Dataset:
+    path = received.path  # a dataset is received into a temporary file: numpy reads it
+
+    def describe() -> Dataset:
+        if path is None:
+            raise ValueError("a dataset upload is received into a temporary file")
         try:
             contents = inspect_dataset(path, name=name)
             ranges = {found.name: found for found in value_ranges(path, name=name)}

@@ -16,18 +16,25 @@ from core.storage import ArtifactStore
 from optimizer.errors import InvalidModelError, ModelLimitError, UnsupportedModelError
 from optimizer.model.limits import ModelLimits
 
-__all__ = ["get_model", "list_models", "register_upload"]
+__all__ = ["get_model", "list_models", "new_upload_key", "register_upload"]
+
+
+def new_upload_key() -> str:
+    """The store key a model upload is written under while it arrives: its content hash is
+    known only at its end, and objects are never renamed (S3 cannot)."""
+    return f"models/{uuid.uuid4().hex}.onnx"
 
 
 def register_upload(
     *, session: Session, store: ArtifactStore, received: ReceivedFile, limits: ModelLimits,
-    checker: ModelChecker, project_id: uuid.UUID,
+    checker: ModelChecker, project_id: uuid.UUID, scratch: Path,
 ) -> tuple[Model, bool]:
-    """Turn a received file into a Model row of the project; (model, created). Same bytes again
-    in the same project → its existing model.
+    """Turn a received upload into a Model row of the project; (model, created). Same bytes
+    again in the same project → its existing model.
 
-    The model is checked against `limits` (FUSEFORGE_MODEL_LIMITS__*) besides the ONNX rules.
-    The temporary file is always consumed: moved into the store or deleted.
+    The model is checked (its skeleton, in a folder under `scratch`) against `limits`
+    (FUSEFORGE_MODEL_LIMITS__*) besides the ONNX rules. What was received is always
+    consumed: its object committed, or dropped.
 
     Raises:
         InvalidModelFile: see `optimizer.model_check.check_model_file`; a limit's message names
@@ -35,10 +42,10 @@ def register_upload(
             (FUSEFORGE_MODEL_CHECK__*). Nothing is stored.
     """
 
-    def describe(path: Path) -> Model:
+    def describe() -> Model:
         try:
             # The skeleton built while the upload arrived: the check reads none of the weights.
-            summary = checker.check_skeleton(received.skeleton(), path.parent, limits,
+            summary = checker.check_skeleton(received.skeleton(), scratch, limits,
                                              name=display_name(received, "model.onnx"))
         except ModelCheckAborted as err:
             raise InvalidModelFile(
@@ -63,8 +70,7 @@ def register_upload(
         )
 
     return store_upload(session=session, store=store, received=received, project_id=project_id,
-                        kind=Model,
-                        key=f"models/{received.sha256}.onnx", describe=describe)
+                        kind=Model, describe=describe)
 
 
 def _cut(text: str, length: int | None) -> str:

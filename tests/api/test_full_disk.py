@@ -7,8 +7,9 @@ process:
   wherever setrlimit does.
 - A tiny tmpfs: the server runs in its own user and mount namespace (`unshare --user
   --map-root-user --mount`, open to unprivileged users where the kernel allows user
-  namespaces) with a 256 KiB tmpfs mounted on its upload folder, so the write fails with
-  ENOSPC exactly as on a full disk. Skipped, saying why, where user namespaces are off.
+  namespaces) with a 256 KiB tmpfs mounted on its upload and artifact folders (a model streams
+  into the artifact store, a dataset into the upload folder), so the write fails with ENOSPC
+  exactly as on a full disk. Skipped, saying why, where user namespaces are off.
 """
 
 from __future__ import annotations
@@ -73,10 +74,13 @@ def tmpfs_server(tmp_path: Path) -> Iterator[ApiServer]:
     reason = _user_namespaces_work(tmp_path)
     if reason:
         pytest.skip(reason)
-    uploads = tmp_path / "data" / "uploads"
-    uploads.mkdir(parents=True)
+    folders = [tmp_path / "data" / name for name in ("uploads", "artifacts")]
+    mounts = ""
+    for folder in folders:
+        folder.mkdir(parents=True)
+        mounts += f"mount -t tmpfs -o size={TMPFS_SIZE} tmpfs '{folder}' && "
     serve = " ".join(FUSEFORGE + ["serve"])
-    argv = _unshare_argv(f"mount -t tmpfs -o size={TMPFS_SIZE} tmpfs '{uploads}' && exec {serve}")
+    argv = _unshare_argv(f"{mounts}exec {serve}")
     with running_api(tmp_path, broker_url=os.environ["FUSEFORGE_BROKER_URL"],
                      serve_argv=argv) as server:
         yield server
@@ -100,10 +104,11 @@ def test_upload_past_a_file_size_limit_is_507(rlimited_server: ApiServer, route:
     _assert_507_and_nothing_stored(rlimited_server, route, "EFBIG")
 
 
-def test_upload_onto_a_full_disk_is_507_and_a_small_one_still_fits(
-    tmpfs_server: ApiServer,
+@pytest.mark.parametrize("route", ["/v1/models", "/v1/datasets"])
+def test_upload_onto_a_full_disk_is_507_and_a_small_model_still_fits(
+    tmpfs_server: ApiServer, route: str,
 ) -> None:
-    _assert_507_and_nothing_stored(tmpfs_server, "/v1/models", "ENOSPC")
+    _assert_507_and_nothing_stored(tmpfs_server, route, "ENOSPC")
     response = httpx.post(f"{tmpfs_server.base_url}/v1/models", timeout=60,
                           files={"file": ("cnn.onnx", model_bytes(small_cnn()))})
     assert response.status_code == 201, response.text

@@ -1,4 +1,5 @@
-"""The ArtifactStore contract, held by every store: the local folder and S3 (a real SeaweedFS)."""
+"""The ArtifactStore contract, held by every store: the local folder and S3 (a real SeaweedFS;
+the `store` fixture is in conftest.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,24 +17,7 @@ import pytest
 from core.artifact_refs import ArtifactStoreUnavailable, CopyCancelled
 from core.object_store import S3ArtifactStore, trim_cache
 from core.storage import ArtifactStore, LocalArtifactStore
-from tests.support.object_store import SeaweedS3, seaweed_s3
-
-
-@pytest.fixture(scope="module")
-def seaweed() -> Iterator[SeaweedS3]:
-    with seaweed_s3() as server:
-        yield server
-
-
-@pytest.fixture(params=["local", "s3"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> ArtifactStore:
-    if request.param == "local":
-        return LocalArtifactStore(tmp_path / "artifacts")
-    seaweed: SeaweedS3 = request.getfixturevalue("seaweed")
-    bucket = f"contract-{uuid.uuid4().hex[:12]}"
-    seaweed.create_bucket(bucket)
-    return S3ArtifactStore.from_settings(seaweed.settings(bucket, prefix="ff/"),
-                                         tmp_path / "cache")
+from tests.support.object_store import SeaweedS3
 
 
 def _file(tmp_path: Path, data: bytes, name: str = "source.bin") -> Path:

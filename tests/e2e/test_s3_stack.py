@@ -13,7 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 
 from fuseforge_client import FuseForgeClient
 from optimizer.testing.models import model_bytes, small_cnn
@@ -100,7 +102,7 @@ def test_a_job_runs_through_the_store_and_downloads_bypass_the_api(
         paths = client.download_artifacts(done, tmp_path / "out")
 
     keys = seaweed.keys(BUCKET)
-    assert f"models/{model.sha256}.onnx" in keys
+    assert _stored_model_keys(seaweed, source.read_bytes()) != []
     assert {f"jobs/{done.id}/1/{a.name}" for a in done.artifacts} <= keys  # its first claim
     assert {p.name for p in paths} == {a.name for a in done.artifacts} >= {"engine.onnx"}
     # Nothing the job made lies on the API's disk or is kept by the worker but as a cache.
@@ -112,6 +114,50 @@ def test_a_job_runs_through_the_store_and_downloads_bypass_the_api(
     assert all("authorization" not in r.headers and "cookie" not in r.headers for r in from_store)
     assert all(r.headers["authorization"] == f"Bearer {api_key}"
                for r in transport.sent if r.url.port != seaweed.port)
+
+
+def test_a_large_model_streams_into_the_store_and_a_refused_one_leaves_nothing(
+        stack: Stack, seaweed: SeaweedS3, api_key: str) -> None:
+    auth = {"Authorization": f"Bearer {api_key}"}
+    models = f"{stack.base_url}/v1/models"
+    data = _large_model_bytes(5 * 1024 * 1024)  # 20 MiB of weights: three multipart parts
+    garbage = np.random.default_rng(0).bytes(20 * 1024 * 1024)
+    before = seaweed.keys(BUCKET)
+
+    kept = httpx.post(models, timeout=120, content=data, params={"name": "large.onnx"},
+                      headers={**auth, "Content-Type": "application/octet-stream"})
+    refused = httpx.post(models, timeout=120, content=garbage,
+                         headers={**auth, "Content-Type": "application/octet-stream"})
+
+    assert kept.status_code == 201, kept.text
+    assert kept.json()["size_bytes"] == len(data)
+    assert refused.status_code == 422 and refused.json()["error"] == "InvalidModelFile"
+    assert len(_stored_model_keys(seaweed, data)) == 1
+    assert seaweed.keys(BUCKET) - before == set(_stored_model_keys(seaweed, data))
+    # The refused upload's parts were dropped, and neither went through the API's disk.
+    wait_until(lambda: not seaweed.client().list_multipart_uploads(
+        Bucket=BUCKET).get("Uploads"), 30, what="the refused upload's parts to be dropped")
+    assert _files(stack.data_dir / "uploads") == [] and _files(stack.data_dir / "artifacts") == []
+
+
+def _large_model_bytes(weights: int) -> bytes:
+    """A one-MatMul model with `weights` random fp32 weights (a square matrix)."""
+    side = int(weights ** 0.5)
+    matrix = np.random.default_rng(1).standard_normal((side, side), dtype=np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["input", "w"], ["output"])], "large",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, side])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, side])],
+        initializer=[numpy_helper.from_array(matrix, "w")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def _stored_model_keys(seaweed: SeaweedS3, data: bytes) -> list[str]:
+    """The keys under models/ whose object holds exactly `data`."""
+    client = seaweed.client()
+    return [key for key in sorted(seaweed.keys(BUCKET)) if key.startswith("models/")
+            and client.head_object(Bucket=BUCKET, Key=key)["ContentLength"] == len(data)
+            and client.get_object(Bucket=BUCKET, Key=key)["Body"].read() == data]
 
 
 def test_a_download_is_a_short_lived_redirect_that_no_cache_keeps(

@@ -194,6 +194,22 @@ def test_stored_uploads_no_row_names_are_removed_once_stale(
     assert not orphan_model.exists() and not orphan_dataset.exists()
 
 
+def test_upload_writes_an_api_abandoned_are_dropped_once_stale_and_live_ones_kept(
+        settings: Settings, sessions: sessionmaker[Session], store: LocalArtifactStore) -> None:
+    dead, live = store.open_writer("models/dead.onnx"), store.open_writer("models/live.onnx")
+    for writer in (dead, live):
+        writer.write(b"half a model")
+    dead_file = next((store.root / "models").glob(".dead.onnx.*"))
+    long_ago = time.time() - settings.janitor.upload_stale_s - 60
+    os.utime(dead_file, (long_ago, long_ago))  # its API died an hour ago
+
+    removed = _janitor(settings, sessions).remove_abandoned_upload_writes()
+
+    assert removed == ["models/dead.onnx"] and not dead_file.exists()
+    assert live.commit() == "store://models/live.onnx"
+    assert (store.root / "models" / "live.onnx").read_bytes() == b"half a model"
+
+
 def test_a_job_that_succeeded_on_a_later_claim_keeps_only_that_claims_files(
         settings: Settings, sessions: sessionmaker[Session], store: LocalArtifactStore) -> None:
     job_id = _job(sessions, store, JobStatus.SUCCEEDED, 1 * DAY)

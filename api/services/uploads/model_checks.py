@@ -79,6 +79,7 @@ class ModelChecker:
         """The summary of the model whose skeleton (optimizer/model/skeleton.py) was built
         while it was received: checked as `check` checks a file, in a folder of its own under
         `scratch` beside the empty stand-in file its stripped tensors name. Raises as `check`."""
+        scratch.mkdir(parents=True, exist_ok=True)
         folder = Path(tempfile.mkdtemp(prefix="skeleton-", dir=scratch))
         try:
             path = folder / "model.onnx"

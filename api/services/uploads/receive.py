@@ -1,17 +1,21 @@
-"""Receive an uploaded file by streaming it to disk in chunks while hashing it.
+"""Receive an uploaded file by streaming it, hashed, into the artifact store (a model: as an
+object shown once its check passes) or a temporary file (a dataset).
 
-Memory stays flat whatever the file size, and the size limit and the project's storage quota are
+Memory stays flat whatever the file size (an object store that falls behind slows the reading
+of the body down), and the size limit and the project's storage quota are
 enforced while bytes arrive, so an oversized upload is cut off early instead of being written
 out first. Accepts multipart/form-data (field `file`, optional field `name`; see
 upload_form.py) or a raw `application/octet-stream` body. The body must be as long as its
 Content-Length says.
 """
 
+import asyncio
 import errno
 import hashlib
 import os
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
+from concurrent.futures import Future
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +37,7 @@ from api.services.errors import (
 from api.services.uploads.form import FormReader, refuse_control_characters
 from api.services.uploads.quota import UploadRoom
 from core.disk_space import NO_ROOM_ERRNOS
+from core.storage import ObjectWriter
 from optimizer.model.skeleton import ModelSkeleton, SkeletonBuilder
 
 __all__ = ["ReceivedFile", "receive_upload", "shown_name"]
@@ -44,11 +49,14 @@ _HEADER_TOO_LONG = "Maximum header size exceeded"  # python-multipart's words fo
 
 @dataclass(frozen=True)
 class ReceivedFile:
-    path: Path  # a temporary file the caller must move or delete
     filename: str | None
     name: str | None  # the optional `name` form field
     sha256: str
     size_bytes: int
+    # Where the bytes are, one of two: a temporary file (`path`), or an object written into
+    # the artifact store but not yet shown (`written`), which the caller commits or aborts.
+    path: Path | None = None
+    written: ObjectWriter | None = None
     # A model upload's skeleton, built as it arrived (optimizer/model/skeleton.py); its
     # framing errors are raised by `skeleton()`, the check's first step.
     skeleton_builder: SkeletonBuilder | None = None
@@ -57,6 +65,13 @@ class ReceivedFile:
         if self.skeleton_builder is None:
             raise ValueError("this upload was not received as a model")
         return self.skeleton_builder.finish()
+
+    def discard(self) -> None:
+        """Drop the received bytes unless they were kept (a refused upload, a replay)."""
+        if self.path is not None:
+            self.path.unlink(missing_ok=True)
+        if self.written is not None:
+            self.written.abort()  # nothing once committed
 
 
 def shown_name(filename: str | None, name: str | None, default: str) -> str:
@@ -75,7 +90,7 @@ def _too_large(max_bytes: int, size: int | None = None) -> UploadTooLarge:
 
 
 @contextmanager
-def _no_room_is_507(path: Path, written: int) -> Iterator[None]:
+def _no_room_is_507(where: str, written: int) -> Iterator[None]:
     """Turn the OSErrors of a full disk into InsufficientStorage naming what was written."""
     try:
         yield
@@ -83,47 +98,77 @@ def _no_room_is_507(path: Path, written: int) -> Iterator[None]:
         if err.errno not in NO_ROOM_ERRNOS:
             raise
         raise InsufficientStorage(
-            f"the server has no room to store the upload: writing {path.parent} failed after "
+            f"the server has no room to store the upload: writing {where} failed after "
             f"{written} bytes ({errno.errorcode[err.errno]}: {os.strerror(err.errno)}); retry "
             "later, once the operator has freed space in FUSEFORGE_DATA_DIR") from err
 
 
-class _FileSink:
-    """Writes and hashes one file, refusing to grow past `max_bytes` or the room `quota` left."""
+class _TempFile:
+    """A temporary file under `folder`, written as an ObjectWriter is (a dataset upload's
+    describe step reads a file: api/services/datasets.py)."""
 
-    def __init__(self, path: Path, max_bytes: int, quota: UploadRoom | None = None,
+    def __init__(self, folder: Path) -> None:
+        self.path = folder / f"upload-{uuid.uuid4().hex}.part"
+        self.describe = f"upload folder {folder}"
+        with _no_room_is_507(self.describe, 0):
+            folder.mkdir(parents=True, exist_ok=True)
+            self._handle: BinaryIO = self.path.open("wb")
+
+    def write(self, data: bytes) -> None:
+        self._handle.write(data)
+
+    def room(self) -> Future[None] | None:
+        return None
+
+    def close(self) -> None:
+        self._handle.close()  # its buffered bytes are written now
+
+    def abort(self) -> None:
+        with suppress(OSError):  # its own write errors no longer matter
+            self._handle.close()
+        self.path.unlink(missing_ok=True)
+
+
+def _opened(open_writer: Callable[[], ObjectWriter]) -> ObjectWriter:
+    with _no_room_is_507("the artifact store", 0):  # a local store makes its folder
+        return open_writer()
+
+
+class _Sink:
+    """Hashes what it writes to `out`, refusing to grow past `max_bytes` or the room `quota`
+    left; a full disk is InsufficientStorage."""
+
+    def __init__(self, out: ObjectWriter | _TempFile, max_bytes: int,
+                 quota: UploadRoom | None = None,
                  also: Callable[[bytes], None] | None = None) -> None:
-        self.path = path
+        self.out = out
         self.max_bytes = max_bytes
         self.quota = quota
         self.also = also  # fed every byte written, in order
         self.digest = hashlib.sha256()
         self.size = 0
-        with _no_room_is_507(path, 0):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._handle: BinaryIO = path.open("wb")
 
     def write(self, data: bytes) -> None:
         if self.size + len(data) > self.max_bytes:
             raise _too_large(self.max_bytes)
         if self.quota is not None and self.size + len(data) > self.quota.bytes_left:
             raise self.quota.refusal()
-        with _no_room_is_507(self.path, self.size):
-            self._handle.write(data)
+        with _no_room_is_507(self.out.describe, self.size):
+            self.out.write(data)
         self.size += len(data)
         self.digest.update(data)
         if self.also is not None:
             self.also(data)
 
-    def close(self) -> None:
-        with _no_room_is_507(self.path, self.size):  # buffered bytes are written now
-            self._handle.close()
+    async def wait_for_room(self) -> None:
+        """Wait while the store is behind (an object store's parts still being sent)."""
+        if (room := self.out.room()) is not None:
+            await asyncio.wrap_future(room)
 
-    def discard(self) -> None:
-        """Close and delete the file after a failure; its own write errors no longer matter."""
-        with suppress(OSError):
-            self._handle.close()
-        self.path.unlink(missing_ok=True)
+    def close(self) -> None:
+        if isinstance(self.out, _TempFile):
+            with _no_room_is_507(self.out.describe, self.size):
+                self.out.close()
 
 
 async def _checked_body(
@@ -155,8 +200,11 @@ async def receive_upload(
     raw_name: str | None = None,
     quota: UploadRoom | None = None,
     model: bool = False,
+    into: Callable[[], ObjectWriter] | None = None,
 ) -> ReceivedFile:
-    """Stream the request body into a temporary file under `temp_dir`; delete it on any error.
+    """Stream the request body into the writer `into` opens (an object of the artifact store,
+    left for the caller to commit) or else a temporary file under `temp_dir`; drop it on any
+    error.
     `quota`: the room the project's storage quota leaves (None: no quota). `model`: also build
     the model's skeleton from the bytes as they arrive, for the check.
 
@@ -166,7 +214,8 @@ async def receive_upload(
         InvalidUpload: a well-formed body with unusable contents; 415 for another media type.
         UploadTooLarge: over `max_bytes`, said as soon as it is certain.
         QuotaExceeded: over the room `quota` leaves, likewise.
-        InsufficientStorage: the disk (or quota, or file-size limit) under `temp_dir` is full.
+        InsufficientStorage: the disk (or quota, or file-size limit) written to is full.
+        ArtifactStoreUnavailable: `into`'s store stopped answering.
     """
     if content_length is not None and content_length > max_bytes + _FRAMING_ALLOWANCE_BYTES:
         raise _too_large(max_bytes, content_length)  # refuse early only what is certainly too large
@@ -187,9 +236,9 @@ async def receive_upload(
             "the multipart/form-data Content-Type has no boundary parameter; let the client "
             "library build the header (curl -F file=@model.onnx)")
     body = _checked_body(chunks, content_length, max_bytes)
-    path = temp_dir / f"upload-{uuid.uuid4().hex}.part"
     feed = _SkeletonFeed() if model else None
-    sink = _FileSink(path, max_bytes, quota, also=feed.write if feed else None)
+    out = _opened(into) if into is not None else _TempFile(temp_dir)
+    sink = _Sink(out, max_bytes, quota, also=feed.write if feed else None)
     try:
         if media_type == b"multipart/form-data":
             filename, name = await _read_multipart(body, params[b"boundary"], sink, feed)
@@ -198,12 +247,15 @@ async def receive_upload(
                 feed.name_now = lambda: (None, raw_name)
             async for chunk in body:
                 sink.write(chunk)
+                await sink.wait_for_room()
             filename, name = None, raw_name
         sink.close()
-        return ReceivedFile(path, filename, name, sink.digest.hexdigest(), sink.size,
+        return ReceivedFile(filename, name, sink.digest.hexdigest(), sink.size,
+                            path=out.path if isinstance(out, _TempFile) else None,
+                            written=None if isinstance(out, _TempFile) else out,
                             skeleton_builder=feed.builder(filename, name) if feed else None)
     except BaseException:
-        sink.discard()
+        out.abort()
         raise
 
 
@@ -230,7 +282,7 @@ class _SkeletonFeed:
 
 
 async def _read_multipart(
-    chunks: AsyncIterator[bytes], boundary: bytes, sink: _FileSink,
+    chunks: AsyncIterator[bytes], boundary: bytes, sink: _Sink,
     feed: _SkeletonFeed | None = None,
 ) -> tuple[str | None, str | None]:
     reader = FormReader(sink.write)
@@ -240,6 +292,7 @@ async def _read_multipart(
     try:
         async for chunk in chunks:
             parser.write(chunk)
+            await sink.wait_for_room()
         parser.finalize()
     except FormParserError as err:  # python-multipart's own errors for broken framing
         if _HEADER_TOO_LONG in str(err) and reader.header_being_read == "content-disposition":

@@ -32,38 +32,44 @@ def store_upload(
     received: ReceivedFile,
     project_id: uuid.UUID,
     kind: type[Row],
-    key: str,
-    describe: Callable[[Path], Row],
+    describe: Callable[[], Row],
+    key: str | None = None,
 ) -> tuple[Row, bool]:
     """The project's `kind` row for these bytes and whether it is new: (row, created).
 
-    Bytes the project uploaded before return its existing row unchecked (another project's
-    copy is never returned: its rows are invisible here). The stored file is shared by content
-    address. Otherwise `describe(path)` checks the file and builds the row (raising a
-    ServiceError when the file is unusable) while the file is copied into `store` under `key`,
-    and the row commits with that URI. The temporary file is always consumed, and a failed check
-    or commit leaves no stored file behind.
+    Bytes the project uploaded before return its existing row unchecked. Otherwise
+    `describe()` checks the upload and builds the row (raising a ServiceError when it is
+    unusable); then the bytes are kept (an object written while they arrived is committed; a
+    temporary file is copied in under `key` while it is checked), and the row commits with
+    that URI. What was received is always consumed, and a failed check or commit leaves no
+    stored object behind.
     """
     try:
-        existing = session.scalars(select(kind).where(
-            kind.project_id == project_id, kind.sha256 == received.sha256)).first()
+        existing = _project_row(session, kind, project_id, received.sha256)
         if existing is not None:
             return existing, False
         # No transaction spans the check (seconds, for a large model): on SQLite it would hold
         # the write lock every other upload, job and heartbeat waits for.
         session.rollback()
-        row = _checked_while_copied(session, store, received.path, key, kind, describe)
+        if received.written is not None:
+            row = describe()
+            row.storage_uri = received.written.commit()  # ArtifactStoreUnavailable: a 503
+        elif received.path is not None and key is not None:
+            row = _checked_while_copied(session, store, received.path, key, kind, describe)
+        else:
+            raise ValueError("a received file needs the key to store it under")
         row.project_id = project_id
     finally:
-        received.path.unlink(missing_ok=True)
+        received.discard()
 
     session.add(row)
     try:
         session.commit()
     except IntegrityError:
-        # The same bytes were uploaded concurrently and won the race; the stored file is
-        # identical (same content address), so keep it and return the winner's row.
+        # The same bytes were uploaded concurrently and won the race: return the winner's
+        # row, and drop this upload's object (the winner's own, for a content-addressed key).
         session.rollback()
+        _delete_unless_named(session, store, kind, row.storage_uri)
         return session.scalars(select(kind).where(
             kind.project_id == project_id, kind.sha256 == received.sha256)).one(), False
     except BaseException:
@@ -73,16 +79,22 @@ def store_upload(
     return row, True
 
 
+def _project_row(session: Session, kind: type[Row], project_id: uuid.UUID,
+                 sha256: str) -> Row | None:
+    return session.scalars(select(kind).where(
+        kind.project_id == project_id, kind.sha256 == sha256)).first()
+
+
 def _checked_while_copied(session: Session, store: ArtifactStore, path: Path, key: str,
-                          kind: type[Row], describe: Callable[[Path], Row]) -> Row:
-    """`describe(path)`, while the file is copied into `store`: behind the check (seconds, for
-    a large model) an object store's upload costs no time of its own. A failed check cancels
-    the copy, or deletes what it stored."""
+                          kind: type[Row], describe: Callable[[], Row]) -> Row:
+    """`describe()`, while the file at `path` is copied into `store`: behind the check an
+    object store's upload costs no time of its own. A failed check cancels the copy, or
+    deletes what it stored."""
     cancelled = threading.Event()
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="upload-copy") as pool:
         copying = pool.submit(store.copy_in, path, key, cancelled=cancelled)
         try:
-            row = describe(path)
+            row = describe()
         except BaseException:
             cancelled.set()
             wait([copying])

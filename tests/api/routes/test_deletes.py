@@ -98,9 +98,12 @@ def _count(db_session: Session, table: type[Model | Dataset | Job], row_id: str 
     return db_session.scalar(query) or 0
 
 
-def _stored_upload(settings: Settings, body: dict[str, Any], folder: str = "models",
-                   suffix: str = ".onnx") -> Path:
-    return settings.artifacts_dir / folder / f"{body['sha256']}{suffix}"
+def _stored_upload(db_session: Session, settings: Settings, body: dict[str, Any],
+                   kind: type[Model | Dataset] = Model) -> Path:
+    """The stored file of the uploaded model (or dataset) `body` (ask before deleting it)."""
+    uri = db_session.scalar(select(kind.storage_uri).where(kind.id == uuid.UUID(body["id"])))
+    assert uri is not None
+    return LocalArtifactStore(settings.artifacts_dir).local_path(uri)
 
 
 @pytest.mark.parametrize("status", [JobStatus.QUEUED, JobStatus.RUNNING])
@@ -142,7 +145,7 @@ def test_deleting_a_finished_job_removes_its_rows_and_files_and_it_is_404_after(
     assert client.delete(f"/v1/jobs/{job_id}").json()["error"] == "JobNotFound"
     assert [j["id"] for j in client.get("/v1/jobs").json()["items"]] == [kept]
     assert client.get(f"/v1/models/{model['id']}").status_code == 200  # the model stays
-    assert _stored_upload(settings, model).exists()
+    assert _stored_upload(db_session, settings, model).exists()
 
 
 def test_deleting_a_model_with_a_queued_job_is_409_naming_it_and_deletes_nothing(
@@ -159,7 +162,7 @@ def test_deleting_a_model_with_a_queued_job_is_409_naming_it_and_deletes_nothing
     assert queued in response.json()["detail"] and finished not in response.json()["detail"]
     assert client.get(f"/v1/models/{model['id']}").status_code == 200
     assert client.get("/v1/jobs").json()["total"] == 2
-    assert folder.exists() and _stored_upload(settings, model).exists()
+    assert folder.exists() and _stored_upload(db_session, settings, model).exists()
 
 
 def test_deleting_a_model_removes_its_jobs_their_records_and_every_file(
@@ -169,6 +172,7 @@ def test_deleting_a_model_removes_its_jobs_their_records_and_every_file(
     jobs = [_submit(client, model["id"]) for _ in range(2)]
     folders = [_finish(db_session, settings, job_id) for job_id in jobs]
     other_job = _submit(client, other["id"])
+    stored = _stored_upload(db_session, settings, model)
 
     response = client.delete(f"/v1/models/{model['id']}")
 
@@ -179,21 +183,22 @@ def test_deleting_a_model_removes_its_jobs_their_records_and_every_file(
         assert client.get(f"/v1/jobs/{job_id}").status_code == 404
         assert not any(_records_of(db_session, job_id).values())
         assert not folder.exists()
-    assert not _stored_upload(settings, model).exists()
+    assert not stored.exists()
     assert [m["id"] for m in client.get("/v1/models").json()["items"]] == [other["id"]]
     assert [j["id"] for j in client.get("/v1/jobs").json()["items"]] == [other_job]
-    assert _stored_upload(settings, other).exists()
+    assert _stored_upload(db_session, settings, other).exists()
 
 
-def test_a_model_file_another_project_also_uploaded_stays_for_it(
+def test_a_model_another_project_also_uploaded_keeps_its_file(
         client: TestClient, db_session: Session, settings: Settings) -> None:
     mine = _upload(client)
     theirs = _upload(client, **bearer(new_key(db_session, settings)[1]))
     assert theirs["id"] != mine["id"] and theirs["sha256"] == mine["sha256"]
+    my_file, their_file = (_stored_upload(db_session, settings, m) for m in (mine, theirs))
 
     assert client.delete(f"/v1/models/{mine['id']}").status_code == 204
 
-    assert _stored_upload(settings, mine).exists()  # one file, shared by content
+    assert not my_file.exists() and their_file.exists()  # each project's upload is its own
     assert _count(db_session, Model, theirs["id"]) == 1
 
 
@@ -215,7 +220,7 @@ def test_a_file_that_cannot_be_removed_leaves_the_delete_done_and_the_file_to_th
 
 
 def test_deleting_a_dataset_a_queued_job_uses_is_409_naming_the_job(
-        client: TestClient, settings: Settings) -> None:
+        client: TestClient, db_session: Session, settings: Settings) -> None:
     dataset = _upload(client, "/v1/datasets", DATA, "d.npz")
     job_id = _submit(client, _upload(client)["id"], dataset_id=dataset["id"])
 
@@ -224,7 +229,7 @@ def test_deleting_a_dataset_a_queued_job_uses_is_409_naming_the_job(
     assert response.status_code == 409, response.text
     assert response.json()["error"] == "DatasetInUse" and job_id in response.json()["detail"]
     assert client.get(f"/v1/datasets/{dataset['id']}").status_code == 200
-    assert _stored_upload(settings, dataset, "datasets", ".npz").exists()
+    assert _stored_upload(db_session, settings, dataset, Dataset).exists()
 
 
 def test_deleting_a_dataset_keeps_the_finished_jobs_that_used_it(
@@ -232,12 +237,13 @@ def test_deleting_a_dataset_keeps_the_finished_jobs_that_used_it(
     dataset = _upload(client, "/v1/datasets", DATA, "d.npz")
     job_id = _submit(client, _upload(client)["id"], dataset_id=dataset["id"])
     _finish(db_session, settings, job_id)
+    stored = _stored_upload(db_session, settings, dataset, Dataset)
 
     response = client.delete(f"/v1/datasets/{dataset['id']}")
 
     assert response.status_code == 204, response.text
     assert client.get(f"/v1/datasets/{dataset['id']}").status_code == 404
-    assert not _stored_upload(settings, dataset, "datasets", ".npz").exists()
+    assert not stored.exists()
     assert db_session.scalar(select(Job.dataset_id).where(Job.id == uuid.UUID(job_id))) is None
     job = client.get(f"/v1/jobs/{job_id}").json()
     assert job["config"]["dataset_id"] == dataset["id"]  # which one it validated on
@@ -327,4 +333,4 @@ def test_deleting_a_dataset_a_queued_job_calibrates_on_is_409_naming_the_job(
 
     assert response.status_code == 409, response.text
     assert response.json()["error"] == "DatasetInUse" and job_id in response.json()["detail"]
-    assert _stored_upload(settings, dataset, "datasets", ".npz").exists()
+    assert _stored_upload(db_session, settings, dataset, Dataset).exists()

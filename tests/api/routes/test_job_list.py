@@ -151,6 +151,8 @@ def test_filters_combine(client: TestClient, db_session: Session,
     ({"backend": "tensorflow"}, "backend"),
     ({"backend": ""}, "backend"),
     ({"q": "x" * 256}, "q"),
+    ({"q": "cnn\x00"}, "q"),  # PostgreSQL refuses a NUL in any text: never a 500
+    ({"q": "a\nb"}, "q"),
 ])
 def test_a_bad_filter_is_422_naming_it(client: TestClient, params: dict[str, str],
                                        named: str) -> None:
