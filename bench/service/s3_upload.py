@@ -4,8 +4,9 @@ Starts a real SeaweedFS (bench/service/seaweed.py) and `fuseforge serve` keeping
 (FUSEFORGE_STORAGE__BACKEND=s3), then per round, on a new model of `--model-mb` (new bytes, so
 no upload is deduplicated), in alternating order:
 
-- the API upload: POST /v1/models (received to a temporary file, checked in the model-check
-  process, then put into the bucket in 8 MiB parts), with the API's peak resident memory growth
+- the API upload: POST /v1/models (streamed into the bucket in 8 MiB multipart parts as the
+  body arrives, its skeleton checked in the model-check process, then the multipart upload
+  completed: no local copy), with the API's peak resident memory growth
   (/proc/PID/clear_refs, VmHWM) over its resident memory before;
 - the plain copy: boto3's `upload_file` of the same file into the same bucket, as a user's own
   script would send it (boto3's default transfer settings).
