@@ -295,7 +295,7 @@ class JobConfig(BaseModel):
         default=None, ge=1, le=256,
         description="onnxruntime only: the engine's intra-op threads, kept in its manifest so "
         "it loads with them (unset: ONNX Runtime's default, one per core); the benchmark's "
-        "original runs with the same")
+        "original runs with the same, and int8 candidates are timed with them")
     ort_flush_denormals: bool | None = Field(
         default=None,
         description="onnxruntime only: the engine flushes denormal floats to zero while it runs. "

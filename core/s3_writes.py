@@ -3,8 +3,9 @@
 Bytes are sent as multipart parts of `part_bytes`, at most `parts_in_flight` at a time on
 threads of the writer's own, so the caller's event loop never waits on the network: it waits
 for `room()` instead, which is how a slow store slows the upload down (backpressure) rather
-than the API buffering it. Memory is at most (parts_in_flight + 1) parts. An object that ends
-within one part is sent with one PUT at commit, never as a multipart upload. S3 shows the
+than the API buffering it. Memory is at most (parts_in_flight + 2) parts (the last one sent is
+kept for `keep_fresh`). An object that ends within one part is sent with one PUT at commit,
+never as a multipart upload. S3 shows the
 object only once `CompleteMultipartUpload` succeeds: no reader ever sees part of it, and an
 aborted or crashed write leaves only parts, which `abort` (or the janitor, through
 `S3ArtifactStore.remove_abandoned_writes`) removes.
@@ -47,12 +48,16 @@ class S3ObjectWriter:
         self._pool: ThreadPoolExecutor | None = None
         self._created: Future[str] | None = None  # the multipart upload's id, once begun
         self._parts: list[Future[dict[str, Any]]] = []
+        self._last_sent = b""  # sent again by keep_fresh, where no short part is left to send
+        self._finished = False  # keep_fresh was called: no more bytes
         self._in_flight: deque[Future[dict[str, Any]]] = deque()
         self._state = "open"  # then "committed" or "aborted"
         self._lock = threading.Lock()  # abort may come from another thread than the writes
 
     def write(self, data: bytes) -> None:
         self._require_open()
+        if self._finished:
+            raise ValueError(f"the write of {self.key!r} was marked complete by keep_fresh")
         self._buffer += data
         while len(self._buffer) >= self._part_bytes:
             while len(self._pending()) >= self._parts_in_flight:
@@ -77,6 +82,24 @@ class S3ObjectWriter:
 
         oldest.add_done_callback(settle)
         return ready
+
+    def keep_fresh(self) -> None:
+        """Send a part now, so the upload's latest part is recent (the janitor goes by it):
+        the short last part if one is waiting, else the last part again under its number
+        (S3 keeps the latest); returns once it is stored. Nothing before the first part: no
+        multipart upload exists."""
+        self._require_open()
+        self._finished = True
+        if self._created is None or self._pool is None:
+            return
+        if self._buffer:
+            self._send(bytes(self._buffer))
+            self._buffer = bytearray()
+        else:
+            wait([self._parts[-1]])  # two sends of one part number must not race
+            self._parts[-1] = self._pool.submit(self._upload_part, len(self._parts),
+                                                self._last_sent, self._created)
+        self._parts[-1].result()  # stored when this returns; its error is the store's
 
     def commit(self) -> str:
         self._require_open()
@@ -130,6 +153,7 @@ class S3ObjectWriter:
         if self._created is None:
             self._created = self._pool.submit(self._create_upload)
         part = self._pool.submit(self._upload_part, len(self._parts) + 1, data, self._created)
+        self._last_sent = data
         self._parts.append(part)
         self._in_flight.append(part)
 

@@ -50,6 +50,11 @@ class ObjectWriter(Protocol):
         the store is behind (its error is the store's); None when a write can go ahead."""
         ...
 
+    def keep_fresh(self) -> None:
+        """Mark the write as alive, once every byte is written (the janitor drops a write no
+        byte reached for a while: an upload whose API died). No `write` may follow."""
+        ...
+
     def commit(self) -> str:
         """Show the object under `key`, whole and at once; its URI. Blocks until stored."""
         ...
@@ -264,14 +269,21 @@ class LocalObjectWriter:
         self._partial = _partial_beside(target)
         self._handle: BinaryIO | None = self._partial.open("wb")
         self._committed = False
+        self._finished = False  # keep_fresh was called: no more bytes
 
     def write(self, data: bytes) -> None:
         if self._handle is None:
             raise ValueError(f"the write of {self.key!r} is over: it was committed or aborted")
+        if self._finished:
+            raise ValueError(f"the write of {self.key!r} was marked complete by keep_fresh")
         self._handle.write(data)
 
     def room(self) -> Future[None] | None:
         return None  # a local write never waits for anyone
+
+    def keep_fresh(self) -> None:
+        self._finished = True
+        os.utime(self._partial)  # the janitor goes by its modification time
 
     def commit(self) -> str:
         if self._handle is None:

@@ -24,7 +24,9 @@ every `janitor.interval_s`:
   no longer run; stored
   artifact files with no row (a job killed while storing; rows commit with `succeeded`; a
   deleted job, or expired artifacts, whose files failed to go); upload temporary files
-  untouched for `janitor.upload_stale_s` (an API killed mid-upload).
+  untouched for `janitor.upload_stale_s` (an API killed mid-upload); likewise a model upload's
+  write into the store (an S3 multipart upload, a hidden local partial file) that no byte
+  reached for `janitor.upload_stale_s` (its API process died mid-upload).
 - **expired idempotency keys**: rows of `idempotency_keys` past their expiry (an answer older
   than `idempotency.ttl_s`, or the lease of a request whose API process died).
 
@@ -36,9 +38,6 @@ Every `janitor.sweep_interval_s`, a slower round:
 - **stored uploads no row names** (a deleted model or dataset whose file failed to go),
   untouched for `janitor.upload_stale_s`: an upload moves its file in moments before its row
   commits, after a model check of at most `model_check.timeout_s`.
-- **abandoned upload writes**: a model upload streams into the store as an object not yet
-  shown (an S3 multipart upload, a local partial file); one whose API process died mid-upload
-  is dropped once no byte reached it for `janitor.upload_stale_s`.
 
 Run one janitor per deployment (several are harmless, only wasteful); it needs the database,
 the broker and the data folder the workers and the API use.
@@ -103,8 +102,8 @@ class Janitor:
     def tick(self) -> None:
         """One round of every duty; a failing duty is logged and retried next round."""
         for duty in (self.fail_stale_jobs, self.requeue_lost_jobs, self.resend_lost_webhooks,
-                     self.remove_leftover_files, self.purge_idempotency_keys,
-                     self.sweep_when_due):
+                     self.remove_leftover_files, self.remove_abandoned_upload_writes,
+                     self.purge_idempotency_keys, self.sweep_when_due):
             try:
                 duty()
             except OperationalError as err:
@@ -225,7 +224,6 @@ class Janitor:
             return
         self.apply_retention()
         self.remove_unreferenced_uploads()
-        self.remove_abandoned_upload_writes()
         self._swept_at = now
 
     def apply_retention(self) -> None:

@@ -22,6 +22,7 @@ from api.schemas.models import ModelList, ModelRead
 from api.schemas.uploads import UPLOAD_BODY
 from api.services import benchmark_history, deletions, models
 from api.services.idempotency import Answer
+from api.services.uploads.freshness import refresh_interval
 from core.db.models import BenchmarkSuite, BenchmarkVariant, Model
 
 router = APIRouter(prefix="/v1/models", tags=["models"],
@@ -57,7 +58,8 @@ async def upload_model(
         model, created = models.register_upload(
             session=session, store=store, received=received,
             limits=settings.model_limits.to_limits(), checker=checker, project_id=project,
-            scratch=settings.uploads_dir)
+            scratch=settings.uploads_dir,
+            fresh_every_s=refresh_interval(settings.janitor.upload_stale_s))
         return Answer(201 if created else 200,
                       ModelRead.model_validate(model).model_dump_json().encode())
 

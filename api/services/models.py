@@ -27,14 +27,15 @@ def new_upload_key() -> str:
 
 def register_upload(
     *, session: Session, store: ArtifactStore, received: ReceivedFile, limits: ModelLimits,
-    checker: ModelChecker, project_id: uuid.UUID, scratch: Path,
+    checker: ModelChecker, project_id: uuid.UUID, scratch: Path, fresh_every_s: float = 1.0,
 ) -> tuple[Model, bool]:
     """Turn a received upload into a Model row of the project; (model, created). Same bytes
     again in the same project → its existing model.
 
     The model is checked (its skeleton, in a folder under `scratch`) against `limits`
     (FUSEFORGE_MODEL_LIMITS__*) besides the ONNX rules. What was received is always
-    consumed: its object committed, or dropped.
+    consumed: its object committed, or dropped; kept fresh every `fresh_every_s` while it is
+    checked, so the janitor does not take it for a dead upload's.
 
     Raises:
         InvalidModelFile: see `optimizer.model_check.check_model_file`; a limit's message names
@@ -70,7 +71,7 @@ def register_upload(
         )
 
     return store_upload(session=session, store=store, received=received, project_id=project_id,
-                        kind=Model, describe=describe)
+                        kind=Model, describe=describe, fresh_every_s=fresh_every_s)
 
 
 def _cut(text: str, length: int | None) -> str:

@@ -131,6 +131,7 @@ class QuantizationResult:
     validation: ValidationReport | None = None
     kept_reasons: dict[str, str] = field(default_factory=dict)
     precision: str = "int8"  # the request's
+    timed_threads: int | None = None  # the intra-op threads `speed` was timed at (None: ORT's)
 
     @property
     def shipped(self) -> str:
@@ -142,7 +143,8 @@ class QuantizationResult:
             "opset_note": self.opset_note, "tried": self.tried,
             "kept_nodes": [vars(node) for node in self.kept_nodes],
             "calibrations": self.calibrations,
-            "speed": self.speed.to_dict() if self.speed else None})
+            "speed": {**self.speed.to_dict(), "intra_op_threads": self.timed_threads}
+            if self.speed else None})
         return safe
 
 
@@ -225,6 +227,7 @@ def quantize_within_budget(
         [steps[-1].summary()] if steps and steps[-1] not in candidates else [])
     assert best.speed is not None
     result.speed, result.validation = best.speed, best.validation
+    result.timed_threads = request.threads
     result.chosen = _chosen(best)
     speed = best.speed
     interval = f"{speed.ratio:.3f}x [{speed.ratio_low:.3f}, {speed.ratio_high:.3f}]"

@@ -412,7 +412,12 @@ def test_cancel_during_ablation_frees_the_worker_within_seconds(live: Stack) -> 
 
 
 def test_an_upload_cut_off_by_an_api_crash_leaves_no_file(live: Stack) -> None:
-    uploads = live.data_dir / "uploads"
+    uploads = live.data_dir / "artifacts" / "models"  # a hidden partial object while it streams in
+
+    def partial_writes() -> list[Path]:
+        return [path for path in uploads.iterdir() if path.name.endswith(".partial")] \
+            if uploads.is_dir() else []
+
     stop = threading.Event()
 
     def trickle() -> Iterator[bytes]:
@@ -430,16 +435,16 @@ def test_an_upload_cut_off_by_an_api_crash_leaves_no_file(live: Stack) -> None:
     sender = threading.Thread(target=send)
     sender.start()
     deadline = time.monotonic() + 30
-    while not (uploads.is_dir() and any(uploads.iterdir())):
-        assert time.monotonic() < deadline, "the upload never reached the disk"
+    while not partial_writes():
+        assert time.monotonic() < deadline, "the upload never reached the artifact folder"
         time.sleep(0.05)
     live.api.stop(signal.SIGKILL)
     stop.set()
     sender.join()
     live.restart("api")
     deadline = time.monotonic() + 30
-    while any(uploads.iterdir()):  # the janitor's round, once the file is 3 s old
-        assert time.monotonic() < deadline, f"left behind: {list(uploads.iterdir())}"
+    while partial_writes():  # the janitor's round, once the write is 3 s old
+        assert time.monotonic() < deadline, f"left behind: {partial_writes()}"
         time.sleep(POLL_S)
     with Session(create_engine(live.database_url)) as session:
         assert session.scalar(select(Model).where(Model.name == "cut.onnx")) is None

@@ -15,7 +15,6 @@ threads, no event loop, no database connections.
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing
 import os
 import resource
@@ -23,11 +22,12 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from api.services.uploads.freshness import kept_fresh
 from core.settings import ModelCheckSettings
 from optimizer.errors import OptimizerError
 from optimizer.model.limits import ModelLimits
@@ -67,7 +67,7 @@ class ModelChecker:
         # The janitor removes upload files left untouched for `janitor.upload_stale_s` (an API
         # killed mid-upload): this one is touched for as long as it is checked, including
         # the first check's wait for the fork server to import onnx (seconds on a busy host).
-        with _kept_fresh(path):
+        with kept_fresh(lambda: _touch(path), _TOUCH_EVERY_S):
             builder = SkeletonBuilder(name)
             with path.open("rb") as handle:
                 while chunk := handle.read(_READ_BYTES):
@@ -86,7 +86,7 @@ class ModelChecker:
             path.write_bytes(skeleton.data)
             (folder / skeleton.location).touch()
             # (The skeleton's framing was checked as it was built; the child checks the rest.)
-            with _kept_fresh(folder), self._turns:
+            with kept_fresh(lambda: _touch(folder), _TOUCH_EVERY_S), self._turns:
                 return self._check_in_child(path, limits, name, skeleton.location,
                                             skeleton.weights)
         finally:
@@ -137,25 +137,8 @@ class ModelChecker:
         return outcome
 
 
-@contextlib.contextmanager
-def _kept_fresh(path: Path) -> Iterator[None]:
-    """Touch `path` every `_TOUCH_EVERY_S` from a thread of its own until the block ends."""
-    done = threading.Event()
-
-    def touch_until_done() -> None:
-        while not done.wait(_TOUCH_EVERY_S):
-            try:
-                os.utime(path)
-            except FileNotFoundError:
-                return  # the check then says the upload is gone
-
-    toucher = threading.Thread(target=touch_until_done, name="upload-toucher", daemon=True)
-    toucher.start()
-    try:
-        yield
-    finally:
-        done.set()
-        toucher.join()
+def _touch(path: Path) -> None:
+    os.utime(path)  # FileNotFoundError stops the touching: the check then says it is gone
 
 
 def _check(sending: Connection, path: Path, limits: ModelLimits, name: str,

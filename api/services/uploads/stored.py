@@ -11,6 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from api.services.uploads.freshness import kept_fresh
 from api.services.uploads.receive import ReceivedFile, shown_name
 from core.db.models import Dataset, Model
 from core.storage import ArtifactStore
@@ -34,6 +35,7 @@ def store_upload(
     kind: type[Row],
     describe: Callable[[], Row],
     key: str | None = None,
+    fresh_every_s: float = 1.0,
 ) -> tuple[Row, bool]:
     """The project's `kind` row for these bytes and whether it is new: (row, created).
 
@@ -42,7 +44,8 @@ def store_upload(
     unusable); then the bytes are kept (an object written while they arrived is committed; a
     temporary file is copied in under `key` while it is checked), and the row commits with
     that URI. What was received is always consumed, and a failed check or commit leaves no
-    stored object behind.
+    stored object behind. An object being written is kept fresh every `fresh_every_s` while it
+    is checked (api/services/uploads/freshness.py).
     """
     try:
         existing = _project_row(session, kind, project_id, received.sha256)
@@ -52,7 +55,8 @@ def store_upload(
         # the write lock every other upload, job and heartbeat waits for.
         session.rollback()
         if received.written is not None:
-            row = describe()
+            with kept_fresh(received.written.keep_fresh, fresh_every_s):
+                row = describe()
             row.storage_uri = received.written.commit()  # ArtifactStoreUnavailable: a 503
         elif received.path is not None and key is not None:
             row = _checked_while_copied(session, store, received.path, key, kind, describe)

@@ -59,9 +59,13 @@ def _quantize(model: onnx.ModelProto, *, tolerances: Tolerances | None = None,
 def test_a_convnet_ships_static_int8_faster_than_fp32_and_its_convs_run_in_int8(
         tmp_path: Path) -> None:
     model = conv_stack(seed=3)
-    result = _quantize(model, mode=QuantizationMode.STATIC, method=CalibrationMethod.MINMAX)
+    # One intra-op thread: on a loaded host a pool's wake-ups last as long as either model's
+    # run and hide int8's gain (a CI run measured 1.008x).
+    result = _quantize(model, mode=QuantizationMode.STATIC, method=CalibrationMethod.MINMAX,
+                       threads=1)
 
     assert result.shipped == "int8", result.why
+    assert result.to_dict()["speed"]["intra_op_threads"] == 1
     assert result.speed is not None and result.speed.ratio_high < 1.0
     assert result.chosen is not None and result.chosen["mode"] == "static"
     assert result.validation is not None and result.validation.passed
