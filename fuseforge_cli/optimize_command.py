@@ -6,13 +6,15 @@ from __future__ import annotations
 import argparse
 import json
 
+import onnx
+
 from fuseforge_cli.failures import EXIT_OK, EXIT_USAGE, CliFailure, readable_file
 from fuseforge_cli.local_int8 import quantize_locally, summary_lines
 from fuseforge_cli.memory_reuse import reuse_freed_memory
 from fuseforge_cli.runtime_logging import quiet_onnxruntime
 from optimizer.errors import PassError
 from optimizer.model_check import load_checked_model
-from optimizer.model_writer import save_model
+from optimizer.model_writer import data_file_name, save_model
 from optimizer.optimize import OptimizeOptions, optimize_model, select_passes
 from optimizer.passes import DEFAULT_PASSES
 from optimizer.registries.backends import Backend
@@ -43,16 +45,24 @@ def run_optimize(args: argparse.Namespace) -> int:
         select_passes(options)  # unknown pass names: bad usage, refused before any work
     except PassError as err:
         raise CliFailure(type(err).__name__, str(err), EXIT_USAGE) from err
-    original, _ = load_checked_model(readable_file(args.model))
-    model = static_model(original, dict(args.input_shape)).model if args.input_shape else original
-    fused, report = optimize_model(model, options)
+    original, summary = load_checked_model(readable_file(args.model), external_data=True)
+    # External data (checked to stay in the model's folder) stays on disk through the passes;
+    # int8 calibration runs the model from memory, so it is read in whole for that.
+    data_folder = args.model.parent if summary.external_data is not None else None
+    if data_folder is not None and int8:
+        onnx.load_external_data_for_model(original, str(data_folder))
+        data_folder = None
+    model = (static_model(original, dict(args.input_shape), data_folder=data_folder).model
+             if args.input_shape else original)
+    fused, report = optimize_model(model, options, data_folder=data_folder)
     quantized = quantize_locally(model, fused, args) if int8 else None
     if quantized is not None and quantized.model is not None:
         fused = quantized.model
     try:
         # Loads and runs in ONNX Runtime first: a refusal beats a file that cannot be loaded.
         save_model(fused, args.output, what=f"the optimized model {args.output.name!r}",
-                   reference=original)
+                   reference=original, data_location=data_file_name(args.output, summary),
+                   data_folder=data_folder)
         if args.report:
             args.report.write_text(json.dumps(report.to_dict(), indent=2))
     except OSError as err:

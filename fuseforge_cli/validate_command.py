@@ -87,8 +87,11 @@ def plan_validation(args: argparse.Namespace) -> ValidationPlan:
             fit, or a model ONNX Runtime cannot run.
         ValueError: a bad --samples, --precision or --tolerance, or models whose inputs differ.
     """
-    model, summary = load_checked_model(readable_file(args.original, "original model"))
-    candidate = check_model_file(readable_file(args.candidate, "candidate model"))
+    # Data files beside either model are checked to stay in its folder; ONNX Runtime reads them.
+    model, summary = load_checked_model(readable_file(args.original, "original model"),
+                                        external_data=True)
+    candidate = check_model_file(readable_file(args.candidate, "candidate model"),
+                                 external_data=True)
     _require_same_inputs(summary.inputs, candidate.inputs, args.candidate)
     if args.samples is not None and args.samples < 1:
         raise ValueError(f"--samples must be at least 1, got {args.samples}.")

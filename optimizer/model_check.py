@@ -9,7 +9,7 @@ does the ONNX checker (which trusts the structure) see it.
 
 from __future__ import annotations
 
-import posixpath
+import os
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -19,6 +19,12 @@ from google.protobuf.message import DecodeError
 
 from optimizer.errors import InternalError, InvalidModelError, UnsupportedModelError
 from optimizer.model.endless_loops import endless_loops
+from optimizer.model.external_data import (
+    check_external_data,
+    escapes_folder,
+    external_tensors,
+    location_of,
+)
 from optimizer.model.graphs import iter_tensors
 from optimizer.model.limits import ModelLimits, check_limits
 from optimizer.model.non_finite import non_finite_weights
@@ -39,26 +45,30 @@ _SAVE_INLINE_HINT = (
 
 def check_model_file(path: Path, limits: ModelLimits | None = None, *,
                      name: str | None = None, stand_in: str | None = None,
-                     stripped: Sequence[WeightCount] = ()) -> ModelSummary:
+                     stripped: Sequence[WeightCount] = (),
+                     external_data: bool = False) -> ModelSummary:
     """Parse and check the uploaded model at `path`, and summarize its inputs and outputs.
     Messages call the file `name` (the name the user knows it by), else its own name. Raises
     as `load_checked_model`."""
     return load_checked_model(path, limits, name=name, stand_in=stand_in,
-                              stripped=stripped)[1]
+                              stripped=stripped, external_data=external_data)[1]
 
 
 def load_checked_model(path: Path, limits: ModelLimits | None = None, *,
                        name: str | None = None, stand_in: str | None = None,
-                       stripped: Sequence[WeightCount] = ()
+                       stripped: Sequence[WeightCount] = (), external_data: bool = False
                        ) -> tuple[onnx.ModelProto, ModelSummary]:
     """The model at `path`, parsed and checked, and the summary of its inputs and outputs (for
     a caller that goes on to work on the model: it is read once).
 
-    Reads no file other than `path`: tensors stored as external data are refused before the
-    ONNX checker runs, since the checker would open the files they name. The one exception is
-    a skeleton's (optimizer/model/skeleton.py): `path` is then the skeleton, `stand_in` the
-    external file its stripped tensors name (an empty file beside it, which the checker only
-    looks for), and `stripped` their NaN and infinity counts.
+    Without `external_data`, reads no file other than `path`: tensors stored as external data
+    are refused before the ONNX checker runs, since the checker would open the files they
+    name. With it, their data files must lie in `path`'s folder and hold their bytes
+    (optimizer/model/external_data.py checks that first); the tensors stay external in the
+    model returned (none is read) and the summary sums up their files. The one other
+    exception is a skeleton's (optimizer/model/skeleton.py): `path` is then the skeleton,
+    `stand_in` the external file its stripped tensors name (an empty file beside it, which
+    the checker only looks for), and `stripped` their NaN and infinity counts.
 
     Raises:
         InvalidModelError: the file is empty, is not an ONNX protobuf, parses but is not a model,
@@ -67,11 +77,17 @@ def load_checked_model(path: Path, limits: ModelLimits | None = None, *,
         ModelLimitError: the model is over one of `limits` (default `ModelLimits()`:
             control-flow depth, rank, a dim, a name's length); its `limit` names the field.
         UnsupportedModelError: an opset newer than the installed onnx or ONNX Runtime knows, a
-            node of a domain nothing implements, a tensor referring to external data (the
-            upload is a single file), or an input or output that is not a tensor.
-        InternalError: `path` does not exist, which means the upload was not stored.
+            node of a domain nothing implements, a tensor referring to external data
+            without `external_data` (the upload is a single file), or an input or output that
+            is not a tensor.
+        InvalidModelError: with `external_data`, a location outside the folder or a range
+            outside its file (external_data.py).
+        InternalError: `path` does not exist, which means the upload was not stored, or both
+            `stand_in` and `external_data` are given.
     """
     path = Path(path)
+    if external_data and stand_in is not None:
+        raise InternalError("A skeleton (stand_in) has no external data of its own to check.")
     file_name = name or path.name
     try:
         size = path.stat().st_size
@@ -99,25 +115,36 @@ def load_checked_model(path: Path, limits: ModelLimits | None = None, *,
     for endless in endless_loops(model):
         raise InvalidModelError(f"Model file {file_name!r}: {endless}.")
     check_op_support(model, file_name)
-    _refuse_external_data(model, file_name, stand_in)
+    external = None
+    if external_data and any(external_tensors(model)):
+        external = check_external_data(model, path.parent, file_name)
+        data = None  # the checker finds the data files from the model's path
+    else:
+        _refuse_external_data(model, file_name, stand_in)
     _require_known_tensor_types(model, file_name)
+    edited: Path | None = None
     if _constants_outside_inputs_at_ir3(model):
         # What older converters wrote (onnxruntime's own sample mul_1.onnx is one): IR 3 wanted
         # every initializer listed as a graph input, and runtimes never cared. IR 4 dropped
         # that rule without changing what such a model computes, so say IR 4 and check that.
         model.ir_version = 4
         checked: str | bytes | onnx.ModelProto = model
-        if stand_in is not None:  # checked from a file beside the stand-in, likewise
-            edited = path.with_name(f"{path.stem}.ir4.onnx")
+        if stand_in is not None or external is not None:
+            # Checked from a file beside the stand-in or the data files, likewise.
+            edited = path.with_name(f".{path.stem}.{os.getpid()}.ir4.onnx")
             edited.write_bytes(model.SerializeToString())
             checked = str(edited)
     else:
         checked = str(path) if data is None else data
     del data  # the IR 3 case checks the edited model: its bytes can go first
-    _run_checker(checked, file_name)
+    try:
+        _run_checker(checked, file_name)
+    finally:
+        if edited is not None:
+            edited.unlink(missing_ok=True)
     _require_tensor_io(model, file_name)
     warning = non_finite_weights(model, also=stripped)
-    summary = summarize_model(model)
+    summary = replace(summarize_model(model), external_data=external)
     return model, replace(summary, warnings=(warning,)) if warning else summary
 
 
@@ -147,13 +174,11 @@ def _require_model_fields(model: onnx.ModelProto, file_name: str) -> None:
 
 def _refuse_external_data(model: onnx.ModelProto, file_name: str,
                           stand_in: str | None) -> None:
-    for tensor in iter_tensors(model):
-        if tensor.data_location != onnx.TensorProto.EXTERNAL:
-            continue
-        location = _external_location(tensor)
+    for tensor in external_tensors(model):
+        location = location_of(tensor)
         if stand_in is not None and location == stand_in:
             continue  # a skeleton's stripped tensor: its data came with the upload
-        if _escapes_directory(location):
+        if escapes_folder(location):
             raise UnsupportedModelError(
                 f"Model file {file_name!r}: tensor {tensor.name!r} stores its data at "
                 f"{location!r}, which refers outside the upload. {_SAVE_INLINE_HINT}")
@@ -161,22 +186,6 @@ def _refuse_external_data(model: onnx.ModelProto, file_name: str,
             f"Model file {file_name!r}: tensor {tensor.name!r} stores its data in the external "
             f"file {location!r}, but an upload is a single file, so external data files are "
             f"not available. {_SAVE_INLINE_HINT}")
-
-
-def _external_location(tensor: onnx.TensorProto) -> str:
-    # Read the one entry the message needs by hand: onnx's ExternalDataInfo also parses
-    # `offset` and `length` and raises ValueError for malformed ones, while this check refuses
-    # external data whatever its entries say.
-    return next((entry.value for entry in tensor.external_data if entry.key == "location"), "")
-
-
-def _escapes_directory(location: str) -> bool:
-    """True if `location` is absolute or, once normalized, climbs out of the model's folder."""
-    unified = location.replace("\\", "/")
-    if not unified or unified.startswith("/") or (len(unified) > 1 and unified[1] == ":"):
-        return True
-    normalized = posixpath.normpath(unified)
-    return normalized == ".." or normalized.startswith("../")
 
 
 def _require_known_tensor_types(model: onnx.ModelProto, file_name: str) -> None:

@@ -29,14 +29,19 @@ import onnxruntime as ort
 
 from optimizer.backends.onnxruntime.run_limits import RunLimit, model_has_loop
 from optimizer.backends.onnxruntime.runner import OptimizationLevel, session_options
-from optimizer.errors import InferenceError, InferenceTimeLimitError, UnsupportedModelError
+from optimizer.errors import (
+    InferenceError,
+    InferenceTimeLimitError,
+    InternalError,
+    UnsupportedModelError,
+)
 from optimizer.model.file import write_model_file
 from optimizer.model.input_ranges import infer_input_ranges
 from optimizer.model.inputs import random_feeds
-from optimizer.model.tensor_specs import TensorSpec, summarize_model
+from optimizer.model.tensor_specs import ModelSummary, TensorSpec, summarize_model
 from optimizer.plugins.decompose import runnable_in_onnxruntime
 
-__all__ = ["check_model_runs", "run_problem", "save_model"]
+__all__ = ["check_model_runs", "data_file_name", "run_problem", "save_model"]
 
 # FATAL only: a failure comes back as an exception, so ONNX Runtime need not print it too.
 _QUIET = 4
@@ -45,38 +50,64 @@ _QUIET = 4
 def save_model(model: onnx.ModelProto, path: Path, *, what: str,
                reference: onnx.ModelProto | None = None,
                optimization_level: OptimizationLevel = "all",
-               feeds: Mapping[str, np.ndarray] | None = None) -> None:
+               feeds: Mapping[str, np.ndarray] | None = None,
+               data_location: str | None = None, data_folder: Path | None = None) -> None:
     """Check `model` as `check_model_runs` does, then write it to `path` (one protobuf, as it
-    is: nothing is written when the check fails).
+    is: nothing is written when the check fails). With `data_location` (a file name), its
+    tensors' bytes go into that file beside `path` (optimizer/model/file.py): the data file
+    takes its place first, then the model file. `data_folder` is where `model`'s (and
+    `reference`'s) tensors stored as external data are read from.
 
     Raises:
         UnsupportedModelError, InferenceError: as `check_model_runs`.
+        InternalError: `data_location` is not a plain file name.
     """
     # Serialized once and written beside `path` first: ONNX Runtime loads the file there (twice
     # as fast as from bytes, and no second 100 MB serialization for a ResNet-50), and it takes
     # `path`'s place only once it loads and runs. Written a tensor at a time
     # (optimizer/model/file.py), never held whole in memory; the bytes as they are: onnx.save
-    # would first walk every tensor looking for external data.
-    checking = path.with_name(f".{path.name}.{os.getpid()}.checking")
-    write_model_file(model, checking)
+    # would first walk every tensor looking for external data. A model with a data file is
+    # checked in a hidden folder of its own: its tensors name the data file's final name.
+    if data_location is None:
+        checking = path.with_name(f".{path.name}.{os.getpid()}.checking")
+        written = [(checking, path)]
+    else:
+        if Path(data_location).name != data_location or data_location in (path.name, ".."):
+            raise InternalError(f"A data file is named beside its model, not {data_location!r}.")
+        folder = path.with_name(f".{path.name}.{os.getpid()}.checking")
+        folder.mkdir(exist_ok=True)
+        checking = folder / path.name
+        written = [(folder / data_location, path.with_name(data_location)), (checking, path)]
     try:
+        write_model_file(model, checking, data_location=data_location, data_folder=data_folder)
         check_model_runs(model, what=what, reference=reference,
-                         optimization_level=optimization_level, feeds=feeds, written=checking)
-        os.replace(checking, path)
+                         optimization_level=optimization_level, feeds=feeds, written=checking,
+                         data_folder=data_folder)
+        for temporary, final in written:
+            os.replace(temporary, final)
     finally:
-        checking.unlink(missing_ok=True)
+        for temporary, _ in written:
+            temporary.unlink(missing_ok=True)
+        if data_location is not None:
+            checking.parent.rmdir()
+
+
+def data_file_name(path: Path, summary: ModelSummary) -> str | None:
+    """The data file a model written to `path` keeps its tensors in: "<name>.data" when the
+    model it came from (`summary`) had external data, else None (one file)."""
+    return f"{Path(path).name}.data" if summary.external_data is not None else None
 
 
 def check_model_runs(model: onnx.ModelProto, *, what: str,
                      reference: onnx.ModelProto | None = None,
                      optimization_level: OptimizationLevel = "all",
                      feeds: Mapping[str, np.ndarray] | None = None,
-                     written: Path | None = None) -> None:
+                     written: Path | None = None, data_folder: Path | None = None) -> None:
     """Load `model` in ONNX Runtime (fuseforge plugin nodes decomposed; from `written`, a file
     holding it, when given and it has none) at `optimization_level` and, when its input
     shapes are concrete, run it once on `feeds` (a job's first validation sample), else on
     seeded random inputs. `what` names the model in messages ("the optimized model
-    'out.onnx'").
+    'out.onnx'"); `data_folder` holds the files its external tensors (and `reference`'s) name.
 
     The level matters: at "all" (ONNX Runtime's default, what a user of a written file gets)
     load-time constant folding inlines `If` branches and type-checks them with the folded
@@ -92,7 +123,7 @@ def check_model_runs(model: onnx.ModelProto, *, what: str,
     runnable = runnable_in_onnxruntime(model)
     session = _session(written if written is not None and runnable is model else runnable,
                        f"{what} (input shapes {_shapes(inputs)}, ONNX Runtime optimization "
-                       f"level {optimization_level!r})", optimization_level)
+                       f"level {optimization_level!r})", optimization_level, data_folder)
     if not all(_concrete(spec) for spec in inputs):
         return  # dynamic dims: no size is known to be right; loading is the check
     if feeds is None:
@@ -110,7 +141,7 @@ def check_model_runs(model: onnx.ModelProto, *, what: str,
         # fault; random integers may not (token ids past a vocabulary), so then the run counts
         # only when the reference passes it.
         if (reference is not None and any(_integral(spec) for spec in inputs)
-                and run_problem(reference, feeds) is not None):
+                and run_problem(reference, feeds, data_folder=data_folder) is not None):
             return
         raise InferenceError(
             f"ONNX Runtime loads {what} but cannot run it at input shapes "
@@ -120,11 +151,13 @@ def check_model_runs(model: onnx.ModelProto, *, what: str,
             "none).") from err
 
 
-def run_problem(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> str | None:
-    """Why ONNX Runtime cannot load `model` or run it on `feeds` (its first message line), or
-    why the run is useless (an output comes out empty); None when it runs."""
+def run_problem(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], *,
+                data_folder: Path | None = None) -> str | None:
+    """Why ONNX Runtime cannot load `model` (its external data in `data_folder`) or run it on
+    `feeds` (its first message line), or why the run is useless (an output comes out empty);
+    None when it runs."""
     try:
-        session = _session(runnable_in_onnxruntime(model), "the model", "disabled")
+        session = _session(runnable_in_onnxruntime(model), "the model", "disabled", data_folder)
         outputs = _run(session, feeds, model, "the model")
     except Exception as err:  # noqa: BLE001 - any failure is an answer here
         return _first_line(err)
@@ -134,10 +167,14 @@ def run_problem(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> str 
     return None
 
 
-def _session(model: onnx.ModelProto | Path, what: str,
-             optimization_level: OptimizationLevel) -> ort.InferenceSession:
+def _session(model: onnx.ModelProto | Path, what: str, optimization_level: OptimizationLevel,
+             data_folder: Path | None = None) -> ort.InferenceSession:
     options = session_options(optimization_level, None)
     options.log_severity_level = _QUIET
+    if data_folder is not None and not isinstance(model, Path):
+        # A model from bytes has no folder to find its data files in (from a file: its own).
+        options.add_session_config_entry("session.model_external_initializers_file_folder_path",
+                                         str(data_folder))
     # Prepacking lays weights out for the CPU kernels (a ResNet-50: 0.1 s of a 0.25 s load):
     # kernel preparation, not graph checking, and this session runs at most once.
     options.add_session_config_entry("session.disable_prepacking", "1")

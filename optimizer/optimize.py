@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Literal
 
 import onnx
@@ -72,10 +73,19 @@ def _selected(options: OptimizeOptions) -> tuple[list[FusionPass], dict[str, str
     return [p for p in catalog if p.name in wanted], {}
 
 
-def optimize_model(model: onnx.ModelProto, options: OptimizeOptions) -> tuple[onnx.ModelProto, FusionReport]:
-    """Run the selected passes on a copy of `model`; the input model is not modified."""
+def optimize_model(model: onnx.ModelProto, options: OptimizeOptions, *,
+                   data_folder: Path | None = None) -> tuple[onnx.ModelProto, FusionReport]:
+    """Run the selected passes on a copy of `model`; the input model is not modified.
+
+    Tensors stored as external data stay there: a pass that reads one maps it from
+    `data_folder` (the model file's folder), and those no pass rewrites are still external in
+    the model returned, so a model of any size is fused in about the memory of what the passes
+    change. Save such a result with its data file (`save_model(..., data_location=...,
+    source_folder=data_folder)`)."""
     passes, left_out = select_passes(options)
     ir_model = ir.from_proto(model)
+    if data_folder is not None:
+        ir.external_data.set_base_dir(ir_model.graph, data_folder)
     tag_origins(ir_model)  # each fused node then names the original nodes it came from
     report = run_passes(ir_model, passes, backend=options.backend,
                         excluded_rules=options.excluded_rules)

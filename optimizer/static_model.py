@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import onnx
 
@@ -40,10 +41,10 @@ class StaticModel:
     shapes: dict[str, tuple[int, ...]]
 
 
-def static_model(model: onnx.ModelProto,
-                 requested: Mapping[str, Sequence[int]] | None) -> StaticModel:
+def static_model(model: onnx.ModelProto, requested: Mapping[str, Sequence[int]] | None, *,
+                 data_folder: Path | None = None) -> StaticModel:
     """Fix `model`'s inputs at `requested` (other dynamic dims at 1), first refusing sizes the
-    model cannot run at.
+    model cannot run at (`data_folder`: where its external data files are, to run it).
 
     Raises:
         InputShapeError: as `resolve_input_shapes`; or non-batch dynamic dims at 1 are too
@@ -59,23 +60,23 @@ def static_model(model: onnx.ModelProto,
     at_one = [(spec, axis) for spec in inputs for axis, dim in enumerate(spec.shape)
               if axis > 0 and not isinstance(dim, int) and shapes[spec.name][axis] == 1]
     if at_one:
-        _refuse_too_small(model, inputs, shapes, at_one)
+        _refuse_too_small(model, inputs, shapes, at_one, data_folder)
     fixed = fix_input_shapes(model, shapes)
     return StaticModel(model=fixed, shapes=shapes)
 
 
 def _refuse_too_small(
     model: onnx.ModelProto, inputs: Sequence[TensorSpec], shapes: dict[str, tuple[int, ...]],
-    at_one: list[tuple[TensorSpec, int]],
+    at_one: list[tuple[TensorSpec, int]], data_folder: Path | None,
 ) -> None:
-    problem = _run_problem(model, inputs, shapes)
+    problem = _run_problem(model, inputs, shapes, data_folder)
     if problem is None:
         return
     probe = {name: list(dims) for name, dims in shapes.items()}
     for spec, axis in at_one:
         probe[spec.name][axis] = _PROBE_DIM
     probe_shapes = {name: tuple(dims) for name, dims in probe.items()}
-    if _run_problem(model, inputs, probe_shapes) is not None:
+    if _run_problem(model, inputs, probe_shapes, data_folder) is not None:
         return  # not a matter of size: later checks and stages report it
     dims = ", ".join(f"{spec.name!r} axis {axis} ({spec.shape[axis] or 'unnamed'})"
                      for spec, axis in at_one)
@@ -91,14 +92,14 @@ def _refuse_too_small(
 
 
 def _run_problem(model: onnx.ModelProto, inputs: Sequence[TensorSpec],
-                 shapes: Mapping[str, tuple[int, ...]]) -> str | None:
+                 shapes: Mapping[str, tuple[int, ...]], data_folder: Path | None) -> str | None:
     # Why the (dynamic) model cannot run at `shapes`, or None when it runs with no empty output.
     specs = [TensorSpec(spec.name, spec.dtype, shapes[spec.name]) for spec in inputs]
     try:
         feeds = random_feeds(specs, count=1, seed=0, ranges=infer_input_ranges(model))[0]
     except UnsupportedModelError:
         return None  # no data to try it with: later stages say so
-    return run_problem(model, feeds)
+    return run_problem(model, feeds, data_folder=data_folder)
 
 
 def _shown(shapes: Mapping[str, tuple[int, ...]]) -> str:

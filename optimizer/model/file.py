@@ -8,70 +8,95 @@ one small message each, and every initializer on its own, so the largest buffer 
 tensor and each one's memory is reused for the next. The protobuf wire format is a sequence of
 (tag, value) records, a message field's value being its length and bytes, and upb writes them
 in field-number order: writing the records in that order gives SerializeToString's bytes.
+
+With a data file, tensors' bytes go into it as they are written (optimizer/model/data_file.py):
+the .onnx file then holds the graph and small tensors only, which is how a model over
+protobuf's 2 GB limit is written at all.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TypeVar
 
 import onnx
-from google.protobuf.message import Message
 from google.protobuf.unknown_fields import UnknownFieldSet
+
+from optimizer.model.data_file import DataFileWriter
+from optimizer.model.graphs import graph_tensors, iter_tensors
+from optimizer.model.proto_fields import without_fields
 
 __all__ = ["write_model_file"]
 
 _LENGTH_DELIMITED = 2
 _GRAPH = onnx.ModelProto.DESCRIPTOR.fields_by_name["graph"].number
 _INITIALIZER = onnx.GraphProto.DESCRIPTOR.fields_by_name["initializer"].number
-_M = TypeVar("_M", bound=Message)
 
 
-def write_model_file(model: onnx.ModelProto, path: Path) -> None:
+def write_model_file(model: onnx.ModelProto, path: Path, *, data_location: str | None = None,
+                     data_folder: Path | None = None) -> None:
     """Write `model` to `path`: the bytes of `model.SerializeToString()`, without building them
-    in memory at once."""
-    with Path(path).open("wb") as file:
-        for piece in _pieces(model):
+    in memory at once.
+
+    With `data_location`, tensors' bytes go into the file of that name in `path`'s folder
+    instead: those of at least data_file.MIN_EXTERNAL_BYTES of raw data, and every tensor
+    already external, copied from `data_folder` (the folder of the file it was read from).
+    Without, an external tensor is written as it is: its location must hold beside `path`.
+    """
+    path = Path(path)
+    if data_location is None:
+        with path.open("wb") as file:
+            for piece in _pieces(model, None):
+                file.write(piece)
+        return
+    with (DataFileWriter(path.parent / data_location, data_location,
+                         data_folder=data_folder) as data, path.open("wb") as file):
+        for piece in _pieces(model, data):
             file.write(piece)
 
 
-def _pieces(model: onnx.ModelProto) -> Iterator[bytes]:
+def _pieces(model: onnx.ModelProto, data: DataFileWriter | None) -> Iterator[bytes]:
     graph = model.graph
     if (not model.HasField("graph") or not graph.initializer
             or len(UnknownFieldSet(model)) or len(UnknownFieldSet(graph))):
         # Unknown fields (from a newer onnx) are kept only by serializing the message whole.
-        yield model.SerializeToString()
+        if data is None:
+            yield model.SerializeToString()
+            return
+        whole = onnx.ModelProto()
+        whole.CopyFrom(model)
+        _move(iter_tensors(whole), data)
+        yield whole.SerializeToString()
         return
-    before_graph, after_graph = _split(_without(model, "graph").SerializeToString(), _GRAPH)
-    before_tensors, after_tensors = _split(_without(graph, "initializer").SerializeToString(),
-                                           _INITIALIZER)
+    head, rest = without_fields(model, "graph"), without_fields(graph, "initializer")
+    if data is not None:  # (copies: the caller's model keeps its bytes)
+        _move(iter_tensors(head), data)  # local functions' tensors; its graph is empty
+        _move(graph_tensors(rest), data)  # Constant nodes, subgraphs, sparse initializers
+    before_graph, after_graph = _split(head.SerializeToString(), _GRAPH)
+    before_tensors, after_tensors = _split(rest.SerializeToString(), _INITIALIZER)
+    # Moved tensors are small (their bytes are in the data file): kept until written.
+    moved = [data.moved(tensor) if data is not None else None for tensor in graph.initializer]
+    written = [tensor if new is None else new
+               for tensor, new in zip(graph.initializer, moved, strict=True)]
     # ByteSize encodes each tensor once more, into memory the next one reuses: the graph's
     # length comes before its initializers in the file.
-    sizes = [tensor.ByteSize() for tensor in graph.initializer]
+    sizes = [tensor.ByteSize() for tensor in written]
     tensor_tag = _tag(_INITIALIZER)
     graph_size = (len(before_tensors) + len(after_tensors)
                   + sum(len(tensor_tag) + len(_varint(size)) + size for size in sizes))
     yield before_graph + _tag(_GRAPH) + _varint(graph_size) + before_tensors
-    for tensor, size in zip(graph.initializer, sizes, strict=True):
+    for tensor, size in zip(written, sizes, strict=True):
         yield tensor_tag + _varint(size)
         yield tensor.SerializeToString()
     yield after_tensors + after_graph
 
 
-def _without(message: _M, left_out: str) -> _M:
-    """A copy of `message` without its field `left_out` (the other fields copied, not it)."""
-    copy: _M = type(message)()
-    for field, value in message.ListFields():
-        if field.name == left_out:
-            continue
-        if field.is_repeated:
-            getattr(copy, field.name).extend(value)
-        elif field.message_type is not None:
-            getattr(copy, field.name).CopyFrom(value)
-        else:
-            setattr(copy, field.name, value)
-    return copy
+def _move(tensors: Iterable[onnx.TensorProto], data: DataFileWriter) -> None:
+    """Point each of `tensors` (in a copy of the caller's model) at the data file, in place."""
+    for tensor in list(tensors):
+        moved = data.moved(tensor)
+        if moved is not None:
+            tensor.CopyFrom(moved)
 
 
 def _split(encoded: bytes, number: int) -> tuple[bytes, bytes]:

@@ -33,6 +33,11 @@ def iter_tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
             yield from _attribute_tensors(node)
 
 
+def graph_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+    """Every stored tensor of one graph, as `iter_tensors` finds them, subgraphs included."""
+    return _graph_tensors(graph)
+
+
 def op_histogram(model: onnx.ModelProto) -> dict[str, int]:
     """Node count per operator, keyed "Conv" for the default domain and "domain.Op" otherwise.
 

@@ -10,6 +10,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
+from optimizer.model.external_data import ExternalData
+
 __all__ = [
     "Dim",
     "ModelSummary",
@@ -62,6 +64,7 @@ class ModelSummary:
     inputs: tuple[TensorSpec, ...]  # graph inputs that are not initializers
     outputs: tuple[TensorSpec, ...]
     warnings: tuple[str, ...] = ()  # what is valid but suspect (NaN weights: model_check.py)
+    external_data: ExternalData | None = None  # the data files its tensors read, if any
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -71,6 +74,7 @@ class ModelSummary:
             "inputs": [spec.to_dict() for spec in self.inputs],
             "outputs": [spec.to_dict() for spec in self.outputs],
             "warnings": list(self.warnings),
+            **({"external_data": self.external_data.to_dict()} if self.external_data else {}),
         }
 
 
