@@ -26,6 +26,7 @@ __all__ = [
     "ReportSection",
     "RuleStatsRead",
     "SearchReport",
+    "StageMemory",
 ]
 
 JsonObject = dict[str, Any]
@@ -149,6 +150,16 @@ class FusionReportRead(BaseModel):
     excluded_rules: list[str] = []  # rules kept off (e.g. named by bisection as unsafe)
 
 
+class StageMemory(ReportSection):
+    """The job process's peak resident memory in each stage (worker/pipeline/stage_memory.py)."""
+
+    peak_rss_mb: dict[str, float] = Field(
+        default_factory=dict, description="per stage, in MiB: the highest resident memory of "
+        "the job's process while the stage ran (a stage entered twice: the higher); child "
+        "processes it starts are their own")
+    method: str | None = None  # how it was read, e.g. "VmHWM, reset as each stage starts"
+
+
 class JobReports(BaseModel):
     """Every report a job run stores: each field is a JSON column of `jobs`, named alike."""
 
@@ -165,6 +176,9 @@ class JobReports(BaseModel):
     search_report: SearchReport | None = Field(
         default=None, description="search jobs: the Pareto table of the candidates, the winner "
         "and why, why each other lost, the recipe that rebuilds the winner")
+    stage_memory: StageMemory | None = Field(
+        default=None, description="the job process's peak resident memory in each stage it "
+        "ran (Linux; absent where the process cannot read its own)")
 
     def accuracy(self) -> AccuracyReport:
         """The accuracy section, started on first use."""

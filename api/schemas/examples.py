@@ -347,6 +347,10 @@ JOB: dict[str, Any] = {
     ],
     "stage_seconds": {"load": 0.025001, "optimize": 0.02274, "build_engine": 0.008719,
                       "validate": 1.025608, "benchmark": 1.027254, "store": 0.212929},
+    "stage_memory": {
+        "peak_rss_mb": {"load": 312.4, "optimize": 318.9, "build_engine": 305.2,
+                        "validate": 341.7, "benchmark": 322.0, "store": 301.6},
+        "method": "VmHWM of the job's process, reset as each stage starts"},
     "webhook_deliveries": [{
         "attempt": 1, "event": "job.succeeded", "status_code": 200, "error": None,
         "duration_ms": 41.7, "at": "2026-12-01T22:30:03.812044Z",

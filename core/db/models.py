@@ -299,6 +299,8 @@ class Job(Base):
     profile_report: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     # A search job's decision: the Pareto table, the winner and why, why each other lost.
     search_report: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # The job process's peak resident memory in each stage (core.reports.StageMemory).
+    stage_memory: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
     model: Mapped[Model] = relationship()
     dataset: Mapped[Dataset | None] = relationship()

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from worker.pipeline.records.recorder import JobRecorder
+from worker.pipeline.stage_memory import PeakMemory
 from worker.pipeline.stages import ProgressSpan, span_of
 
 __all__ = ["JobStopped", "StageMark", "StageProgress", "read_stage_mark"]
@@ -44,6 +45,7 @@ class StageProgress:
         self._stage_file = stage_file
         self._reached = 0.0
         self._stage: str | None = None
+        self.memory = PeakMemory()  # each stage's peak resident memory
 
     def enter(self, stage: str, note: str | None = None) -> ProgressSpan:
         """Record that the job entered `stage`; the span of progress it may fill.
@@ -60,6 +62,7 @@ class StageProgress:
             raise JobStopped
         self._reached = progress
         self._stage = stage
+        self.memory.enter(stage)
         self._mark(waiting=False)
         return ProgressSpan(progress, max(span.end, progress))
 

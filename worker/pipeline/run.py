@@ -24,7 +24,7 @@ from typing import Any
 from core.artifact_refs import ArtifactStoreUnavailable
 from core.db.outage import DatabaseOutage, is_database_outage, outage_text
 from core.disk_space import free_space_text, no_room_error
-from core.reports import ProfileReport
+from core.reports import ProfileReport, StageMemory
 from optimizer.errors import OptimizerError
 from worker.pipeline.backends.base import JobBackend
 from worker.pipeline.backends.registry import JOB_BACKENDS
@@ -45,6 +45,7 @@ from worker.pipeline.results import (
     JobRun,
 )
 from worker.pipeline.search_stage import search_configurations
+from worker.pipeline.stage_memory import METHOD as STAGE_MEMORY_METHOD
 from worker.pipeline.stages import (
     ABLATION,
     BENCHMARK,
@@ -97,6 +98,7 @@ def _run_and_record(run: JobRun, runtime: WorkerRuntime, recorder: JobRecorder,
 
     def succeed(stored: StoredArtifacts) -> bool:
         _remove_scratch(run)
+        _record_stage_memory(outcome, progress)
         return recorder.succeed(outcome, stored)
 
     try:
@@ -113,6 +115,7 @@ def _run_and_record(run: JobRun, runtime: WorkerRuntime, recorder: JobRecorder,
         _remove_scratch(run)
         if is_database_outage(err):
             raise  # run_claimed_job hands it to the supervisor
+        _record_stage_memory(outcome, progress)
         full = no_room_error(err)  # however deep a write failed, the disk is to blame
         if full is not None:
             logger.error("job %s: no room to write: %s", run.job_id, full)
@@ -127,6 +130,12 @@ def _run_and_record(run: JobRun, runtime: WorkerRuntime, recorder: JobRecorder,
         else:
             logger.exception("job %s hit an internal error", run.job_id)
             recorder.fail_internally(err, outcome)
+
+
+def _record_stage_memory(outcome: JobOutcome, progress: StageProgress) -> None:
+    peaks = progress.memory.peak_rss_mb()
+    if peaks:
+        outcome.reports.stage_memory = StageMemory(peak_rss_mb=peaks, method=STAGE_MEMORY_METHOD)
 
 
 def _no_room_message(run: JobRun, err: OSError) -> str:
