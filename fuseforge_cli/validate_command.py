@@ -36,7 +36,7 @@ from optimizer.model_check import check_model_file, load_checked_model
 from optimizer.optimize import OptimizeOptions, select_passes
 from optimizer.passes import DEFAULT_PASSES, FusionPass
 from optimizer.registries.backends import Backend
-from optimizer.validation.compare import OutputComparison, ValidationReport, validate
+from optimizer.validation.compare import OutputComparison, ValidationReport, validate_against
 from optimizer.validation.datasets import load_dataset
 from optimizer.validation.localize import Divergence, localize_divergence
 from optimizer.validation.shape_plan import InputShapes, validation_shapes
@@ -151,14 +151,14 @@ def _runnable_shapes(original: Path, shape_sets: list[InputShapes],
 
 
 def check(plan: ValidationPlan) -> ValidationReport:
-    """Run the original (ORT, optimizations disabled) and the candidate on the plan's feeds."""
-    with (
-        OnnxRuntimeRunner(plan.original, optimization_level="disabled") as reference,
-        OnnxRuntimeRunner(plan.candidate, optimization_level="disabled") as candidate,
-    ):
-        report = validate(reference, candidate, plan.feeds, plan.tolerances,
-                          labels=plan.labels, class_outputs=plan.class_outputs,
-                          input_ranges=plan.input_ranges)
+    """Run the original (ORT, optimizations disabled), then the candidate, on the plan's
+    feeds: one model loaded at a time (a model with gigabytes of weights is held once)."""
+    with OnnxRuntimeRunner(plan.original, optimization_level="disabled") as reference:
+        expected = [reference.infer(feed) for feed in plan.feeds]
+    with OnnxRuntimeRunner(plan.candidate, optimization_level="disabled") as candidate:
+        report = validate_against(expected, candidate, plan.feeds, plan.tolerances,
+                                  labels=plan.labels, class_outputs=plan.class_outputs,
+                                  input_ranges=plan.input_ranges)
     return replace(report, notes=plan.notes)
 
 

@@ -41,6 +41,7 @@ class JobView:
     timeline: Markup
     segments: list[Segment]
     stage_totals: list[tuple[str, float]]
+    stage_peaks: Mapping[str, float] = field(default_factory=dict)  # MiB, per stage
     op_chart: Markup | None = None
     op_rows: list[tuple[str, int, int]] = field(default_factory=list)
     rules_applied: list[Mapping[str, Any]] = field(default_factory=list)
@@ -79,6 +80,7 @@ def job_view(job: Mapping[str, Any], *, now: datetime) -> JobView:
         timeline=charts.stage_timeline("stages", "Time spent in each stage", segments),
         segments=segments,
         stage_totals=totals,
+        stage_peaks=(job.get("stage_memory") or {}).get("peak_rss_mb") or {},
         localization=(job.get("accuracy_report") or {}).get("localization"),
         build_log=next((a for a in job.get("artifacts", []) if a["name"] == BUILD_LOG), None),
     )

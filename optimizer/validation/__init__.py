@@ -12,6 +12,7 @@ from optimizer.validation.compare import (
     ValidationReport,
     compare_outputs,
     validate,
+    validate_against,
     with_inputs,
 )
 from optimizer.validation.datasets import (
@@ -39,5 +40,6 @@ __all__ = [
     "load_dataset",
     "localize_divergence",
     "validate",
+    "validate_against",
     "with_inputs",
 ]

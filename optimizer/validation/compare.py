@@ -33,6 +33,7 @@ __all__ = [
     "ValidationReport",
     "compare_outputs",
     "validate",
+    "validate_against",
     "with_inputs",
 ]
 
@@ -224,7 +225,23 @@ def validate(
     shapes: the report says which (`shapes`), with a verdict for each, and carries
     `input_ranges` (where the random feeds were drawn) to say so too.
     """
-    reference_outputs = [reference.infer(feed) for feed in feeds]
+    return validate_against([reference.infer(feed) for feed in feeds], candidate, feeds,
+                            tolerances, labels=labels, class_outputs=class_outputs,
+                            input_ranges=input_ranges)
+
+
+def validate_against(
+    reference_outputs: Sequence[Mapping[str, np.ndarray]],
+    candidate: Runner,
+    feeds: Sequence[Mapping[str, np.ndarray]],
+    tolerances: Tolerances,
+    *,
+    labels: np.ndarray | Sequence[np.ndarray] | None = None,
+    class_outputs: Collection[str] | None = None,
+    input_ranges: Mapping[str, InputRange] | None = None,
+) -> ValidationReport:
+    """As `validate`, the reference's outputs on `feeds` given: the original's runner can then
+    close before the candidate's opens, so a large model is never held twice."""
     candidate_outputs = [candidate.infer(feed) for feed in feeds]
     report = compare_outputs(reference_outputs, candidate_outputs, tolerances, labels=labels,
                              class_outputs=class_outputs)

@@ -185,6 +185,27 @@ def test_fallback_job_says_what_it_kept_and_keeps_the_localisation(
     assert totals.count("optimize") == 1
 
 
+def test_the_stage_totals_show_each_stages_peak_memory_where_the_job_measured_it(
+        signed_in_site: TestClient, db_session: Session, project: uuid.UUID,
+        model_id: uuid.UUID) -> None:
+    doc = document("onnxruntime_ablation")
+    stages = list(dict.fromkeys(e["stage"] for e in doc["events"]
+                                if e["message"].startswith(f"stage {e['stage']} started")))
+    peaks = {stage: 300.0 + 10 * index for index, stage in enumerate(stages[:-1])}
+    doc["stage_memory"] = {"peak_rss_mb": peaks, "method": "VmHWM"}
+
+    measured = section(page(signed_in_site, insert_job(db_session, project, model_id, doc)),
+                       "stages").one("table", class_="stage-totals")
+    unmeasured = section(page(signed_in_site, insert_job(
+        db_session, project, model_id, "onnxruntime_ablation")), "stages").one(
+        "table", class_="stage-totals")
+
+    cells = {row.one("th").text: row.find_all("td")[-1].text for row in body_rows(measured)}
+    assert cells[stages[0]] == "300 MiB" and cells[stages[1]] == "310 MiB"
+    assert cells[stages[-1]] == "\u2014"  # a stage without a figure says so
+    assert "Peak memory" in measured.text and "Peak memory" not in unmeasured.text
+
+
 def test_precision_search_lists_the_nodes_kept_in_float32(
         signed_in_site: TestClient, db_session: Session, project: uuid.UUID,
         model_id: uuid.UUID) -> None:

@@ -3,6 +3,7 @@ starts, so a stage that held a large model shows it and the next stage does not 
 
 from __future__ import annotations
 
+import mmap
 import sys
 
 import pytest
@@ -18,17 +19,19 @@ FAST_BENCHMARK = {"warmup": 1, "iterations": 3, "measure_memory": False}
 _MB = 2**20
 
 
-def _touched(megabytes: int) -> bytearray:
-    block = bytearray(megabytes * _MB)
-    block[::4096] = b"\1" * len(block[::4096])  # every page resident
+def _touched(megabytes: int) -> mmap.mmap:
+    """Fresh resident memory: an anonymous mapping with every page written (a bytearray
+    could reuse heap pages this long-lived test process already holds)."""
+    block = mmap.mmap(-1, megabytes * _MB)
+    for offset in range(0, len(block), mmap.PAGESIZE):
+        block[offset] = 1
     return block
 
 
 def test_a_stage_that_held_memory_shows_it_and_the_next_starts_from_what_is_left() -> None:
     memory = PeakMemory()
     memory.enter("load")
-    held = _touched(200)
-    del held
+    _touched(200).close()
     memory.enter("optimize")
     small = _touched(10)
 
@@ -36,14 +39,13 @@ def test_a_stage_that_held_memory_shows_it_and_the_next_starts_from_what_is_left
 
     assert peaks is not None and set(peaks) == {"load", "optimize"}
     assert peaks["load"] >= peaks["optimize"] + 150  # reset: optimize did not inherit load's
-    del small
+    small.close()
 
 
 def test_a_stage_entered_again_keeps_its_higher_peak() -> None:
     memory = PeakMemory()
     memory.enter("optimize")
-    held = _touched(150)
-    del held
+    _touched(150).close()
     memory.enter("validate")
     memory.enter("optimize")  # a fallback round, holding little
 

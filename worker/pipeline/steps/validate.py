@@ -18,7 +18,7 @@ from core.reports import AccuracyReport
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
 from optimizer.precision import evaluate_precision
 from optimizer.registries.precisions import PRECISIONS
-from optimizer.validation import Tolerances, default_tolerances, validate, with_inputs
+from optimizer.validation import Tolerances, default_tolerances, validate_against, with_inputs
 from worker.pipeline.backends.base import JobBackend
 from worker.pipeline.results import BuiltEngine, JobRun, LoadedModel, OptimizedModel, Validation
 
@@ -48,12 +48,12 @@ def validate_engine(run: JobRun, backend: JobBackend[Any], loaded: LoadedModel,
     pipeline records it first)."""
     tolerances = job_tolerances(run.config)
     if not PRECISIONS[run.config.precision].converts:
-        with (
-            OnnxRuntimeRunner(run.model_path, optimization_level="disabled") as reference,
-            backend.open_runner(engine) as candidate,
-        ):
-            report = validate(reference, candidate, loaded.feeds, tolerances, labels=loaded.labels,
-                              input_ranges=loaded.input_ranges)
+        # The original's session closes before the engine's opens: a model is held once.
+        with OnnxRuntimeRunner(run.model_path, optimization_level="disabled") as reference:
+            expected = [reference.infer(feed) for feed in loaded.feeds]
+        with backend.open_runner(engine) as candidate:
+            report = validate_against(expected, candidate, loaded.feeds, tolerances,
+                                      labels=loaded.labels, input_ranges=loaded.input_ranges)
         return Validation(report=report, accuracy=AccuracyReport(), subject=f"the engine of job {run.job_id}")
     with backend.precision_runner(engine) as candidate:
         emulated = onnx.load(optimized.engine_source) if candidate is None else None
