@@ -209,6 +209,8 @@ def _describe(tensor: onnx.TensorProto) -> _Stored:
     shape = tuple(int(dim) for dim in tensor.dims)
     if int(np.prod(shape, dtype=np.int64)) != 1:
         return _Stored(shape, None)  # a table: never decode a 100 MB embedding for its rows
+    if tensor.data_location == onnx.TensorProto.EXTERNAL:
+        return _Stored(shape, None)  # its value is in a file this walk has no folder for
     try:
         return _Stored(shape, float(numpy_helper.to_array(tensor).reshape(-1)[0]))
     except (ValueError, TypeError):
