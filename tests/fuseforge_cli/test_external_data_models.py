@@ -16,7 +16,6 @@ from fuseforge_cli.main import main
 from optimizer.testing.block_stack import block_stack
 from optimizer.testing.passes import op_types, run_model
 
-
 # The layouts exporters write: one data file; one file per tensor, scalars too (onnx.save
 # with all_tensors_to_one_file=False, size_threshold=0); a data file in a subfolder.
 LAYOUTS = {"one-file": {"location": "model.onnx.data"},
