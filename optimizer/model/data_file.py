@@ -46,10 +46,14 @@ class DataFileWriter:
         where it is (under MIN_EXTERNAL_BYTES of raw data, or data in typed fields)."""
         if tensor.data_location == onnx.TensorProto.EXTERNAL:
             offset, length = self._copied_from_source(tensor)
-        elif len(tensor.raw_data) >= MIN_EXTERNAL_BYTES:
-            offset, length = self._append(tensor.raw_data), len(tensor.raw_data)
+        elif tensor.ByteSize() < MIN_EXTERNAL_BYTES:
+            return None  # (ByteSize: reading raw_data would copy the bytes out to look)
         else:
-            return None
+            data = tensor.raw_data  # one copy out of the message, written and let go
+            if len(data) < MIN_EXTERNAL_BYTES:
+                return None  # its data is in typed fields (float_data...), or small
+            offset, length = self._append(data), len(data)
+            del data
         moved = without_fields(tensor, "raw_data", "external_data", "data_location")
         moved.data_location = onnx.TensorProto.EXTERNAL
         for key, value in (("location", self.location), ("offset", str(offset)),
