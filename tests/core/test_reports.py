@@ -12,7 +12,7 @@ from core.reports import REPORT_COLUMNS, AccuracyReport, EngineReport, JobReport
 
 def test_every_report_section_is_a_json_column_of_jobs_named_alike():
     assert REPORT_COLUMNS == ("fusion_report", "accuracy_report", "engine_report",
-                              "profile_report", "search_report")
+                              "profile_report", "search_report", "stage_memory")
     for column in REPORT_COLUMNS:
         assert isinstance(Job.__table__.c[column].type, JSON)
 
@@ -44,7 +44,8 @@ def test_columns_are_strict_json_and_none_for_what_never_ran():
     reports.accuracy()  # started, but nothing set
     assert reports.columns() == {"fusion_report": None, "accuracy_report": None,
                                  "engine_report": {"metadata": {"size": 3, "build_s": None}},
-                                 "profile_report": None, "search_report": None}
+                                 "profile_report": None, "search_report": None,
+                                 "stage_memory": None}
 
 
 def test_a_stored_report_reads_back_keys_an_older_worker_wrote_included():
