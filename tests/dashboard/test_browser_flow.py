@@ -78,9 +78,12 @@ def test_model_uploaded_and_started_from_the_form_succeeds_live_on_the_jobs_page
 
     job = fresh_project.wait_for_job(job_id, timeout=30)
     assert job["status"] == "succeeded", job["error"]
-    work.goto(f"/ui/jobs/{job_id}")
     engine = next(a for a in job["artifacts"] if a["name"] == "engine.onnx")
+    # The open job page reloads itself once the job ends (dashboard/static/job_detail.js): a
+    # goto here would race that reload (CI: "interrupted by another navigation").
     link = work.locator("a.artifact-download", has_text="engine.onnx")
+    expect(link, "the job's page did not reload itself to show the finished job").to_be_visible(
+        timeout=30_000)
     expect(link).to_have_attribute("href", re.compile(r"^/v1/jobs/"))
     with work.expect_download() as download:
         link.click()
