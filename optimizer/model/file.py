@@ -16,6 +16,7 @@ protobuf's 2 GB limit is written at all.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -44,13 +45,10 @@ def write_model_file(model: onnx.ModelProto, path: Path, *, data_location: str |
     Without, an external tensor is written as it is: its location must hold beside `path`.
     """
     path = Path(path)
-    if data_location is None:
-        with path.open("wb") as file:
-            for piece in _pieces(model, None):
-                file.write(piece)
-        return
-    with (DataFileWriter(path.parent / data_location, data_location,
-                         data_folder=data_folder) as data, path.open("wb") as file):
+    data_file = (contextlib.nullcontext(None) if data_location is None else
+                 DataFileWriter(path.parent / data_location, data_location,
+                                data_folder=data_folder))
+    with data_file as data, path.open("wb") as file:
         for piece in _pieces(model, data):
             file.write(piece)
 
@@ -75,9 +73,8 @@ def _pieces(model: onnx.ModelProto, data: DataFileWriter | None) -> Iterator[byt
     before_graph, after_graph = _split(head.SerializeToString(), _GRAPH)
     before_tensors, after_tensors = _split(rest.SerializeToString(), _INITIALIZER)
     # Moved tensors are small (their bytes are in the data file): kept until written.
-    moved = [data.moved(tensor) if data is not None else None for tensor in graph.initializer]
-    written = [tensor if new is None else new
-               for tensor, new in zip(graph.initializer, moved, strict=True)]
+    written = (list(graph.initializer) if data is None
+               else [_moved_or_same(tensor, data) for tensor in graph.initializer])
     # ByteSize encodes each tensor once more, into memory the next one reuses: the graph's
     # length comes before its initializers in the file.
     sizes = [tensor.ByteSize() for tensor in written]
@@ -89,6 +86,11 @@ def _pieces(model: onnx.ModelProto, data: DataFileWriter | None) -> Iterator[byt
         yield tensor_tag + _varint(size)
         yield tensor.SerializeToString()
     yield after_tensors + after_graph
+
+
+def _moved_or_same(tensor: onnx.TensorProto, data: DataFileWriter) -> onnx.TensorProto:
+    moved = data.moved(tensor)
+    return tensor if moved is None else moved
 
 
 def _move(tensors: Iterable[onnx.TensorProto], data: DataFileWriter) -> None:
