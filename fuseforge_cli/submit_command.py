@@ -74,6 +74,32 @@ def run_submit(args: argparse.Namespace) -> int:
             raise CliFailure(err.error, _detail(err), _exit_code(err)) from err
 
 
+def _data_files(model: Path) -> tuple[str, ...]:
+    """The external data files `model` names, sent with it; none for a file the server will
+    refuse anyway (it says why better), or a .tar of the set made beforehand.
+
+    Raises:
+        CliFailure: a data file named is not beside the model, or not inside its folder.
+    """
+    from optimizer.errors import OptimizerError  # noqa: PLC0415 - only submit reads models
+    from optimizer.model.external_data import data_file_locations, escapes_folder  # noqa: PLC0415
+
+    try:
+        locations = data_file_locations(model)
+    except OptimizerError:
+        return ()
+    for location in locations:
+        if escapes_folder(location):
+            raise CliFailure("InvalidModel", f"{model} stores weights at {location!r}, which is "
+                             "not a path inside its folder; re-save it with relative data file "
+                             "locations.", EXIT_USAGE)
+        if not model.parent.joinpath(*location.split("/")).is_file():
+            raise CliFailure("InvalidModel", f"{model} stores weights in {location!r}, which "
+                             f"is not in {model.parent}: keep its data files beside it.",
+                             EXIT_USAGE)
+    return locations
+
+
 def _submit(args: argparse.Namespace, client: FuseForgeClient, model: Path,
             body: dict[str, Any]) -> int:
     """Check the job options, upload the model, start the job and, with --wait, follow it."""
@@ -83,8 +109,10 @@ def _submit(args: argparse.Namespace, client: FuseForgeClient, model: Path,
         raise CliFailure("InvalidConfig", f"unknown job option(s) {', '.join(unknown)}; "
                          f"the server accepts {', '.join(sorted(accepted or ()))}.", EXIT_USAGE)
     client.check_access()  # a refused key shows before the upload, not after it
-    with UploadBar(model.name) as bar:
-        uploaded = client.upload_model(model, on_progress=bar.update)
+    data_files = _data_files(model)
+    with UploadBar(model.name if not data_files else
+                   f"{model.name} and {len(data_files)} data file(s)") as bar:
+        uploaded = client.upload_model(model, data_files=data_files, on_progress=bar.update)
     if args.calibration is not None:
         with UploadBar(args.calibration.name) as bar:
             dataset = client.upload_dataset(args.calibration, on_progress=bar.update,

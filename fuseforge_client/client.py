@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import posixpath
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, BinaryIO
 
 import httpx
 
@@ -32,6 +33,7 @@ from fuseforge_client.errors import (
     ServiceUnavailableError,
     ValidationFailedError,
 )
+from fuseforge_client.model_archive import ArchiveBody
 from fuseforge_client.resources import Dataset, Job, Model
 from fuseforge_client.retry import RetryPolicy
 from fuseforge_client.session import ApiSession
@@ -97,18 +99,30 @@ class FuseForgeClient:
         self._session.request("GET", "/v1/models", params={"limit": 1})
 
     def upload_model(self, path: str | os.PathLike[str], *,
+                     data_files: Sequence[str] = (),
                      on_progress: UploadProgress | None = None) -> Model:
         """Upload the .onnx file at `path`, streamed from disk; `on_progress(sent, total)` is
         called as bytes go out. The same bytes uploaded before return that model. A retry
         (after a lost answer) sends the whole file again with the same Idempotency-Key.
 
+        `data_files`: the external data files the model's tensors name (their `location`s,
+        relative to the .onnx file's folder); the model and those files are then sent as one
+        tar, made as it is sent (model_archive.py), and the same set of files again returns
+        that model. A .tar of them made beforehand may be given as `path` instead.
+
         Raises:
-            OSError: the file cannot be opened.
+            ValueError: a data file's path is absolute or climbs out of the model's folder.
+            OSError: a file cannot be opened.
             InvalidRequestError: the server refused the model (422: not ONNX, over a limit...).
             IdempotencyConflictError: the file changed between tries, or an earlier try is
                 still being checked on the server after the retries.
         """
-        return Model.from_json(self._upload("/v1/models", Path(path), on_progress))
+        model = Path(path)
+        if not data_files:
+            return Model.from_json(self._upload("/v1/models", model, on_progress))
+        names = [model.name, *(_inside_folder(location) for location in data_files)]
+        body = ArchiveBody(model.parent, names)
+        return Model.from_json(self._send("/v1/models", f"{model.stem}.tar", body, on_progress))
 
     def upload_dataset(self, path: str | os.PathLike[str], *,
                        on_progress: UploadProgress | None = None,
@@ -250,10 +264,15 @@ class FuseForgeClient:
     def _upload(self, path: str, file: Path, on_progress: UploadProgress | None,
                 params: Mapping[str, str] | None = None) -> Any:
         with file.open("rb") as raw:
-            reader = ProgressReader(raw, on_progress)
-            response = self._session.request(
-                "POST", path, files={"file": (file.name, reader, "application/octet-stream")},
-                idempotency_key=True, params=dict(params or {}))
+            return self._send(path, file.name, raw, on_progress, params)
+
+    def _send(self, path: str, filename: str, body: BinaryIO | ArchiveBody,
+              on_progress: UploadProgress | None,
+              params: Mapping[str, str] | None = None) -> Any:
+        reader = ProgressReader(body, on_progress)
+        response = self._session.request(
+            "POST", path, files={"file": (filename, reader, "application/octet-stream")},
+            idempotency_key=True, params=dict(params or {}))
         return response.json()
 
     def _download(self, job_id: str, name: str, url: str, sha256: str, target: Path) -> Path:
@@ -290,6 +309,17 @@ class FuseForgeClient:
                                 "again", error="ChecksumMismatch")
         partial.replace(final)  # the file appears only whole
         return final
+
+
+def _inside_folder(location: str) -> str:
+    """`location` as a path inside the model's folder ("/" between folders)."""
+    unified = location.replace("\\", "/")
+    normalized = posixpath.normpath(unified) if unified else ""
+    if (not normalized or unified.startswith("/") or (len(unified) > 1 and unified[1] == ":")
+            or normalized == ".." or normalized.startswith("../")):
+        raise ValueError(f"data file {location!r} is not a path inside the model's folder; "
+                         "an external data location is relative, without '..'")
+    return normalized
 
 
 def _succeeded(job: Job) -> Job:

@@ -8,6 +8,8 @@ import os
 from collections.abc import Callable
 from typing import BinaryIO
 
+from fuseforge_client.model_archive import ArchiveBody
+
 __all__ = ["ProgressReader", "UploadProgress"]
 
 UploadProgress = Callable[[int, int], None]  # (bytes sent, total bytes)
@@ -17,10 +19,13 @@ class ProgressReader:
     """Wraps a binary file open for reading; each read calls `on_progress(read, total)`. A seek
     to the start (httpx does one before each try of a request) starts the count again."""
 
-    def __init__(self, file: BinaryIO, on_progress: UploadProgress | None) -> None:
+    def __init__(self, file: BinaryIO | ArchiveBody, on_progress: UploadProgress | None
+                 ) -> None:
         self._file = file
         self._on_progress = on_progress
-        self.total = os.fstat(file.fileno()).st_size
+        # An archive made as it is sent (model_archive.py) knows its size; a file, its own.
+        self.total = (file.total if isinstance(file, ArchiveBody)
+                      else os.fstat(file.fileno()).st_size)
         self.sent = 0
 
     def read(self, size: int = -1) -> bytes:
@@ -32,6 +37,8 @@ class ProgressReader:
         return chunk
 
     def fileno(self) -> int:  # httpx sizes the body (Content-Length) from it
+        if isinstance(self._file, ArchiveBody):  # httpx then sizes it by seeking to its end
+            raise OSError("an archive made as it is sent has no file descriptor")
         return self._file.fileno()
 
     def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:

@@ -68,7 +68,8 @@ def load_checked_model(path: Path, limits: ModelLimits | None = None, *,
     model returned (none is read) and the summary sums up their files. The one other
     exception is a skeleton's (optimizer/model/skeleton.py): `path` is then the skeleton,
     `stand_in` the external file its stripped tensors name (an empty file beside it, which
-    the checker only looks for), and `stripped` their NaN and infinity counts.
+    the checker only looks for), and `stripped` their NaN and infinity counts. (A skeleton of
+    an archive's model has both: its data files are then stand-ins of their sizes.)
 
     Raises:
         InvalidModelError: the file is empty, is not an ONNX protobuf, parses but is not a model,
@@ -82,12 +83,9 @@ def load_checked_model(path: Path, limits: ModelLimits | None = None, *,
             is not a tensor.
         InvalidModelError: with `external_data`, a location outside the folder or a range
             outside its file (external_data.py).
-        InternalError: `path` does not exist, which means the upload was not stored, or both
-            `stand_in` and `external_data` are given.
+        InternalError: `path` does not exist, which means the upload was not stored.
     """
     path = Path(path)
-    if external_data and stand_in is not None:
-        raise InternalError("A skeleton (stand_in) has no external data of its own to check.")
     file_name = name or path.name
     try:
         size = path.stat().st_size
@@ -116,8 +114,8 @@ def load_checked_model(path: Path, limits: ModelLimits | None = None, *,
         raise InvalidModelError(f"Model file {file_name!r}: {endless}.")
     check_op_support(model, file_name)
     external = None
-    if external_data and any(external_tensors(model)):
-        external = check_external_data(model, path.parent, file_name)
+    if external_data and any(location_of(t) != stand_in for t in external_tensors(model)):
+        external = check_external_data(model, path.parent, file_name, skip=stand_in)
         data = None  # the checker finds the data files from the model's path
     else:
         _refuse_external_data(model, file_name, stand_in)

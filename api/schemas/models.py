@@ -8,13 +8,29 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from api.schemas import examples
 from api.schemas.common import Page
 
-__all__ = ["ModelList", "ModelRead", "TensorInfo"]
+__all__ = ["DataFileRead", "ExternalDataRead", "ModelList", "ModelRead", "TensorInfo"]
 
 
 class TensorInfo(BaseModel):
     name: str
     dtype: str
     shape: list[int | str | None]  # a dynamic dimension is its symbolic name, or null
+
+
+class DataFileRead(BaseModel):
+    location: str  # as the model's tensors name it, relative to the .onnx file's folder
+    size: int
+    sha256: str
+    tensors: int  # how many tensors read from it
+
+
+class ExternalDataRead(BaseModel):
+    """What an upload of a model with its data files (a tar archive) held."""
+
+    model_file: str  # the .onnx file's path inside the archive
+    files: list[DataFileRead]
+    tensor_bytes: int  # what the tensors read, in all
+    file_bytes: int
 
 
 class ModelRead(BaseModel):
@@ -32,6 +48,9 @@ class ModelRead(BaseModel):
     outputs: list[TensorInfo]
     # what the upload check found valid but suspect, e.g. weights holding NaN or infinity
     warnings: list[str] = Field(default_factory=list)
+    # uploaded as a tar of the .onnx file and its data files: what it held (sha256 is then
+    # the hash of the set: its files' paths, sizes and hashes); null: a single .onnx file
+    external_data: ExternalDataRead | None = None
     created_at: datetime
     # GET /v1/models and /v1/models/{id}: how many jobs the model has (any status); null in an
     # upload's answer, which does not count them

@@ -1,19 +1,23 @@
 """Uploaded models: check, store once per project and content hash, list and fetch, each within
 the caller's project (another project's model is "not found")."""
 
+import posixpath
 import uuid
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from api.services.errors import InvalidModelFile, ModelNotFound
 from api.services.uploads.model_checks import ModelCheckAborted, ModelChecker
-from api.services.uploads.receive import ReceivedFile
+from api.services.uploads.receive import ReceivedFile, shown_name
 from api.services.uploads.stored import display_name, store_upload
 from core.db.models import Job, Model
 from core.storage import ArtifactStore
 from optimizer.errors import InvalidModelError, ModelLimitError, UnsupportedModelError
+from optimizer.model.archive import ModelArchive
+from optimizer.model.external_data import ExternalData
 from optimizer.model.limits import ModelLimits
 
 __all__ = ["get_model", "list_models", "new_upload_key", "register_upload"]
@@ -43,11 +47,14 @@ def register_upload(
             (FUSEFORGE_MODEL_CHECK__*). Nothing is stored.
     """
 
+    archive = received.archive
+    name = _model_name(received)
+
     def describe() -> Model:
         try:
             # The skeleton built while the upload arrived: the check reads none of the weights.
-            summary = checker.check_skeleton(received.skeleton(), scratch, limits,
-                                             name=display_name(received, "model.onnx"))
+            summary = checker.check_skeleton(received.skeleton(), scratch, limits, name=name,
+                                             data_files=_data_files(archive))
         except ModelCheckAborted as err:
             raise InvalidModelFile(
                 f"the uploaded model could not be checked: {err} (the limits are "
@@ -59,7 +66,7 @@ def register_upload(
         except (InvalidModelError, UnsupportedModelError) as err:
             raise InvalidModelFile(f"the uploaded file is not a usable ONNX model: {err}") from err
         return Model(
-            name=display_name(received, "model.onnx"),
+            name=name,
             sha256=received.sha256,
             size_bytes=received.size_bytes,
             ir_version=summary.ir_version,
@@ -68,10 +75,50 @@ def register_upload(
             inputs=[spec.to_dict() for spec in summary.inputs],
             outputs=[spec.to_dict() for spec in summary.outputs],
             warnings=list(summary.warnings) or None,
+            external_data=(None if archive is None
+                           else _archive_contents(archive, summary.external_data)),
         )
 
     return store_upload(session=session, store=store, received=received, project_id=project_id,
                         kind=Model, describe=describe, fresh_every_s=fresh_every_s)
+
+
+def _model_name(received: ReceivedFile) -> str:
+    """An archive's model is called by its `name` field, else by its .onnx file's name."""
+    if received.archive is None:
+        return display_name(received, "model.onnx")
+    return shown_name(posixpath.basename(received.archive.model.name), received.name,
+                      "model.onnx")
+
+
+def _data_files(archive: ModelArchive | None) -> list[tuple[str, int]] | None:
+    if archive is None:
+        return None
+    return [(archive.relative_to_model(member), member.size) for member in archive.data_files]
+
+
+def _archive_contents(archive: ModelArchive, external: ExternalData | None) -> dict[str, Any]:
+    """The row's record of an archive (Model.external_data), once every file in it is one
+    the model reads.
+
+    Raises:
+        InvalidModelFile: the archive holds a file no tensor of the model names.
+    """
+    read = {file.location: file for file in external.files} if external else {}
+    members = {archive.relative_to_model(member): member for member in archive.data_files}
+    unread = [location for location in members if location not in read]
+    if unread:
+        shown = ", ".join(repr(location) for location in unread[:5])
+        raise InvalidModelFile(
+            f"the uploaded archive holds {len(unread)} file(s) no tensor of its model "
+            f"{archive.model.name!r} reads ({shown}{', ...' if len(unread) > 5 else ''}); "
+            "pack only the .onnx file and the data files it names")
+    return {"model_file": archive.model.name,
+            "files": [{"location": location, "size": member.size, "sha256": member.sha256,
+                       "tensors": read[location].tensors}
+                      for location, member in members.items()],
+            "tensor_bytes": external.tensor_bytes if external else 0,
+            "file_bytes": sum(member.size for member in members.values())}
 
 
 def _cut(text: str, length: int | None) -> str:

@@ -188,6 +188,11 @@ class Model(Base):
     outputs: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
     # what the upload check found valid but suspect (NaN weights); null: nothing (or an older row)
     warnings: Mapped[list[str] | None] = mapped_column(JSON)
+    # An upload of the model with its data files: the stored object is then a tar, and this
+    # says what it holds: {"model_file": its .onnx member, "files": [{"location", "size",
+    # "sha256", "tensors"}], "tensor_bytes", "file_bytes"} (sha256 is then the set's,
+    # optimizer/model/archive.py). Null: the object is the .onnx file itself.
+    external_data: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
 
     __table_args__ = (

@@ -24,9 +24,10 @@ import onnx
 
 from optimizer.errors import InvalidModelError
 from optimizer.model.graphs import iter_tensors
+from optimizer.model.skeleton import SkeletonBuilder
 
-__all__ = ["ExternalData", "ExternalDataFile", "check_external_data", "external_tensors",
-           "escapes_folder", "location_of"]
+__all__ = ["ExternalData", "ExternalDataFile", "check_external_data", "data_file_locations",
+           "external_tensors", "escapes_folder", "location_of"]
 
 # Packed types, by name: the newer ones exist only in newer onnx releases.
 _SUB_BYTE_BITS = {getattr(onnx.TensorProto, name): bits for name, bits in (
@@ -71,6 +72,31 @@ def location_of(tensor: onnx.TensorProto) -> str:
     return next((entry.value for entry in tensor.external_data if entry.key == "location"), "")
 
 
+def data_file_locations(path: Path) -> tuple[str, ...]:
+    """The data files the model at `path` names (normalized, "/" between folders, in the
+    order first named), read without its weights: the file streams through a skeleton
+    builder (optimizer/model/skeleton.py), so memory stays flat whatever its size.
+
+    Raises:
+        InvalidModelError: the file is not an ONNX protobuf.
+    """
+    builder = SkeletonBuilder(path.name)
+    with path.open("rb") as handle:
+        while chunk := handle.read(2**20):
+            builder.feed(chunk)
+    skeleton = builder.finish()
+    try:
+        model = onnx.load_model_from_string(skeleton.data)
+    except Exception as err:  # protobuf's DecodeError, or onnx's own on a wrong message
+        raise InvalidModelError(f"Model file {path.name!r} is not an ONNX protobuf: {err}") from err
+    locations: dict[str, None] = {}
+    for tensor in external_tensors(model):
+        location = location_of(tensor)
+        if location != skeleton.location:
+            locations[posixpath.normpath(location.replace("\\", "/"))] = None
+    return tuple(locations)
+
+
 def escapes_folder(location: str) -> bool:
     """True if `location` is empty, absolute or, once normalized, climbs out of its folder
     (a backslash counts as a separator: Windows exporters write them)."""
@@ -81,10 +107,11 @@ def escapes_folder(location: str) -> bool:
     return normalized == ".." or normalized.startswith("../")
 
 
-def check_external_data(model: onnx.ModelProto, folder: Path, file_name: str) -> ExternalData:
+def check_external_data(model: onnx.ModelProto, folder: Path, file_name: str, *,
+                        skip: str | None = None) -> ExternalData:
     """Check every external tensor of `model`, whose .onnx file is in `folder`, and sum up
-    the files they read. `file_name` names the model in messages. Reads no tensor data: only
-    the files' metadata.
+    the files they read. `file_name` names the model in messages; tensors at location `skip`
+    are left out (a skeleton's stand-ins). Reads no tensor data: only the files' metadata.
 
     Raises:
         InvalidModelError: a location is empty, absolute, climbs out of `folder`, passes
@@ -97,6 +124,8 @@ def check_external_data(model: onnx.ModelProto, folder: Path, file_name: str) ->
     for tensor in external_tensors(model):
         where = f"Model file {file_name!r}: tensor {tensor.name!r}"
         location = location_of(tensor)
+        if skip is not None and location == skip:
+            continue
         if escapes_folder(location) or "\0" in location:
             raise InvalidModelError(
                 f"{where} stores its data at {location!r}, which is not a path inside the "

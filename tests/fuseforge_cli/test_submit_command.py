@@ -12,10 +12,13 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import onnx
 import pytest
 from onnx import TensorProto, helper
 
+from optimizer.testing.block_stack import block_stack
+from optimizer.testing.external_data_models import DATA_FILE, saved_with_external_data
 from optimizer.testing.models import small_cnn
 from tests.e2e.stacks import running_stack
 from tests.support.broker import TEST_REDIS_URL
@@ -167,3 +170,30 @@ def test_refused_api_key_exits_4_with_the_servers_reason(cnn: str) -> None:
 def test_output_without_wait_is_bad_usage(cnn: str, tmp_path: Path) -> None:
     run = _submit(cnn, "--output", str(tmp_path), url="http://127.0.0.1:9")
     assert run.returncode == 3 and "--output needs --wait" in run.stderr
+
+
+def test_a_model_with_its_data_files_goes_up_as_one_set_and_its_job_succeeds(
+    base_url: str, tmp_path: Path,
+) -> None:
+    model = saved_with_external_data(
+        tmp_path / "blocks", block_stack(2, hidden=32, seed=uuid.uuid4().int % 1000),
+        location="weights/blocks.bin")
+    run = _submit(str(model), "--backend", "onnxruntime", "--config", _config(tmp_path, FAST),
+                  "--wait", "--json", url=base_url)
+
+    assert run.returncode == 0, run.stderr
+    assert "upload model.onnx and 1 data file(s)" in run.stderr and "100%" in run.stderr
+    job = json.loads(run.stdout)
+    assert job["status"] == "succeeded" and job["validation"]["passed"] is True
+    external = httpx.get(f"{base_url}/v1/models/{job['model_id']}").json()["external_data"]
+    assert [f["location"] for f in external["files"]] == ["weights/blocks.bin"]
+
+
+def test_a_model_whose_data_file_is_missing_exits_3_before_the_upload(
+    base_url: str, tmp_path: Path,
+) -> None:
+    model = saved_with_external_data(tmp_path / "blocks")
+    (tmp_path / "blocks" / DATA_FILE).unlink()
+    run = _submit(str(model), url=base_url)
+    assert run.returncode == 3, run.stderr
+    assert f"stores weights in {DATA_FILE!r}, which is not in" in run.stderr

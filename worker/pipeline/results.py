@@ -41,6 +41,7 @@ __all__ = [
     "LoadedModel",
     "OptimizedModel",
     "PendingArtifact",
+    "StoredArchive",
     "Validation",
 ]
 
@@ -54,6 +55,12 @@ class CalibrationStore(Protocol):
              samples: int) -> CalibrationTable | None: ...
 
     def record(self, table: CalibrationTable) -> None: ...
+
+
+@dataclass(frozen=True)
+class StoredArchive:
+    uri: str  # the tar in the artifact store
+    folder: Path  # where it is unpacked
 
 
 @dataclass(frozen=True)
@@ -72,6 +79,9 @@ class JobRun:
     memory_bandwidth_gb_s: float | None = None  # the worker's, measured when it started
     calibration_path: Path | None = None  # an int8 job's calibration dataset (.npz)
     calibrations: CalibrationStore | None = None  # its stored tables (records/calibrations.py)
+    # The model came with its data files as a tar (Model.external_data): the stored archive,
+    # unpacked before the load stage into the folder `model_path` then lies in.
+    model_archive: StoredArchive | None = None
 
     @property
     def ort_check_level(self) -> OrtLevel:

@@ -57,6 +57,7 @@ from worker.pipeline.steps.ablation import benchmark_ablation
 from worker.pipeline.steps.benchmark import benchmark_engine
 from worker.pipeline.steps.load import load_model
 from worker.pipeline.steps.node_profile import profile_engine_nodes
+from worker.pipeline.steps.unpack import unpack_model
 from worker.runtime import WorkerRuntime
 
 __all__ = ["NO_ROOM", "STORE_DOWN", "SearchFoundNothing", "backend_for", "run_claimed_job"]
@@ -172,6 +173,7 @@ def _run_stages(run: JobRun, backend: JobBackend[Any], runtime: WorkerRuntime,
             found no candidate within its budgets.
     """
     progress.enter(LOAD)
+    unpack_model(run)
     loaded = load_model(run)
     for warning in loaded.warnings:
         progress.note(f"warning: {warning}")

@@ -18,7 +18,7 @@ from optimizer.capabilities import HostCapabilities
 from worker.pipeline.progress import StageProgress
 from worker.pipeline.records.calibrations import StoredCalibrations
 from worker.pipeline.records.recorder import ClaimedJob, JobRecorder
-from worker.pipeline.results import JobRun
+from worker.pipeline.results import JobRun, StoredArchive
 from worker.pipeline.run import run_claimed_job
 from worker.runtime import WorkerRuntime
 
@@ -52,10 +52,16 @@ def _run(spec: JobProcessSpec) -> None:
     claimed = spec.claimed
     recorder = JobRecorder(spec.job_id, runtime.sessions,
                            retry_s=spec.settings.jobs.database_retry_s, worker=claimed.worker)
+    archive = None
+    model_path = None
+    if claimed.model_file is not None:  # unpacked by the pipeline, which records a failure
+        archive = StoredArchive(claimed.model_uri, spec.scratch_dir / "upload")
+        model_path = archive.folder.joinpath(*claimed.model_file.split("/"))
     run = JobRun(
         job_id=spec.job_id,
         config=claimed.config,
-        model_path=runtime.store.local_path(claimed.model_uri),
+        model_path=model_path or runtime.store.local_path(claimed.model_uri),
+        model_archive=archive,
         dataset_path=runtime.store.local_path(claimed.dataset_uri) if claimed.dataset_uri else None,
         calibration_path=(runtime.store.local_path(claimed.calibration_uri)
                           if claimed.calibration_uri else None),

@@ -75,30 +75,41 @@ class ModelChecker:
             return self.check_skeleton(builder.finish(), path.parent, limits, name=name)
 
     def check_skeleton(self, skeleton: ModelSkeleton, scratch: Path, limits: ModelLimits, *,
-                       name: str) -> ModelSummary:
+                       name: str, data_files: Sequence[tuple[str, int]] | None = None
+                       ) -> ModelSummary:
         """The summary of the model whose skeleton (optimizer/model/skeleton.py) was built
         while it was received: checked as `check` checks a file, in a folder of its own under
-        `scratch` beside the empty stand-in file its stripped tensors name. Raises as `check`."""
+        `scratch` beside the empty stand-in file its stripped tensors name. Raises as `check`.
+
+        `data_files`: the (path, size) of the external data files that came with it (an
+        archive's other members, optimizer/model/archive.py; paths relative to the model's
+        folder, already checked to stay inside it). The model may then name them: each is
+        checked as a sparse stand-in of its size, since the check reads no tensor's bytes.
+        None: a single-file upload, which may name no data file."""
         scratch.mkdir(parents=True, exist_ok=True)
         folder = Path(tempfile.mkdtemp(prefix="skeleton-", dir=scratch))
         try:
             path = folder / "model.onnx"
             path.write_bytes(skeleton.data)
             (folder / skeleton.location).touch()
+            for location, size in data_files or ():
+                _sparse_file(folder / location, size)
             # (The skeleton's framing was checked as it was built; the child checks the rest.)
             with kept_fresh(lambda: _touch(folder), _TOUCH_EVERY_S), self._turns:
                 return self._check_in_child(path, limits, name, skeleton.location,
-                                            skeleton.weights)
+                                            skeleton.weights,
+                                            external_data=data_files is not None)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 
     def _check_in_child(self, path: Path, limits: ModelLimits, name: str,
-                        stand_in: str | None = None, stripped: Sequence[WeightCount] = ()
-                        ) -> ModelSummary:
+                        stand_in: str | None = None, stripped: Sequence[WeightCount] = (), *,
+                        external_data: bool = False) -> ModelSummary:
         receiving, sending = _CONTEXT.Pipe(duplex=False)
         process = _CONTEXT.Process(target=_check, args=(sending, path, limits, name,
                                                         self._max_bytes, stand_in,
-                                                        tuple(stripped)), daemon=True)
+                                                        tuple(stripped), external_data),
+                                   daemon=True)
         process.start()
         sending.close()
         try:
@@ -137,19 +148,27 @@ class ModelChecker:
         return outcome
 
 
+def _sparse_file(path: Path, size: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as handle:
+        handle.truncate(size)  # no blocks written: a stand-in of any size costs no disk
+
+
 def _touch(path: Path) -> None:
     os.utime(path)  # FileNotFoundError stops the touching: the check then says it is gone
 
 
 def _check(sending: Connection, path: Path, limits: ModelLimits, name: str,
-           max_bytes: int, stand_in: str | None, stripped: tuple[WeightCount, ...]) -> None:
+           max_bytes: int, stand_in: str | None, stripped: tuple[WeightCount, ...],
+           external_data: bool) -> None:
     """The check's process: the check under an address-space limit, its outcome sent back.
     (RLIMIT_AS suits this CPU-only work; it is the kernel's own, so nothing escapes it.)"""
     resource.setrlimit(resource.RLIMIT_AS, (max_bytes, max_bytes))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     try:
         outcome: tuple[str, Any] = ("returned", check_model_file(
-            path, limits, name=name, stand_in=stand_in, stripped=stripped))
+            path, limits, name=name, stand_in=stand_in, stripped=stripped,
+            external_data=external_data))
     except MemoryError:
         outcome = ("out_of_memory", None)
     except OptimizerError as err:

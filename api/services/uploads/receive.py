@@ -1,7 +1,9 @@
 """Receive an uploaded file by streaming it, hashed, into the artifact store (a model: as an
 object shown once its check passes) or a temporary file (a dataset).
 
-Memory stays flat whatever the file size (an object store that falls behind slows the reading
+A model upload is an .onnx file, or a tar of one with its external data files
+(optimizer/model/archive.py), read apart as it arrives. Memory stays flat whatever the file
+size (an object store that falls behind slows the reading
 of the body down), and the size limit and the project's storage quota are
 enforced while bytes arrive, so an oversized upload is cut off early instead of being written
 out first. Accepts multipart/form-data (field `file`, optional field `name`; see
@@ -13,6 +15,7 @@ import asyncio
 import errno
 import hashlib
 import os
+import posixpath
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import Future
@@ -38,13 +41,25 @@ from api.services.uploads.form import FormReader, refuse_control_characters
 from api.services.uploads.quota import UploadRoom
 from core.disk_space import NO_ROOM_ERRNOS
 from core.storage import ObjectWriter
+from optimizer.errors import InvalidModelError
+from optimizer.model.archive import ARCHIVE_BLOCK, ArchiveReader, ModelArchive, is_tar_header
 from optimizer.model.skeleton import ModelSkeleton, SkeletonBuilder
 
-__all__ = ["ReceivedFile", "receive_upload", "shown_name"]
+__all__ = ["ModelReceipt", "ReceivedFile", "receive_upload", "shown_name"]
 
 _FRAMING_ALLOWANCE_BYTES = 64 * 1024  # multipart boundaries and part headers around the file
 # A full disk, a full quota, and a file-size limit (RLIMIT_FSIZE or the filesystem's own).
 _HEADER_TOO_LONG = "Maximum header size exceeded"  # python-multipart's words for it
+
+
+@dataclass(frozen=True)
+class ModelReceipt:
+    """A model upload as it was read: its skeleton's builder, and, for an archive, what the
+    archive held (`archive`) or why it is refused (`refusal`)."""
+
+    builder: SkeletonBuilder
+    archive: ModelArchive | None = None
+    refusal: InvalidModelError | None = None
 
 
 @dataclass(frozen=True)
@@ -57,14 +72,21 @@ class ReceivedFile:
     # the artifact store but not yet shown (`written`), which the caller commits or aborts.
     path: Path | None = None
     written: ObjectWriter | None = None
-    # A model upload's skeleton, built as it arrived (optimizer/model/skeleton.py); its
-    # framing errors are raised by `skeleton()`, the check's first step.
-    skeleton_builder: SkeletonBuilder | None = None
+    # A model upload's skeleton, built as it arrived (optimizer/model/skeleton.py), and for
+    # an archive of a model with its data files, what it held; their framing errors are
+    # raised by `skeleton()`, the check's first step. (An archive's `sha256` is its set's.)
+    model: ModelReceipt | None = None
+
+    @property
+    def archive(self) -> ModelArchive | None:
+        return self.model.archive if self.model is not None else None
 
     def skeleton(self) -> ModelSkeleton:
-        if self.skeleton_builder is None:
+        if self.model is None:
             raise ValueError("this upload was not received as a model")
-        return self.skeleton_builder.finish()
+        if self.model.refusal is not None:
+            raise self.model.refusal
+        return self.model.builder.finish()
 
     def discard(self) -> None:
         """Drop the received bytes unless they were kept (a refused upload, a replay)."""
@@ -239,7 +261,7 @@ async def receive_upload(
             "the multipart/form-data Content-Type has no boundary parameter; let the client "
             "library build the header (curl -F file=@model.onnx)")
     body = _checked_body(chunks, content_length, max_bytes)
-    feed = _SkeletonFeed() if model else None
+    feed = _ModelFeed() if model else None
     out = _opened(into) if into is not None else _TempFile(temp_dir)
     sink = _Sink(out, max_bytes, quota, also=feed.write if feed else None)
     try:
@@ -253,40 +275,84 @@ async def receive_upload(
                 await sink.wait_for_room()
             filename, name = None, raw_name
         sink.close()
-        return ReceivedFile(filename, name, sink.digest.hexdigest(), sink.size,
+        receipt = feed.finish(filename, name) if feed else None
+        archive = receipt.archive if receipt else None
+        return ReceivedFile(filename, name,
+                            archive.set_sha256 if archive else sink.digest.hexdigest(),
+                            sink.size,
                             path=out.path if isinstance(out, _TempFile) else None,
                             written=None if isinstance(out, _TempFile) else out,
-                            skeleton_builder=feed.builder(filename, name) if feed else None)
+                            model=receipt)
     except BaseException:
         out.abort()
         raise
 
 
-class _SkeletonFeed:
-    """Feeds a model's bytes to a SkeletonBuilder made at the first byte, named as the upload
-    is named then (its messages name the file as the user knows it)."""
+class _ModelFeed:
+    """Feeds a model upload's bytes to a SkeletonBuilder: straight, for an .onnx file, or
+    through an ArchiveReader, for a tar of a model and its data files (optimizer/model/
+    archive.py), told apart by the first block. The builder is named as the upload is named
+    when its first byte comes (its messages name the file as the user knows it); an
+    archive's refusal is kept, as a skeleton's framing errors are, for the check to raise."""
 
     def __init__(self) -> None:
         self.name_now: Callable[[], tuple[str | None, str | None]] = lambda: (None, None)
+        self._head = bytearray()  # the first block, until it says which the upload is
+        self._target: Callable[[bytes], None] | None = None
         self._builder: SkeletonBuilder | None = None
+        self._reader: ArchiveReader | None = None
+        self._error: InvalidModelError | None = None
 
     def write(self, data: bytes) -> None:
+        if self._error is not None:
+            return
+        if self._target is None:
+            self._head += data
+            if len(self._head) < ARCHIVE_BLOCK:
+                return
+            data, self._head = bytes(self._head), bytearray()
+            self._target = self._start(data)
+        try:
+            self._target(data)
+        except InvalidModelError as err:
+            self._error = err
+
+    def finish(self, filename: str | None, name: str | None) -> ModelReceipt:
+        """What the upload was: its skeleton's builder, and its archive's listing."""
+        if self._target is None:  # fewer bytes than a block: not an archive
+            head, self._head = bytes(self._head), bytearray()
+            self._target = self._start(head, (filename, name))
+            if head:
+                self._target(head)
+        archive = None
+        if self._reader is not None and self._error is None:
+            try:
+                archive = self._reader.finish()
+            except InvalidModelError as err:
+                self._error = err
+        if self._builder is None:  # an archive without a model, or refused before it
+            self._builder = SkeletonBuilder(shown_name(filename, name, "model.onnx"))
+        return ModelReceipt(self._builder, archive, self._error)
+
+    def _start(self, head: bytes, names: tuple[str | None, str | None] | None = None
+               ) -> Callable[[bytes], None]:
+        filename, name = names or self.name_now()
+        if is_tar_header(head):
+            self._reader = ArchiveReader(shown_name(filename, name, "model.tar"),
+                                         self._model_bytes)
+            return self._reader.feed
+        self._builder = SkeletonBuilder(shown_name(filename, name, "model.onnx"))
+        return self._builder.feed
+
+    def _model_bytes(self, member: str, data: bytes) -> None:
         if self._builder is None:
-            self._builder = self._make(*self.name_now())
+            self._builder = SkeletonBuilder(posixpath.basename(member))
         self._builder.feed(data)
-
-    def builder(self, filename: str | None, name: str | None) -> SkeletonBuilder:
-        """The builder fed so far (an empty upload: one fed nothing)."""
-        return self._builder or self._make(filename, name)
-
-    @staticmethod
-    def _make(filename: str | None, name: str | None) -> SkeletonBuilder:
-        return SkeletonBuilder(shown_name(filename, name, "model.onnx"))
 
 
 async def _read_multipart(
     chunks: AsyncIterator[bytes], boundary: bytes, sink: _Sink,
-    feed: _SkeletonFeed | None = None,
+    feed: _ModelFeed | None = None,
 ) -> tuple[str | None, str | None]:
     reader = FormReader(sink.write)
     if feed is not None:

@@ -54,6 +54,9 @@ class ClaimedJob:
     project_id: uuid.UUID | None = None
     model_id: uuid.UUID | None = None
     calibration_id: uuid.UUID | None = None
+    # the model's .onnx file inside its stored tar, when it came with its data files
+    # (Model.external_data); None: `model_uri` is the .onnx file itself
+    model_file: str | None = None
 
 
 class JobRecorder:
@@ -105,6 +108,7 @@ class JobRecorder:
                 calibration_uri=_calibration_uri(session, job),
                 project_id=job.project_id, model_id=job.model_id,
                 calibration_id=_calibration_id(job),
+                model_file=(job.model.external_data or {}).get("model_file"),
             )
 
         return self._write(claim)
