@@ -30,11 +30,14 @@ from optimizer.backends.onnxruntime.runner import (
     session_options,
 )
 from optimizer.errors import EngineBuildError, InternalError
+from optimizer.model.data_file import MIN_EXTERNAL_BYTES
+from optimizer.model.external_data import external_tensors
 from optimizer.model.graphs import op_histogram
 from optimizer.model.shapes import fix_input_shapes, resolve_input_shapes
 from optimizer.model.tensor_specs import summarize_model
 
 __all__ = [
+    "ENGINE_DATA_FILE",
     "ENGINE_FILE",
     "SLOWER_ORT_FUSIONS",
     "MANIFEST_FILE",
@@ -47,6 +50,7 @@ __all__ = [
 ]
 
 ENGINE_FILE = "engine.onnx"
+ENGINE_DATA_FILE = "engine.onnx.data"  # an engine's weights, when its source kept them external
 MANIFEST_FILE = "manifest.json"
 MANIFEST_VERSION = 1
 # The level an engine is saved at, for each requested level; see the module docstring.
@@ -92,6 +96,8 @@ class OrtEngine:
     model_path: Path
     manifest_path: Path
     manifest: dict[str, Any]
+    # its weights' file beside it (engine.onnx.data), when the source kept them external
+    data_path: Path | None = None
 
 
 def build_ort_engine(
@@ -125,9 +131,13 @@ def build_ort_engine(
     out_dir.mkdir(parents=True, exist_ok=True)
     engine_path = out_dir / ENGINE_FILE
     saved_level = _SAVED_LEVEL[requested]
+    # A source whose weights are in data files (a model over 2 GB) gets an engine whose
+    # weights are too: ONNX Runtime reads them from the source's folder and writes its own.
+    external = any(external_tensors(original))
     save_optimized_model(static, engine_path, level=saved_level,
                          intra_op_threads=options.intra_op_threads, source_name=model_path.name,
-                         disabled_optimizers=options.disabled_optimizers)
+                         disabled_optimizers=options.disabled_optimizers,
+                         data_folder=model_path.parent if external else None)
     # Loading once at the load level proves the engine works where it will be used.
     try:
         OnnxRuntimeRunner(engine_path, optimization_level=requested,
@@ -146,6 +156,7 @@ def build_ort_engine(
         "onnxruntime_version": ort.__version__,
         "providers": list(PROVIDERS),
         "engine_file": ENGINE_FILE,
+        "engine_data_file": ENGINE_DATA_FILE if external else None,
         "requested_optimization_level": requested,
         "saved_optimization_level": saved_level,
         "load_optimization_level": requested,
@@ -164,7 +175,8 @@ def build_ort_engine(
     }
     manifest_path = out_dir / MANIFEST_FILE
     _write_json(manifest_path, manifest)
-    return OrtEngine(model_path=engine_path, manifest_path=manifest_path, manifest=manifest)
+    return OrtEngine(model_path=engine_path, manifest_path=manifest_path, manifest=manifest,
+                     data_path=out_dir / ENGINE_DATA_FILE if external else None)
 
 
 # Attention ops and the inputs that mask their scores (after query/key/value or the packed
@@ -210,8 +222,11 @@ def _masked_softmax(graph: onnx.GraphProto) -> str | None:
 
 def save_optimized_model(model: onnx.ModelProto, engine_path: Path, *, level: OptimizationLevel,
                          intra_op_threads: int | None, source_name: str,
-                         disabled_optimizers: Sequence[str] = ()) -> Path:
+                         disabled_optimizers: Sequence[str] = (),
+                         data_folder: Path | None = None) -> Path:
     """Let ONNX Runtime optimize `model` at `level` and write the result to `engine_path`.
+    `data_folder`: where `model`'s external data files are; the result's weights then go into
+    ENGINE_DATA_FILE beside `engine_path` (a protobuf cannot hold over 2 GB).
 
     Raises:
         EngineBuildError: ONNX Runtime fails, or writes no file.
@@ -219,6 +234,14 @@ def save_optimized_model(model: onnx.ModelProto, engine_path: Path, *, level: Op
     options = session_options(level, intra_op_threads)
     options.optimized_model_filepath = str(engine_path)
     engine_path.unlink(missing_ok=True)
+    if data_folder is not None:
+        engine_path.with_name(ENGINE_DATA_FILE).unlink(missing_ok=True)
+        for key, value in (
+                ("session.model_external_initializers_file_folder_path", str(data_folder)),
+                ("session.optimized_model_external_initializers_file_name", ENGINE_DATA_FILE),
+                ("session.optimized_model_external_initializers_min_size_in_bytes",
+                 str(MIN_EXTERNAL_BYTES))):
+            options.add_session_config_entry(key, value)
     try:
         ort.InferenceSession(model.SerializeToString(), sess_options=options,
                              providers=list(PROVIDERS),

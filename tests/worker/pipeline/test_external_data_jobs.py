@@ -9,7 +9,9 @@ import tarfile
 from pathlib import Path
 
 import numpy as np
+import onnx
 import onnxruntime as ort
+import pytest
 
 from optimizer.testing.block_stack import block_stack
 from optimizer.testing.external_data_models import saved_with_external_data
@@ -38,9 +40,19 @@ def test_a_model_with_its_data_files_is_optimized_validated_and_benchmarked(
     fused = job["fusion_report"]
     assert fused["nodes_after"] < fused["nodes_before"], fused  # its LayerNorms were fused
     assert set(job["stage_memory"]["peak_rss_mb"]) >= {"load", "optimize", "validate"}
-    engine = embedded.client.get(f"/v1/jobs/{job['id']}/artifacts/engine.onnx")
-    assert engine.status_code == 200
-    session = ort.InferenceSession(engine.content, providers=["CPUExecutionProvider"])
+    # Every model it wrote keeps its weights in a data file of its own, stored beside it.
+    names = {a["name"] for a in job["artifacts"]}
+    assert {"engine.onnx", "engine.onnx.data", "fused.onnx", "fused.onnx.data"} <= names
+    engine_dir = tmp_path / "engine"
+    engine_dir.mkdir()
+    for name in ("engine.onnx", "engine.onnx.data"):
+        answer = embedded.client.get(f"/v1/jobs/{job['id']}/artifacts/{name}")
+        assert answer.status_code == 200
+        (engine_dir / name).write_bytes(answer.content)
+    engine = onnx.load(engine_dir / "engine.onnx", load_external_data=False)
+    assert any(t.data_location == onnx.TensorProto.EXTERNAL for t in engine.graph.initializer)
+    session = ort.InferenceSession(str(engine_dir / "engine.onnx"),
+                                   providers=["CPUExecutionProvider"])
     (out,) = session.run(None, {"input": np.ones(SHAPES["input"], np.float32)})
     assert out.shape == tuple(SHAPES["input"]) and np.isfinite(out).all()
     assert not (embedded.runtime.settings.scratch_dir / job["id"]).exists()
@@ -65,3 +77,16 @@ def test_a_stored_archive_changed_to_hold_a_symlink_fails_the_job_unpacked_nothi
     assert job["status"] == "failed"
     assert job["error"]["code"] == "InvalidModelError", job["error"]
     assert "'model.onnx.data', which is not a file or a folder" in job["error"]["message"]
+
+
+@pytest.mark.parametrize("precision", ["fp16", "int8"])
+def test_a_model_with_its_data_files_converts_to_a_lower_precision(
+        embedded: EmbeddedWorker, tmp_path: Path, precision: str) -> None:
+    model_id, _ = _uploaded(embedded, tmp_path / "model", seed=7)
+    job = embedded.wait(embedded.submit(model_id, backend="onnxruntime", input_shapes=SHAPES,
+                                        precision=precision, benchmark=FAST_BENCHMARK,
+                                        ort_intra_op_threads=1))
+
+    assert job["status"] == "succeeded", job["error"]
+    assert job["validation"]["passed"] is True
+    assert "engine.onnx" in {a["name"] for a in job["artifacts"]}

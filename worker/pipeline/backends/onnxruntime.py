@@ -58,8 +58,10 @@ class OnnxRuntimeBackend:
                                   keep_inputs_dynamic=loaded.inputs_left_dynamic is not None)
         report = (None if loaded.inputs_left_dynamic is None
                   else EngineReport(inputs_left_dynamic=loaded.inputs_left_dynamic))
+        data = (() if engine.data_path is None else
+                (PendingArtifact(engine.data_path.name, "engine_data", engine.data_path),))
         return BuiltEngine(engine, report=report, attempt=attempt, artifacts=(
-            PendingArtifact("engine.onnx", "engine", engine.model_path),
+            PendingArtifact("engine.onnx", "engine", engine.model_path), *data,
             PendingArtifact("manifest.json", "manifest", engine.manifest_path),
         ))
 

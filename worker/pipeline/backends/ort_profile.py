@@ -22,6 +22,7 @@ from optimizer.measure.provenance import (
     named_graph,
     node_provenance,
 )
+from optimizer.model.external_data import external_tensors
 from optimizer.model.file import write_model_file
 from worker.pipeline.backends.base import PROFILE_RUNS, NodeProfiles
 from worker.pipeline.results import BuiltEngine, JobRun, LoadedModel, OptimizedModel
@@ -61,10 +62,11 @@ def _named(path: Path, work: Path) -> Path:
     model = onnx.load(str(path), load_external_data=False)
     if not name_unnamed_nodes(model.graph):
         return path
-    model = onnx.load(str(path))
-    name_unnamed_nodes(model.graph)
     copy = work / f"named-{path.name}"
-    write_model_file(model, copy)
+    # A model with data files: the copy gets its own, the tensors copied across in chunks.
+    external = any(external_tensors(model))
+    write_model_file(model, copy, data_location=f"{copy.name}.data" if external else None,
+                     data_folder=path.parent if external else None)
     return copy
 
 

@@ -14,6 +14,7 @@ other axis fixed to its profile's size.
 from collections.abc import Mapping
 from dataclasses import replace
 from functools import partial
+from pathlib import Path
 
 import onnx
 
@@ -29,6 +30,7 @@ from optimizer.static_model import static_model
 from worker.pipeline.results import JobRun, LoadedModel
 from worker.pipeline.steps.calibration_feeds import calibration_split
 from worker.pipeline.steps.feeds import job_feeds, job_input_ranges
+from worker.pipeline.steps.weights_files import data_location, load_for_rewrite
 
 __all__ = ["load_model"]
 
@@ -49,7 +51,7 @@ def load_model(run: JobRun) -> LoadedModel:
             its inputs fixed (`model_writer.check_model_runs`).
         DatasetError: the job's dataset does not fit the model's inputs.
     """
-    model = onnx.load(run.model_path, format="protobuf")
+    model, folder = load_for_rewrite(run, run.model_path)
     summary = summarize_model(model)
     # The API's rules again, on the model as it is now (the dataset's file is checked below).
     inputs = resolve_job_inputs(summary.inputs, input_shapes=run.config.input_shapes,
@@ -57,7 +59,7 @@ def load_model(run: JobRun) -> LoadedModel:
                                 input_ranges=run.config.input_ranges)
     # Refuses here, before any pass runs, shapes the model cannot run at (dynamic image dims
     # left at 1) and a static model ONNX Runtime cannot load.
-    static = static_model(model, inputs.shapes)
+    static = static_model(model, inputs.shapes, data_folder=folder)
     shapes = static.shapes
     specs = tuple(replace(spec, shape=shapes[spec.name]) for spec in summary.inputs)
     ranges = job_input_ranges(run.config, model)
@@ -70,21 +72,24 @@ def load_model(run: JobRun) -> LoadedModel:
             feeds, labels = split.validation, split.labels
     # Each model is run once on the job's first sample before it is written.
     save = partial(save_model, reference=model, optimization_level=run.ort_check_level,
-                   feeds=feeds[0] if feeds else None)
+                   feeds=feeds[0] if feeds else None, data_folder=folder)
     static_path = run.scratch_dir / STATIC_MODEL_FILE
     what = "the model with the job's input shapes"
     left_dynamic = None
     try:
-        save(static.model, static_path, what=what)
+        save(static.model, static_path, what=what,
+             data_location=data_location(run, static_path))
     except UnsupportedModelError as err:
-        left_dynamic = _why_inputs_stay_dynamic(run, model, err)
+        left_dynamic = _why_inputs_stay_dynamic(run, model, err, folder)
         # The reference runs with ONNX Runtime's optimizations off, where it does load.
-        save(static.model, static_path, what=what, optimization_level="disabled")
+        save(static.model, static_path, what=what, optimization_level="disabled",
+             data_location=data_location(run, static_path))
     profiled_path = None
     if run.config.profiles:
         profiled_path = run.scratch_dir / PROFILED_MODEL_FILE
         profiled = _profiled_model(model, shapes, inputs.profile_of_every_input(summary.inputs))
-        save(profiled, profiled_path, what="the model with the job's profiles")
+        save(profiled, profiled_path, what="the model with the job's profiles",
+             data_location=data_location(run, profiled_path))
     return LoadedModel(static_path=static_path, profiled_path=profiled_path, input_shapes=shapes,
                        input_specs=specs, feeds=feeds, labels=labels,
                        input_ranges=({} if run.dataset_path is not None or split is not None
@@ -96,7 +101,7 @@ def load_model(run: JobRun) -> LoadedModel:
 
 
 def _why_inputs_stay_dynamic(run: JobRun, model: onnx.ModelProto,
-                             refusal: UnsupportedModelError) -> str:
+                             refusal: UnsupportedModelError, data_folder: Path | None) -> str:
     """Why an onnxruntime job's engine keeps the upload's dynamic inputs: ONNX Runtime loads
     the model as uploaded at the engine's level, but not with its inputs fixed (its graph
     optimizations then type-check control-flow branches at those shapes, and a branch the
@@ -105,7 +110,8 @@ def _why_inputs_stay_dynamic(run: JobRun, model: onnx.ModelProto,
     if run.config.backend != Backend.ONNXRUNTIME or level == "disabled":
         raise refusal
     try:
-        check_model_runs(model, what="the uploaded model", optimization_level=level)
+        check_model_runs(model, what="the uploaded model", optimization_level=level,
+                         data_folder=data_folder)
     except (UnsupportedModelError, InferenceError):
         raise refusal from None
     cause = str(refusal.__cause__ or refusal).strip().splitlines()[0]

@@ -8,6 +8,7 @@ from functools import partial
 import onnx
 
 from core.reports import AccuracyReport
+from optimizer.model.file import write_model_file
 from optimizer.model_writer import save_model
 from optimizer.optimize import optimize_model
 from optimizer.precision import AccuracyBudget, convert_precision, search_precision
@@ -15,6 +16,7 @@ from optimizer.registries.backends import Backend
 from optimizer.registries.precisions import PRECISIONS, REFERENCE_PRECISION, Precision
 from worker.pipeline.results import Attempt, JobRun, LoadedModel, OptimizedModel, PendingArtifact
 from worker.pipeline.steps.quantize import quantize_graph
+from worker.pipeline.steps.weights_files import data_location, load_for_rewrite, with_data_artifact
 
 __all__ = ["optimize_graph"]
 
@@ -26,21 +28,26 @@ def optimize_graph(run: JobRun, loaded: LoadedModel, attempt: Attempt, *,
     """The fused model (fused.onnx, with its report) and, below fp32, its conversion: the
     low-precision graph TensorRT 11 needs (it builds strongly typed networks), or its int8
     quantization (each of whose steps `note` records as an event of the stage)."""
-    source = onnx.load(loaded.fusion_source)
+    source, folder = load_for_rewrite(run, loaded.fusion_source)
     quantizes = PRECISIONS[run.config.precision].quantizes
     options = attempt.optimize_options(run.config.backend)
-    fused, report = optimize_model(source, replace(options, for_quantization=quantizes))
+    fused, report = optimize_model(source, replace(options, for_quantization=quantizes),
+                                   data_folder=folder)
     fused_path = run.scratch_dir / "fused.onnx"
     # A rewrite that leaves a model ONNX Runtime cannot load or run fails here, not in a
     # later stage (plugin nodes are checked through the standard ops they stand for).
     save = partial(save_model, reference=source, optimization_level=run.ort_check_level,
-                   feeds=loaded.feeds[0] if loaded.feeds else None)
-    save(fused, fused_path, what="the fused model")
+                   feeds=loaded.feeds[0] if loaded.feeds else None, data_folder=folder)
+    save(fused, fused_path, what="the fused model", data_location=data_location(run, fused_path))
     report_path = run.scratch_dir / "fusion_report.json"
     report_path.write_text(json.dumps(report.to_dict(), indent=2))
-    artifacts = (PendingArtifact("fused.onnx", "optimized_model", fused_path),
+    artifacts = (*with_data_artifact(run, PendingArtifact("fused.onnx", "optimized_model",
+                                                          fused_path)),
                  PendingArtifact("fusion_report.json", "report", report_path))
     precision = run.config.precision
+    if folder is not None and (quantizes or PRECISIONS[precision].converts):
+        # Quantization and precision conversion read every weight: from memory, for now.
+        fused = onnx.load(fused_path, format="protobuf")
     if quantizes:
         quantized = quantize_graph(run, loaded, fused, fused_path, note=note)
         return OptimizedModel(fused_path=fused_path, fusion_report=report,
@@ -52,17 +59,19 @@ def optimize_graph(run: JobRun, loaded: LoadedModel, attempt: Attempt, *,
                               accuracy=AccuracyReport(), artifacts=artifacts)
     converted, accuracy = _at_precision(run, loaded, fused, precision)
     engine_source = run.scratch_dir / f"model.{precision}.onnx"
+    location = data_location(run, engine_source)
     if run.config.backend == Backend.ONNXRUNTIME:
-        save(converted, engine_source, what=f"the fused model at {precision}")
+        save(converted, engine_source, what=f"the fused model at {precision}",
+             data_location=location)
     else:
         # TensorRT builds this graph; ONNX Runtime's CPU kernels lack most bf16/fp16 ops, so
         # loading it there proves nothing (fused.onnx, its fp32 form, was checked).
-        onnx.save(converted, engine_source)
+        write_model_file(converted, engine_source, data_location=location)
     return OptimizedModel(
         fused_path=fused_path, fusion_report=report, engine_source=engine_source,
         accuracy=accuracy,
-        artifacts=(*artifacts, PendingArtifact(engine_source.name, "optimized_model",
-                                               engine_source)))
+        artifacts=(*artifacts, *with_data_artifact(run, PendingArtifact(
+            engine_source.name, "optimized_model", engine_source))))
 
 
 def _at_precision(run: JobRun, loaded: LoadedModel, fused: onnx.ModelProto, precision: Precision
