@@ -3,26 +3,28 @@ the artifact store, the upload body and the job dispatcher (which also answers f
 health)."""
 
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Annotated
 
 from fastapi import Depends, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 
-from api.services.errors import CsrfRejected, MalformedRequest, Unauthorized
+from api.services.errors import CsrfRejected, MalformedRequest, Unauthorized, UploadNotFound
 from api.services.jobs.documents import JobDocumentCache
 from api.services.models import new_upload_key
+from api.services.uploads import resumable
 from api.services.uploads.model_checks import ModelChecker
 from api.services.uploads.quota import UploadRoom, upload_room
 from api.services.uploads.receive import ReceivedFile, receive_upload
 from api.services.verified_keys import VerifiedKeys
 from core.api_keys import active_key, key_digest, server_secret
 from core.browser_sessions import CSRF_HEADER, SESSION_COOKIE, csrf_matches
-from core.db.models import DEFAULT_PROJECT_ID
+from core.db.models import DEFAULT_PROJECT_ID, Model, ResumableUpload
 from core.db.session import get_read_sessionmaker, get_sessionmaker
 from core.dispatch import JobDispatcher, dispatcher_for
 from core.settings import Settings, get_settings
@@ -205,24 +207,62 @@ def _upload_receiver(*, model: bool) -> Callable[..., Awaitable[ReceivedFile]]:
         return await _received(request, settings, sessions, project, name, model=model,
                                into=into)
 
-    return received_upload
+    async def received_model_upload(
+        request: Request,
+        settings: SettingsDep,
+        sessions: ReadSessionsDep,
+        project: CurrentProject,
+        store: StoreDep,
+        name: Annotated[str | None, Query(max_length=255)] = None,
+        upload_id: Annotated[uuid.UUID | None, Query(
+            description="a finished resumable upload (/v1/uploads) to make the model of, "
+                        "instead of the request's body")] = None,
+    ) -> ReceivedFile:
+        into = lambda: store.open_writer(new_upload_key())  # noqa: E731
+        if upload_id is None:
+            return await _received(request, settings, sessions, project, name, model=True,
+                                   into=into)
+        upload = await run_in_threadpool(_finished_upload, sessions, project, upload_id)
+        if upload.model_sha256 is not None:  # a repeat: the model it was made into is found
+            return ReceivedFile(upload.filename, name, upload.model_sha256, upload.length)
+        return await _received(request, settings, sessions, project, name or upload.filename,
+                               model=True, into=into, body=resumable.stored_bytes(store, upload),
+                               body_length=upload.length)
+
+    return received_model_upload if model else received_upload
 
 
 get_received_upload = _upload_receiver(model=False)
 get_received_model_upload = _upload_receiver(model=True)
 
 
+def _finished_upload(sessions: Sessions, project: uuid.UUID, upload_id: uuid.UUID
+                     ) -> ResumableUpload:
+    with sessions() as session:
+        upload = resumable.find_upload(session, project, upload_id, finished=True)
+        if upload.model_sha256 is not None and session.scalar(select(Model.id).where(
+                Model.project_id == project, Model.sha256 == upload.model_sha256)) is None:
+            raise UploadNotFound(f"upload {upload_id} was made into a model that has since been "
+                                 "deleted, and its bytes went with it; upload the file again")
+        return upload
+
+
 async def _received(request: Request, settings: Settings, sessions: Sessions,
                     project: uuid.UUID, name: str | None, *, model: bool,
-                    into: Callable[[], ObjectWriter] | None) -> ReceivedFile:
+                    into: Callable[[], ObjectWriter] | None,
+                    body: AsyncIterator[bytes] | None = None,
+                    body_length: int | None = None) -> ReceivedFile:
+    """The upload in the request's body, or in `body` (a finished resumable upload's pieces,
+    `body_length` bytes: as if it were the request's raw octet-stream body)."""
     quota = None
     if (limit := settings.quota.project_bytes) is not None:
         quota = await run_in_threadpool(_upload_room, sessions, project, limit)
     try:
         return await receive_upload(
-            chunks=request.stream(),
-            content_type=request.headers.get("content-type", ""),
-            content_length=_content_length(request),
+            chunks=request.stream() if body is None else body,
+            content_type=(request.headers.get("content-type", "") if body is None
+                          else "application/octet-stream"),
+            content_length=_content_length(request) if body is None else body_length,
             temp_dir=settings.uploads_dir,
             max_bytes=settings.max_upload_bytes,
             raw_name=name,

@@ -29,6 +29,7 @@ from api.routes import (
     passes,
     plugins,
     projects,
+    uploads,
     workers,
 )
 from api.services.errors import (
@@ -177,7 +178,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(Exception, _internal_error)  # Starlette's last resort: 500
     for router in (
         models.router, datasets.router, jobs.router, projects.router, passes.router,
-        backends.router, plugins.router, workers.router, health.router,
+        backends.router, plugins.router, workers.router, health.router, uploads.router,
     ):
         app.include_router(router)
     if settings.metrics.enabled:

@@ -140,6 +140,15 @@ class QuotaSettings(BaseModel):
     project_bytes: int | None = Field(default=None, gt=0)  # FUSEFORGE_QUOTA__PROJECT_BYTES
 
 
+class ResumableUploadSettings(BaseModel):
+    """Model uploads sent in pieces over tus 1.0 (api/services/uploads/resumable.py)."""
+
+    # An upload neither finished nor sent to for this long is removed by the janitor.
+    expiry_s: float = Field(default=24 * 3600.0, gt=0)  # FUSEFORGE_RESUMABLE__EXPIRY_S
+    # The most one PATCH may carry (a piece is one object of the store).
+    max_piece_bytes: int = Field(default=256 * 2**20, gt=0)
+
+
 class IdempotencySettings(BaseModel):
     """`Idempotency-Key` on POST /v1/models, /v1/datasets and /v1/jobs (api/services/idempotency.py).
 
@@ -342,6 +351,7 @@ class Settings(BaseSettings):
     metrics: MetricsSettings = MetricsSettings()  # FUSEFORGE_METRICS__ENABLED=false
     auth: AuthSettings = AuthSettings()  # FUSEFORGE_AUTH__SECRET=...
     idempotency: IdempotencySettings = IdempotencySettings()  # FUSEFORGE_IDEMPOTENCY__TTL_S=3600
+    resumable: ResumableUploadSettings = ResumableUploadSettings()  # FUSEFORGE_RESUMABLE__EXPIRY_S
     retention: RetentionSettings = RetentionSettings()  # FUSEFORGE_RETENTION__ARTIFACTS_DAYS=30
     quota: QuotaSettings = QuotaSettings()  # FUSEFORGE_QUOTA__PROJECT_BYTES=107374182400
     storage: StorageSettings = StorageSettings()  # FUSEFORGE_STORAGE__BACKEND=s3

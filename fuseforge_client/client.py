@@ -12,6 +12,7 @@ delete what is no longer needed.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import posixpath
@@ -35,6 +36,7 @@ from fuseforge_client.errors import (
 )
 from fuseforge_client.model_archive import ArchiveBody
 from fuseforge_client.resources import Dataset, Job, Model
+from fuseforge_client.resumable import RESUMABLE_FROM_BYTES, send_resumable
 from fuseforge_client.retry import RetryPolicy
 from fuseforge_client.session import ApiSession
 from fuseforge_client.uploads import ProgressReader, UploadProgress
@@ -100,7 +102,8 @@ class FuseForgeClient:
 
     def upload_model(self, path: str | os.PathLike[str], *,
                      data_files: Sequence[str] = (),
-                     on_progress: UploadProgress | None = None) -> Model:
+                     on_progress: UploadProgress | None = None,
+                     resumable: bool | None = None) -> Model:
         """Upload the .onnx file at `path`, streamed from disk; `on_progress(sent, total)` is
         called as bytes go out. The same bytes uploaded before return that model. A retry
         (after a lost answer) sends the whole file again with the same Idempotency-Key.
@@ -110,6 +113,10 @@ class FuseForgeClient:
         tar, made as it is sent (model_archive.py), and the same set of files again returns
         that model. A .tar of them made beforehand may be given as `path` instead.
 
+        `resumable` (default: for files over 64 MiB): send it in pieces over tus 1.0
+        (resumable.py), resuming where the server got after a lost connection or an API
+        restart, then make the model of it.
+
         Raises:
             ValueError: a data file's path is absolute or climbs out of the model's folder.
             OSError: a file cannot be opened.
@@ -118,11 +125,18 @@ class FuseForgeClient:
                 still being checked on the server after the retries.
         """
         model = Path(path)
-        if not data_files:
-            return Model.from_json(self._upload("/v1/models", model, on_progress))
         names = [model.name, *(_inside_folder(location) for location in data_files)]
-        body = ArchiveBody(model.parent, names)
-        return Model.from_json(self._send("/v1/models", f"{model.stem}.tar", body, on_progress))
+        with contextlib.ExitStack() as opened:
+            body: BinaryIO | ArchiveBody = (ArchiveBody(model.parent, names) if data_files
+                                            else opened.enter_context(model.open("rb")))
+            filename = f"{model.stem}.tar" if data_files else model.name
+            reader = ProgressReader(body, on_progress)
+            if resumable or (resumable is None and reader.total > RESUMABLE_FROM_BYTES):
+                upload = send_resumable(self._session, reader, filename, sleep=self._sleep)
+                return Model.from_json(self._session.request(
+                    "POST", "/v1/models", params={"upload_id": upload},
+                    idempotency_key=True).json())
+            return Model.from_json(self._send("/v1/models", filename, body, on_progress))
 
     def upload_dataset(self, path: str | os.PathLike[str], *,
                        on_progress: UploadProgress | None = None,

@@ -45,8 +45,9 @@ def _header(name: str, size: int) -> bytes:
 
 
 class ArchiveBody:
-    """`archive_chunks(folder, names)` read as a file: `read`, `tell`, and the seeks httpx
-    makes (to the end to size the body, back to the start before each try)."""
+    """`archive_chunks(folder, names)` read as a file: `read`, `tell`, and seeks (to the end,
+    which httpx does to size the body; back to the start before each try; to where a
+    resumable upload resumes, by reading up to it again)."""
 
     def __init__(self, folder: Path, names: Sequence[str]) -> None:
         self._folder = folder
@@ -87,6 +88,10 @@ class ArchiveBody:
         if whence == os.SEEK_SET and offset == 0:
             self._restart()
             return 0
-        if whence == os.SEEK_SET and offset == self._position:
-            return offset
-        raise OSError("an archive being sent can only go back to its start")
+        if whence != os.SEEK_SET or not 0 <= offset <= self.total:
+            raise OSError(f"an archive being sent cannot seek to {offset} (whence {whence})")
+        if offset < self._position:
+            self._restart()
+        while self._position < offset:  # made again up to there: nothing of it is kept
+            self.read(min(_CHUNK, offset - self._position))
+        return offset

@@ -52,12 +52,20 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from core.db import idempotency_keys, job_state
-from core.db.models import Artifact, Dataset, Job, JobEvent, JobStatus, Model
+from core.db import idempotency_keys, job_state, resumable_uploads
+from core.db.models import (
+    Artifact,
+    Dataset,
+    Job,
+    JobEvent,
+    JobStatus,
+    Model,
+    ResumableUpload,
+)
 from core.db.session import make_engine
 from core.db.types import utc_now
 from core.dispatch import JobDispatcher
@@ -103,7 +111,8 @@ class Janitor:
         """One round of every duty; a failing duty is logged and retried next round."""
         for duty in (self.fail_stale_jobs, self.requeue_lost_jobs, self.resend_lost_webhooks,
                      self.remove_leftover_files, self.remove_abandoned_upload_writes,
-                     self.purge_idempotency_keys, self.sweep_when_due):
+                     self.remove_expired_resumable_uploads, self.purge_idempotency_keys,
+                     self.sweep_when_due):
             try:
                 duty()
             except OperationalError as err:
@@ -276,6 +285,29 @@ class Janitor:
             logger.info("dropped %d upload write(s) left unfinished for over %g s (their "
                         "request died): %s", len(removed), self.settings.janitor.upload_stale_s,
                         ", ".join(removed))
+        return removed
+
+    def remove_expired_resumable_uploads(self) -> list[uuid.UUID]:
+        """Remove the resumable uploads past their expiry (RESUMABLE__EXPIRY_S after their
+        last piece: given up, or made into a model long ago) with their pieces, and drop the
+        piece writes a dead API left unfinished in the live ones; the ids removed."""
+        with self._sessions() as session:
+            expired = resumable_uploads.expired_uploads(session)
+            live = resumable_uploads.live_uploads(session)
+        too_old = time.time() - self.settings.janitor.upload_stale_s
+        for upload_id in live:
+            self._store.remove_abandoned_writes(resumable_uploads.piece_folder(upload_id),
+                                                too_old)
+        removed = []
+        for upload in expired:
+            # The pieces first: a row is what finds them again if this round dies midway.
+            self._store.delete_prefix(resumable_uploads.piece_folder(upload.id) + "/")
+            with self._sessions() as session, session.begin():
+                session.execute(delete(ResumableUpload).where(ResumableUpload.id == upload.id))
+            removed.append(upload.id)
+        if removed:
+            logger.info("removed %d expired resumable upload(s) and their pieces: %s",
+                        len(removed), ", ".join(map(str, removed)))
         return removed
 
     def resend_lost_webhooks(self) -> list[uuid.UUID]:

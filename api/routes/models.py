@@ -1,5 +1,6 @@
 """/v1/models: upload, list, read and delete ONNX models."""
 
+import uuid
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Response
@@ -22,6 +23,7 @@ from api.schemas.models import ModelList, ModelRead
 from api.schemas.uploads import UPLOAD_BODY
 from api.services import benchmark_history, deletions, models
 from api.services.idempotency import Answer
+from api.services.uploads import resumable
 from api.services.uploads.freshness import refresh_interval
 from core.db.models import BenchmarkSuite, BenchmarkVariant, Model
 
@@ -46,8 +48,12 @@ async def upload_model(
     settings: SettingsDep,
     checker: ModelCheckerDep,
     project: CurrentProject,
+    upload_id: Annotated[uuid.UUID | None, Query()] = None,
 ) -> Response:
     """Upload an ONNX model: `curl -F file=@model.onnx .../v1/models` (or a raw octet-stream body).
+
+    A large file can go up in pieces instead, resumed after a lost connection (tus 1.0 at
+    /v1/uploads); `?upload_id=` then makes the model of the finished upload, without a body.
 
     A model over FUSEFORGE_MODEL_LIMITS__* (control-flow depth, rank, a declared dim, a name's
     length), with an opset or op domain the installed runtimes cannot load, or with names that
@@ -60,6 +66,8 @@ async def upload_model(
             limits=settings.model_limits.to_limits(), checker=checker, project_id=project,
             scratch=settings.uploads_dir,
             fresh_every_s=refresh_interval(settings.janitor.upload_stale_s))
+        if upload_id is not None:  # its pieces are the model's object now: they can go
+            resumable.made_into_model(session, store, upload_id, model.sha256)
         return Answer(201 if created else 200,
                       ModelRead.model_validate(model).model_dump_json().encode())
 

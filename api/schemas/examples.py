@@ -48,6 +48,7 @@ MODEL: dict[str, Any] = {
     "inputs": [{"name": "input", "dtype": "float32", "shape": ["N", 3, 32, 32]}],
     "outputs": [{"name": "logits", "dtype": "float32", "shape": ["N", 10]}],
     "warnings": [],
+    "external_data": None,  # uploaded as one .onnx file, not a tar with its data files
     "created_at": "2026-12-01T22:28:41.703108Z",
     "job_count": 3,
 }

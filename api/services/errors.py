@@ -34,6 +34,10 @@ __all__ = [
     "RequestBodyTimeout",
     "ServiceError",
     "Unauthorized",
+    "UploadChecksumMismatch",
+    "UploadNotFinished",
+    "UploadNotFound",
+    "UploadOffsetMismatch",
     "UploadTooLarge",
 ]
 
@@ -184,6 +188,26 @@ class InsufficientStorage(ServiceError):
 
 class UploadTooLarge(ServiceError):
     status_code = 413
+
+
+class UploadNotFound(ServiceError):
+    status_code = 404
+
+
+class UploadOffsetMismatch(ServiceError):
+    """A PATCH whose Upload-Offset is not where the upload is (tus: 409)."""
+
+    status_code = 409
+
+
+class UploadNotFinished(ServiceError):
+    status_code = 409
+
+
+class UploadChecksumMismatch(ServiceError):
+    """A piece whose Upload-Checksum does not match its bytes (tus's checksum extension: 460)."""
+
+    status_code = 460
 
 
 class QuotaExceeded(ServiceError):

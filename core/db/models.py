@@ -169,6 +169,33 @@ class IdempotencyKey(Base):
     )
 
 
+class ResumableUpload(Base):
+    """A model upload sent in pieces (the tus 1.0 protocol: api/services/uploads/resumable.py).
+
+    Each piece is an object of the artifact store (`uploads/<id>/<piece number>`), committed
+    before `offset` moves past it, so a piece cut off by a dying API is sent again from the
+    last offset; the set becomes a model when it is whole (POST /v1/models?upload_id=). Past
+    `expires_at` the janitor removes the row and what is left of its pieces.
+    """
+
+    __tablename__ = "resumable_uploads"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    project_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"),
+                                                  index=True)
+    filename: Mapped[str | None] = mapped_column(String(255))  # Upload-Metadata's filename
+    length: Mapped[int] = mapped_column(BigInteger)  # Upload-Length: the whole file
+    offset: Mapped[int] = mapped_column(BigInteger, default=0)  # bytes stored so far
+    pieces: Mapped[int] = mapped_column(Integer, default=0)  # pieces stored so far
+    # Once it was made a model: that model's sha256 (its pieces are then gone; the row stays
+    # until it expires, so a repeat of that request finds the model again).
+    model_sha256: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utc_now)
+    expires_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+    __table_args__ = (Index("ix_resumable_uploads_expires_at", "expires_at"),)
+
+
 class Model(Base):
     """An uploaded ONNX model, stored once per project and content hash."""
 

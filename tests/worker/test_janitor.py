@@ -32,8 +32,10 @@ from core.db.models import (
     JobEvent,
     JobStatus,
     Model,
+    ResumableUpload,
     WebhookDelivery,
 )
+from core.db.resumable_uploads import piece_folder, piece_key
 from core.db.types import utc_now
 from core.dispatch import JobDispatcher
 from core.job_config import JobConfig
@@ -415,3 +417,28 @@ def test_a_resent_webhook_is_delivered_by_a_worker_once_and_never_again(
     with sessions() as session:
         [attempt] = session.query(WebhookDelivery).filter(WebhookDelivery.job_id == job_id)
         assert (attempt.status_code, attempt.final, attempt.error) == (204, True, None)
+
+
+def test_an_expired_resumable_upload_goes_with_its_pieces_and_a_live_one_stays(
+        tmp_path: Path, sessions: sessionmaker[Session]) -> None:
+    settings = _settings(tmp_path)
+    store = LocalArtifactStore(settings.artifacts_dir)
+    uploads = {}
+    with sessions() as session:
+        for name, expires_in in (("expired", -1.0), ("live", 3600.0)):
+            row = ResumableUpload(project_id=DEFAULT_PROJECT_ID, length=10, offset=4, pieces=1,
+                                  expires_at=utc_now() + timedelta(seconds=expires_in))
+            session.add(row)
+            session.commit()
+            uploads[name] = row.id
+            piece = settings.artifacts_dir / piece_key(row.id, 0)
+            piece.parent.mkdir(parents=True)
+            piece.write_bytes(b"abcd")
+
+    removed = _janitor(settings, sessions).remove_expired_resumable_uploads()
+
+    assert removed == [uploads["expired"]]
+    assert not (settings.artifacts_dir / piece_folder(uploads["expired"])).exists()
+    assert store.exists(store.uri_for(piece_key(uploads["live"], 0)))
+    with sessions() as session:
+        assert set(session.scalars(select(ResumableUpload.id))) == {uploads["live"]}
