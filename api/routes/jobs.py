@@ -23,7 +23,7 @@ from api.deps import (
     StoreDep,
     get_current_project,
 )
-from api.http.artifact_downloads import artifact_download
+from api.http.artifact_downloads import artifact_download, artifacts_archive
 from api.http.idempotent_posts import (
     IdempotentRequestDep,
     JsonFingerprintDep,
@@ -265,6 +265,22 @@ def download_artifact(
     """The artifact's bytes, saved as its name; X-Content-SHA256 is their hash."""
     artifact = jobs.get_artifact(session=session, project_id=project, job_id=job_id, name=name)
     return artifact_download(store, artifact)
+
+
+@router.get(
+    "/{job_id}/artifacts.tar",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"application/x-tar": {}},
+                     "description": "Every kept artifact of the job in one tar"},
+               404: {"model": ErrorBody, "description": "No such job, or it has no artifacts"}},
+)
+def download_artifacts_archive(job_id: JobIdPath, session: SessionDep, store: StoreDep,
+                               project: CurrentProject) -> Response:
+    """Every artifact of the job as one uncompressed tar, streamed from the store: an engine
+    with its data file (a model over 2 GB), the fused model, the reports. Artifacts removed
+    under the retention policy are left out."""
+    artifacts = jobs.kept_artifacts(session=session, project_id=project, job_id=job_id)
+    return artifacts_archive(store, f"job-{job_id}-artifacts.tar", artifacts)
 
 
 @router.delete(

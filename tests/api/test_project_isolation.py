@@ -62,6 +62,7 @@ ID_ROUTES = [
     ("GET", "/v1/jobs/{job_id}", "job"),
     ("POST", "/v1/jobs/{job_id}/cancel", "job"),
     ("GET", "/v1/jobs/{job_id}/artifacts/{name}", "job"),
+    ("GET", "/v1/jobs/{job_id}/artifacts.tar", "job"),
     ("GET", "/v1/jobs/{job_id}/events", "job"),
     ("DELETE", "/v1/models/{model_id}", "model"),
     ("DELETE", "/v1/datasets/{dataset_id}", "dataset"),

@@ -28,6 +28,8 @@ from core.storage import ArtifactStore
 from optimizer.backends.tensorrt import TimingCacheKey, TrtBuildOptions, TrtEngine
 from optimizer.backends.tensorrt.toolkit import load_toolkit
 from optimizer.capabilities import GpuInfo
+from optimizer.model.external_data import external_tensors
+from optimizer.model.file import write_model_file
 from optimizer.precision import convert_precision
 from optimizer.registries.precisions import PRECISIONS, REFERENCE_PRECISION, Precision
 from worker.gpu.build_events import BuildEventRelay, BuildEventWriter, JobChannel
@@ -141,7 +143,10 @@ class EngineBuilds:
             return model_path
         converted, _ = convert_precision(onnx.load(model_path), precision)
         target = model_path.with_name(f"{model_path.stem}.{precision}.onnx")
-        onnx.save(converted, target)
+        # A source with data files (a model over 2 GB) gets a converted copy with its own.
+        external = any(external_tensors(onnx.load(model_path, load_external_data=False)))
+        write_model_file(converted, target,
+                         data_location=f"{target.name}.data" if external else None)
         return target
 
 

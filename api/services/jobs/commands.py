@@ -37,7 +37,8 @@ from optimizer.job_inputs import DatasetArrays, ResolvedInputs, resolve_job_inpu
 from optimizer.model.tensor_specs import TensorSpec
 from optimizer.registries.backends import BACKENDS
 
-__all__ = ["cancel_job", "create_job", "get_artifact", "resolved_job_config", "waiting_detail"]
+__all__ = ["cancel_job", "create_job", "get_artifact", "kept_artifacts", "resolved_job_config",
+           "waiting_detail"]
 
 logger = logging.getLogger(__name__)
 
@@ -197,6 +198,22 @@ def _job_with_artifacts(session: Session, project_id: uuid.UUID, job_id: uuid.UU
     if job is None:
         raise JobNotFound.for_job(job_id)
     return job
+
+
+def kept_artifacts(*, session: Session, project_id: uuid.UUID, job_id: uuid.UUID
+                   ) -> list[Artifact]:
+    """The job's artifacts whose files are still kept (retention removes old ones), by name.
+
+    Raises:
+        JobNotFound: no such job in the project.
+        ArtifactNotFound: it has none (it has not succeeded, or all expired).
+    """
+    job = _job_with_artifacts(session, project_id, job_id)
+    kept = sorted((a for a in job.artifacts if a.expired_at is None), key=lambda a: a.name)
+    if not kept:
+        raise ArtifactNotFound(f"job {job_id} has no artifacts to download (the job is "
+                               f"{job.status}{'; they expired' if job.artifacts else ''})")
+    return kept
 
 
 def cancel_job(*, session: Session, project_id: uuid.UUID, job_id: uuid.UUID,

@@ -43,12 +43,20 @@ def test_a_model_with_its_data_files_is_optimized_validated_and_benchmarked(
     # Every model it wrote keeps its weights in a data file of its own, stored beside it.
     names = {a["name"] for a in job["artifacts"]}
     assert {"engine.onnx", "engine.onnx.data", "fused.onnx", "fused.onnx.data"} <= names
-    engine_dir = tmp_path / "engine"
+    engine_dir = tmp_path / "engine"  # per file, or every artifact in one tar
     engine_dir.mkdir()
     for name in ("engine.onnx", "engine.onnx.data"):
         answer = embedded.client.get(f"/v1/jobs/{job['id']}/artifacts/{name}")
         assert answer.status_code == 200
         (engine_dir / name).write_bytes(answer.content)
+    archive = embedded.client.get(f"/v1/jobs/{job['id']}/artifacts.tar")
+    assert archive.status_code == 200
+    assert int(archive.headers["content-length"]) == len(archive.content)
+    with tarfile.open(fileobj=io.BytesIO(archive.content)) as tar:
+        assert sorted(tar.getnames()) == sorted(names)
+        for name in ("engine.onnx", "engine.onnx.data"):
+            member = tar.extractfile(name)
+            assert member is not None and member.read() == (engine_dir / name).read_bytes()
     engine = onnx.load(engine_dir / "engine.onnx", load_external_data=False)
     assert any(t.data_location == onnx.TensorProto.EXTERNAL for t in engine.graph.initializer)
     session = ort.InferenceSession(str(engine_dir / "engine.onnx"),
@@ -90,3 +98,16 @@ def test_a_model_with_its_data_files_converts_to_a_lower_precision(
     assert job["status"] == "succeeded", job["error"]
     assert job["validation"]["passed"] is True
     assert "engine.onnx" in {a["name"] for a in job["artifacts"]}
+
+
+def test_a_tensorrt_job_builds_from_the_models_folder_with_its_data_files(
+        embedded: EmbeddedWorker, tmp_path: Path) -> None:
+    # FakeTensorRT (tests/support/fake_tensorrt.py) stands in for TensorRT and a GPU.
+    model_id, _ = _uploaded(embedded, tmp_path / "model", seed=8)
+    job = embedded.wait(embedded.submit(model_id, backend="tensorrt", precision="fp16",
+                                        input_shapes=SHAPES, benchmark=FAST_BENCHMARK))
+
+    assert job["status"] == "succeeded", job["error"]
+    assert job["validation"]["passed"] is True
+    names = {a["name"] for a in job["artifacts"]}
+    assert {"fused.onnx", "fused.onnx.data", "model.fp16.onnx", "model.fp16.onnx.data"} <= names
