@@ -21,6 +21,7 @@ from optimizer.backends.onnxruntime.build import (
     runner_for_engine,
 )
 from optimizer.backends.runner import Runner
+from optimizer.model.file import write_model_file
 from optimizer.optimize import optimize_model
 from optimizer.precision import convert_precision
 from optimizer.registries.backends import Backend
@@ -28,6 +29,7 @@ from optimizer.registries.precisions import PRECISIONS
 from optimizer.static_model import static_model
 from worker.pipeline.backends.base import SweepEngine
 from worker.pipeline.results import Attempt, BuiltEngine, JobRun, LoadedModel
+from worker.pipeline.weights_files import data_location, load_for_rewrite
 
 __all__ = ["ort_sweep_engine"]
 
@@ -41,7 +43,7 @@ def ort_sweep_engine(run: JobRun, loaded: LoadedModel, engine: BuiltEngine[OrtEn
     Raises:
         OptimizerError: the upload cannot be fixed, fused or built at this batch size.
     """
-    model = onnx.load(run.model_path)
+    model, folder = load_for_rewrite(run, run.model_path)
     batched = _batch_inputs(model)
     first = next(iter(loaded.input_shapes), None)
     if first is None or first not in batched:
@@ -52,15 +54,17 @@ def ort_sweep_engine(run: JobRun, loaded: LoadedModel, engine: BuiltEngine[OrtEn
     if batch == loaded.batch_size or loaded.inputs_left_dynamic is not None:
         return SweepEngine(input_shapes=shapes, open=open_built)
     attempt = engine.attempt or Attempt.the_jobs_own(run.config)
-    fused, _ = optimize_model(static_model(model, shapes).model,
-                              attempt.optimize_options(Backend.ONNXRUNTIME))
+    fused, _ = optimize_model(static_model(model, shapes, data_folder=folder).model,
+                              attempt.optimize_options(Backend.ONNXRUNTIME), data_folder=folder)
     if PRECISIONS[run.config.precision].converts:
+        if folder is not None:  # the conversion reads every weight
+            onnx.load_external_data_for_model(fused, str(folder))
         fused, _ = convert_precision(fused, run.config.precision)
     out_dir = run.scratch_dir / "sweep" / f"batch-{batch}"
     shutil.rmtree(out_dir, ignore_errors=True)
     out_dir.mkdir(parents=True)
     source = out_dir / "source.onnx"
-    onnx.save(fused, source)
+    write_model_file(fused, source, data_location=data_location(run, source), data_folder=folder)
     built = build_ort_engine(
         source, out_dir / "engine", input_shapes=shapes,
         options=OrtBuildOptions(optimization_level=attempt.ort_level or DEFAULT_ORT_LEVEL,

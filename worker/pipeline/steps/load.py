@@ -30,7 +30,7 @@ from optimizer.static_model import static_model
 from worker.pipeline.results import JobRun, LoadedModel
 from worker.pipeline.steps.calibration_feeds import calibration_split
 from worker.pipeline.steps.feeds import job_feeds, job_input_ranges
-from worker.pipeline.steps.weights_files import data_location, load_for_rewrite
+from worker.pipeline.weights_files import data_location, load_for_rewrite
 
 __all__ = ["load_model"]
 

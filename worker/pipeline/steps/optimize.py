@@ -16,7 +16,7 @@ from optimizer.registries.backends import Backend
 from optimizer.registries.precisions import PRECISIONS, REFERENCE_PRECISION, Precision
 from worker.pipeline.results import Attempt, JobRun, LoadedModel, OptimizedModel, PendingArtifact
 from worker.pipeline.steps.quantize import quantize_graph
-from worker.pipeline.steps.weights_files import data_location, load_for_rewrite, with_data_artifact
+from worker.pipeline.weights_files import data_location, load_for_rewrite, with_data_artifact
 
 __all__ = ["optimize_graph"]
 

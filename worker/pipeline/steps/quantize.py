@@ -14,6 +14,7 @@ import onnx
 
 from core.job_config import quantization_of
 from core.reports import AccuracyReport
+from optimizer.model.file import write_model_file
 from optimizer.precision import run_outputs
 from optimizer.quantization.calibration import CalibrationTable, calibrate, graph_sha256
 from optimizer.quantization.node_precision import engine_node_precisions
@@ -23,6 +24,7 @@ from optimizer.registries.precisions import Precision
 from optimizer.registries.quantization import CalibrationMethod, QuantFlavour
 from worker.pipeline.results import JobRun, LoadedModel, PendingArtifact
 from worker.pipeline.steps.validate import job_tolerances
+from worker.pipeline.weights_files import data_location, with_data_artifact
 
 __all__ = ["QuantizedGraph", "quantize_graph"]
 
@@ -104,8 +106,10 @@ def quantize_graph(run: JobRun, loaded: LoadedModel, fused: onnx.ModelProto, fus
     engine_source = fused_path
     if result.model is not None:
         engine_source = run.scratch_dir / "model.int8.onnx"
-        onnx.save(result.model, engine_source)
-        artifacts.append(PendingArtifact(engine_source.name, "optimized_model", engine_source))
+        write_model_file(result.model, engine_source,
+                         data_location=data_location(run, engine_source))
+        artifacts.extend(with_data_artifact(run, PendingArtifact(
+            engine_source.name, "optimized_model", engine_source)))
         if run.config.backend == Backend.ONNXRUNTIME:
             report["node_precisions"] = engine_node_precisions(
                 fused, engine_source, level=run.ort_check_level,
