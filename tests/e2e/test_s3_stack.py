@@ -18,6 +18,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from fuseforge_client import FuseForgeClient
+from optimizer.testing.block_stack import block_stack
+from optimizer.testing.external_data_models import DATA_FILE, saved_with_external_data
 from optimizer.testing.models import model_bytes, small_cnn
 from tests.e2e.stacks import Stack, running_stack
 from tests.support.broker import TEST_REDIS_URL
@@ -254,3 +256,22 @@ def _job(stack: Stack, auth: dict[str, str], job_id: str) -> dict:  # type: igno
 def _finished(stack: Stack, auth: dict[str, str], job_id: str) -> dict | None:  # type: ignore[type-arg]
     job = _job(stack, auth, job_id)
     return job if job["status"] in ("succeeded", "failed", "cancelled") else None
+
+
+def test_a_model_with_its_data_files_goes_up_resumable_into_the_bucket_and_its_job_succeeds(
+        stack: Stack, seaweed: SeaweedS3, api_key: str, tmp_path: Path) -> None:
+    model = saved_with_external_data(
+        tmp_path / "blocks", block_stack(2, hidden=32, seed=uuid.uuid4().int % 1000))
+    shapes = {"input": [1, 8, 32]}
+    with FuseForgeClient(stack.base_url, api_key=api_key) as client:
+        # Pieces over tus into the bucket, then the tar they make is checked and kept.
+        uploaded = client.upload_model(model, data_files=[DATA_FILE], resumable=True)
+        assert uploaded.data["external_data"]["files"][0]["location"] == DATA_FILE
+        assert not [k for k in seaweed.keys(BUCKET) if k.startswith("uploads/")]
+        done = client.wait(client.submit_job(uploaded.id, {**FAST, "input_shapes": shapes}).id,
+                           timeout_s=180)
+        assert done.status == "succeeded", done.data
+        paths = client.download_artifacts(done, tmp_path / "out")
+
+    assert {"engine.onnx", "engine.onnx.data"} <= {p.name for p in paths}
+    assert _files(stack.tmp / "worker-data" / "artifacts") == []  # streamed, not kept
