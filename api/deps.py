@@ -3,7 +3,7 @@ the artifact store, the upload body and the job dispatcher (which also answers f
 health)."""
 
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Annotated
 
@@ -187,53 +187,46 @@ def _check_csrf(request: Request, secret: bytes, key: str) -> None:
 CurrentProject = Annotated[uuid.UUID, Depends(get_current_project)]
 
 
-def _upload_receiver(*, model: bool) -> Callable[..., Awaitable[ReceivedFile]]:
-    """The dependency that streams the request body (multipart `file` or raw octet-stream),
-    held to FUSEFORGE_MAX_UPLOAD_BYTES and to the room the project's quota leaves; the service
-    that takes it must keep or discard what it received. `model`: straight into the artifact
-    store, as an object not shown until the service commits it (no local copy of the file),
-    its skeleton built on the way (its check then reads no weights:
-    api/services/uploads/model_checks.py); else into a temporary file."""
+async def get_received_upload(
+    request: Request,
+    settings: SettingsDep,
+    sessions: ReadSessionsDep,
+    project: CurrentProject,
+    name: Annotated[str | None, Query(max_length=255)] = None,
+) -> ReceivedFile:
+    """The dependency that streams the request body (multipart `file` or raw octet-stream)
+    into a temporary file, held to FUSEFORGE_MAX_UPLOAD_BYTES and to the room the project's
+    quota leaves; the service that takes it must keep or discard what it received."""
+    return await _received(request, settings, sessions, project, name, model=False, into=None)
 
-    async def received_upload(
-        request: Request,
-        settings: SettingsDep,
-        sessions: ReadSessionsDep,
-        project: CurrentProject,
-        store: StoreDep,
-        name: Annotated[str | None, Query(max_length=255)] = None,
-    ) -> ReceivedFile:
-        into = (lambda: store.open_writer(new_upload_key())) if model else None
-        return await _received(request, settings, sessions, project, name, model=model,
+
+async def get_received_model_upload(
+    request: Request,
+    settings: SettingsDep,
+    sessions: ReadSessionsDep,
+    project: CurrentProject,
+    store: StoreDep,
+    name: Annotated[str | None, Query(max_length=255)] = None,
+    upload_id: Annotated[uuid.UUID | None, Query(
+        description="a finished resumable upload (/v1/uploads) to make the model of, "
+                    "instead of the request's body")] = None,
+) -> ReceivedFile:
+    """As get_received_upload, but straight into the artifact store, as an object not shown
+    until the service commits it (no local copy of the file), its skeleton built on the way
+    (its check then reads no weights: api/services/uploads/model_checks.py); or, with
+    `upload_id`, from a finished resumable upload's pieces."""
+    def into() -> ObjectWriter:
+        return store.open_writer(new_upload_key())
+
+    if upload_id is None:
+        return await _received(request, settings, sessions, project, name, model=True,
                                into=into)
-
-    async def received_model_upload(
-        request: Request,
-        settings: SettingsDep,
-        sessions: ReadSessionsDep,
-        project: CurrentProject,
-        store: StoreDep,
-        name: Annotated[str | None, Query(max_length=255)] = None,
-        upload_id: Annotated[uuid.UUID | None, Query(
-            description="a finished resumable upload (/v1/uploads) to make the model of, "
-                        "instead of the request's body")] = None,
-    ) -> ReceivedFile:
-        into = lambda: store.open_writer(new_upload_key())  # noqa: E731
-        if upload_id is None:
-            return await _received(request, settings, sessions, project, name, model=True,
-                                   into=into)
-        upload = await run_in_threadpool(_finished_upload, sessions, project, upload_id)
-        if upload.model_sha256 is not None:  # a repeat: the model it was made into is found
-            return ReceivedFile(upload.filename, name, upload.model_sha256, upload.length)
-        return await _received(request, settings, sessions, project, name or upload.filename,
-                               model=True, into=into, body=resumable.stored_bytes(store, upload),
-                               body_length=upload.length)
-
-    return received_model_upload if model else received_upload
-
-
-get_received_upload = _upload_receiver(model=False)
-get_received_model_upload = _upload_receiver(model=True)
+    upload = await run_in_threadpool(_finished_upload, sessions, project, upload_id)
+    if upload.model_sha256 is not None:  # a repeat: the model it was made into is found
+        return ReceivedFile(upload.filename, name, upload.model_sha256, upload.length)
+    return await _received(request, settings, sessions, project, name or upload.filename,
+                           model=True, into=into, body=resumable.stored_bytes(store, upload),
+                           body_length=upload.length)
 
 
 def _finished_upload(sessions: Sessions, project: uuid.UUID, upload_id: uuid.UUID
