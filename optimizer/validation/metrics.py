@@ -54,6 +54,7 @@ class ErrorMetrics:
     reference_inf_count: int
     candidate_nan_count: int
     candidate_inf_count: int
+    reference_rms: float = 0.0  # RMS of the reference's finite elements: the output's scale
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,7 @@ def error_metrics(references: Sequence[np.ndarray],
     errors = []
     max_rel = total_abs = total_sq = signal = 0.0
     dot = ref_norm2 = cand_norm2 = 0.0
+    finite_count = 0
     nan_ref = inf_ref = nan_cand = inf_cand = 0
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         for ref, cand in pairs:
@@ -108,6 +110,7 @@ def error_metrics(references: Sequence[np.ndarray],
             total_sq += float(np.sum(err * err))
             finite_ref = np.isfinite(ref)
             signal += float(np.sum(ref[finite_ref] ** 2))
+            finite_count += int(np.count_nonzero(finite_ref))
             both = finite_ref & np.isfinite(cand)
             dot += float(np.sum(ref[both] * cand[both]))
             ref_norm2 += float(np.sum(ref[both] ** 2))
@@ -133,6 +136,7 @@ def error_metrics(references: Sequence[np.ndarray],
         reference_inf_count=inf_ref,
         candidate_nan_count=nan_cand,
         candidate_inf_count=inf_cand,
+        reference_rms=math.sqrt(signal / finite_count) if finite_count else 0.0,
     )
 
 

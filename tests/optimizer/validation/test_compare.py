@@ -55,12 +55,72 @@ def test_compare_outputs_fails_a_perturbation_beyond_tolerance():
 
 
 def test_compare_outputs_fails_on_cosine_even_within_elementwise_tolerance():
-    ref = np.full(100, 1e-3, np.float32)
-    cand = -ref  # every element within atol=1e-2, but pointing the other way
+    # RMS 0.03, above atol=1e-2: the output has energy, so its cosine is judged. Every small
+    # element drifts by 0.009 (within atol) and together they turn the vector away.
+    ref = np.zeros(1001, np.float32)
+    ref[0] = 1.0
+    cand = ref + np.float32(0.009)
+    cand[0] = 1.0
 
     report = compare_outputs([{"y": ref}], [{"y": cand}], default_tolerances("fp16"))
 
-    assert not report.passed and report.outputs[0].cosine_similarity == pytest.approx(-1.0)
+    assert not report.passed
+    (failure,) = report.failures
+    assert failure.metric == "cosine_similarity" and failure.value < 0.97
+    assert "(reference RMS 0.0316, max |error| 0.009)" in failure.message
+    assert report.outputs[0].not_judged == ()
+
+
+def test_a_near_zero_output_is_judged_by_absolute_error_not_cosine():
+    # Was: an output of 1e-3 everywhere, negated, failed fp16 on cosine -1 though every element
+    # is within atol=1e-2; near zero, the absolute tolerance decides (numpy's allclose agrees).
+    ref = np.random.default_rng(3).uniform(0, 2e-7, (4, 64)).astype(np.float32)
+    cand = ref + np.random.default_rng(4).normal(0, 3e-8, ref.shape).astype(np.float32)
+
+    report = compare_outputs([{"y": ref}], [{"y": cand}], FP32)
+
+    assert report.passed
+    (output,) = report.outputs
+    assert output.cosine_similarity < FP32.min_cosine  # would have failed before
+    assert output.not_judged == ("cosine_similarity",)
+    assert output.not_judged_why.startswith("cosine similarity not judged: the reference's RMS ")
+    assert "at or below atol=0.0001" in output.not_judged_why
+    assert output.reference_rms == pytest.approx(float(np.sqrt(np.mean(ref.astype(np.float64) ** 2))))
+    assert json.loads(json.dumps(output.to_dict(), allow_nan=False))["not_judged"] == \
+        ["cosine_similarity"]
+
+
+def test_a_real_error_on_a_near_zero_output_still_fails_by_atol():
+    ref = np.random.default_rng(3).uniform(0, 2e-7, (4, 64)).astype(np.float32)
+    cand = ref.copy()
+    cand[2, 5] += np.float32(5e-4)
+
+    report = compare_outputs([{"y": ref}], [{"y": cand}], FP32)
+
+    assert not report.passed
+    (failure,) = report.failures
+    assert failure.metric == "elementwise"
+    assert "1 of 256 elements" in failure.message and "atol=0.0001" in failure.message
+    assert report.outputs[0].not_judged == ("cosine_similarity",)
+
+
+def test_near_zero_outputs_leave_snr_and_relative_error_unjudged_too():
+    ref = np.full(50, 1e-6, np.float32)
+    strict = FP32.with_overrides({"min_snr_db": 60.0, "max_rel_err": 1e-3})
+
+    report = compare_outputs([{"y": ref}], [{"y": ref * np.float32(1.5)}], strict)
+
+    assert report.passed
+    assert report.outputs[0].not_judged == ("cosine_similarity", "snr_db", "max_rel_err")
+
+
+def test_an_infinite_atol_leaves_the_cosine_judged_on_any_scale():
+    ref = np.full(100, 1e-3, np.float32)
+
+    report = compare_outputs([{"y": ref}], [{"y": -ref}], default_tolerances("int8"))
+
+    assert not report.passed
+    assert [f.metric for f in report.failures] == ["cosine_similarity"]
 
 
 def test_compare_outputs_fails_a_nan_the_reference_does_not_have():
