@@ -66,6 +66,9 @@ class AccuracyReport(ReportSection):
     blame: str | None = None
     localization: JsonObject | None = None
     fallback: JsonObject | None = None  # the attempt kept and the first verdict
+    # why the user's model ships unchanged instead of an engine (every attempt failed
+    # validation, or the engine measured slower than it); None: an engine ships
+    original_shipped: str | None = None
     larger_shape_check: JsonObject | None = None  # dims left dynamic: the rewrites at a larger shape
     profile_checks: dict[str, JsonObject] | None = None  # by profile end ("min", "max")
     # what the verdict was reached on: tolerances, failures, input shapes, random inputs' ranges

@@ -286,6 +286,8 @@ def render_report(report: ValidationReport, plan: ValidationPlan,
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines += ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
               .rstrip() for row in rows]
+    lines += [f"Output {output.name!r}: {output.not_judged_why}." for output in report.outputs
+              if output.not_judged_why]
     if report.failures:
         lines.append(f"{len(report.failures)} limit(s) broken:")
         lines += [f"  - {failure.message}" for failure in report.failures]

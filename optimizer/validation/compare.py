@@ -165,8 +165,8 @@ class ValidationReport:
     def raise_if_failed(self, subject: str, *, advice: str | None = None) -> None:
         """Raise AccuracyMismatchError listing every limit `subject` (e.g. a job) broke, then
         `advice` (what would make it pass, fitting the job: a wider precision only where one
-        exists); without it, the tolerances that failed, to loosen if the differences are
-        acceptable.
+        exists; "" for none); without it, the tolerances that failed, to loosen if the
+        differences are acceptable.
 
         >>> report.raise_if_failed("engine for job 42")        # doctest: +SKIP
         """
@@ -176,10 +176,11 @@ class ValidationReport:
         shapes = "; ".join(", ".join(f"{name}={list(shape)}"
                                      for name, shape in check.input_shapes.items())
                            for check in self.shapes)
+        tail = self.loosen_advice() if advice is None else advice
         raise AccuracyMismatchError(
             f"The outputs of {subject} differ from the original model's beyond tolerance over "
             f"{self.samples} sample(s){f' at input shapes {shapes}' if shapes else ''}: "
-            f"{details}. {advice or self.loosen_advice()}")
+            f"{details}." + (f" {tail}" if tail else ""))
 
     def failed_limits(self) -> tuple[str, ...]:
         """The `Tolerances` fields behind the failures, e.g. ("atol", "min_cosine"); empty

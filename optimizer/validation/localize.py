@@ -121,10 +121,16 @@ class Divergence:
         if self.changed_weights:
             causes.append(f"changed weights {', '.join(self.changed_weights)}")
         return "; ".join(causes) or (
-            "nothing recorded: no rule, precision change or weight change touched these nodes")
+            "no rewrite rule, precision change or weight change within this region: the "
+            "difference comes in through its inputs, each within tolerance, and grows here")
 
-    def describe(self) -> str:
-        """A few sentences for a job's error message or the CLI: where, how much, and why."""
+    def describe(self, blamed: Sequence[str] = ()) -> str:
+        """A few sentences for a job's error message or the CLI: where, how much, and why.
+
+        `blamed`: the rules a bisection blamed. Where none of them produced this region, the
+        text says their rewrites lie before it (the region only magnifies what they changed),
+        so the two verdicts read as one.
+        """
         t, tol = self.tensor, self.tolerances
         where = f"The first divergence is at node {self.node!r} ({self.op_type})"
         if (self.node, self.op_type) != (self.original_node, self.original_op_type):
@@ -143,7 +149,12 @@ class Divergence:
         inputs = (f"its inputs {', '.join(repr(i.name) for i in self.inputs)} are within "
                   "tolerance" if self.inputs else "it reads only graph inputs and weights")
         broken = f" Limits broken: {'; '.join(t.failures)}." if t.failures else ""
-        return (f"{where}: {error}, while {inputs}. Produced by {self.produced_by}.{broken}")
+        elsewhere = [rule for rule in blamed if rule not in self.rules]
+        upstream = (f" Bisection blames rule(s) {', '.join(elsewhere)}, whose rewrites before "
+                    "this region shift its inputs within tolerance; this region magnifies "
+                    "that difference." if elsewhere and not self.rules else "")
+        return (f"{where}: {error}, while {inputs}. Produced by {self.produced_by}."
+                f"{upstream}{broken}")
 
     def to_dict(self) -> dict[str, Any]:
         """A strict-JSON dict (non-finite numbers become None), with `produced_by`."""

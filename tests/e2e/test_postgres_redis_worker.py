@@ -101,7 +101,7 @@ def test_engine_outside_tolerance_fails_the_job_and_keeps_the_validation_records
     assert localization["node"] and "First divergence" in job["error"]["message"]
 
 
-def test_fallback_keeps_a_validated_engine_instead_of_failing(stack: dict[str, str]) -> None:
+def test_fallback_ships_the_original_when_no_attempt_validates(stack: dict[str, str]) -> None:
     base_url = stack["base_url"]
     uploaded = upload(base_url, model_bytes(small_cnn(seed=9)), "cnn.onnx")
     created = httpx.post(
@@ -113,10 +113,12 @@ def test_fallback_keeps_a_validated_engine_instead_of_failing(stack: dict[str, s
     )
     job = wait_for_job(base_url, created.json()["id"])
 
+    # No rewrite meets atol=1e-12, so the last resort ships: the upload itself at ONNX
+    # Runtime's default level (it used to be the reference itself, slower than the original).
     assert job["status"] == "succeeded", job["error"]
-    assert job["validation"]["passed"] is True
     report = job["accuracy_report"]
     assert report["passed_first_time"] is False
+    assert report["original_shipped"].startswith("every attempt failed validation")
     assert report["fallback"]["kept"] and report["fallback"]["first_failure"]["passed"] is False
     assert {a["name"] for a in job["artifacts"]} >= {"engine.onnx", "fused.onnx"}
 

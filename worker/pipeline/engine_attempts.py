@@ -3,7 +3,8 @@
     (optimize → build_engine → validate)+
 
 The job's own attempt first; when its engine fails validation and the job asks to fall back,
-more conservative attempts (worker/pipeline/backends/fallbacks.py) until one validates. A search
+more conservative attempts (worker/pipeline/backends/fallbacks.py) until one validates; when
+none does, the original itself ships where the backend can ship it (ship_original.py). A search
 runs this for each candidate, then once more for its winner.
 """
 
@@ -11,6 +12,7 @@ from typing import Any
 
 from core.reports import FusionReportRead
 from optimizer.registries.precisions import PRECISIONS
+from worker.pipeline.advice import failure_advice
 from worker.pipeline.backends.base import JobBackend
 from worker.pipeline.backends.fallbacks import fallback_record
 from worker.pipeline.progress import StageProgress
@@ -23,6 +25,7 @@ from worker.pipeline.results import (
     OptimizedModel,
     Validation,
 )
+from worker.pipeline.ship_original import ship_original
 from worker.pipeline.stages import BUILD_ENGINE, OPTIMIZE, VALIDATE
 from worker.pipeline.steps.diagnose import diagnose_failure
 from worker.pipeline.steps.larger_shape_check import check_rewrites_at_larger_shape
@@ -37,13 +40,16 @@ def validated_engine(run: JobRun, backend: JobBackend[Any], loaded: LoadedModel,
                       outcome: JobOutcome, progress: StageProgress
                       ) -> tuple[OptimizedModel, BuiltEngine[Any]]:
     """Optimize, build and validate: the job's own attempt, then its fallbacks (fp32 jobs that
-    ask for them) until one validates; then check the engine at its profiles' extremes.
+    ask for them) until one validates, else the original where the backend ships it (then
+    `outcome.original_shipped` says why); then check the engine at its profiles' extremes.
 
     Raises:
-        AccuracyMismatchError: no attempt validates, the rewrites fail at a larger shape (dims
-            left dynamic), or the engine fails at a profile's end.
+        AccuracyMismatchError: no attempt validates (on a backend that cannot ship the
+            original), the rewrites fail at a larger shape (dims left dynamic), or the engine
+            fails at a profile's end.
     """
     attempt = Attempt.the_jobs_own(run.config)
+    tried: list[str] = []
     reports, accuracy = outcome.reports, outcome.reports.accuracy()
     fallbacks: list[Attempt] | None = None  # decided after the first failure
     first_failure: Validation | None = None
@@ -66,6 +72,7 @@ def validated_engine(run: JobRun, backend: JobBackend[Any], loaded: LoadedModel,
         outcome.add_artifacts(engine.artifacts)
         progress.enter(VALIDATE, note)
         validation = validate_engine(run, backend, loaded, optimized, engine)
+        tried.append(attempt.kept)
         outcome.validation = validation.report
         accuracy.update(validation.accuracy)
         if first_failure is None and not PRECISIONS[run.config.precision].rewrites:
@@ -74,16 +81,22 @@ def validated_engine(run: JobRun, backend: JobBackend[Any], loaded: LoadedModel,
             break
         if fallbacks is None:
             if PRECISIONS[run.config.precision].rewrites:  # judged, never bisected
-                validation.report.raise_if_failed(validation.subject)
+                validation.report.raise_if_failed(
+                    validation.subject, advice=failure_advice(run.config, validation.report))
             diagnosis = diagnose_failure(run, backend, loaded, optimized,
                                          job_tolerances(run.config))
             accuracy.update(diagnosis.to_accuracy())
             if run.config.on_validation_failure != "fallback":
-                diagnosis.raise_failure(validation)
+                diagnosis.raise_failure(validation, run.config)
             fallbacks = backend.fallback_attempts(diagnosis.blamed_rules)
             first_failure = validation
         if not fallbacks:
-            backend.raise_no_attempt_passed(validation)
+            if not backend.ships_original:
+                backend.raise_no_attempt_passed(validation)
+            why = f"every attempt failed validation ({'; '.join(tried)})"
+            accuracy.fallback = fallback_record(Attempt.the_original(), first_failure or validation,
+                                                original_shipped=why)
+            return optimized, ship_original(run, backend, loaded, outcome, why, progress.note)
         attempt = fallbacks.pop(0)
     if first_failure is not None:
         accuracy.fallback = fallback_record(attempt, first_failure)

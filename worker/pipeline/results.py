@@ -13,7 +13,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import numpy as np
 
 from core.db.models import BenchmarkSuite
-from core.job_config import JobConfig, OrtLevel
+from core.job_config import DEFAULT_ORT_LEVEL, JobConfig, OrtLevel
 from core.reports import AccuracyReport, EngineReport, JobReports
 from core.settings import Settings
 from core.storage import ArtifactStore
@@ -46,6 +46,9 @@ __all__ = [
 ]
 
 EngineT = TypeVar("EngineT")
+
+ORIGINAL_KEPT = ("the original model, unchanged, at ONNX Runtime's default level "
+                 f"'{DEFAULT_ORT_LEVEL}'")
 
 
 class CalibrationStore(Protocol):
@@ -169,6 +172,12 @@ class Attempt:
         return cls(kept="the job's passes", passes=config.passes,
                    ort_level=config.ort_optimization_level)
 
+    @classmethod
+    def the_original(cls) -> "Attempt":
+        """The user's model unchanged at ONNX Runtime's default level: what ships when nothing
+        beats it, on a backend that can ship it (`JobBackend.ships_original`)."""
+        return cls(kept=ORIGINAL_KEPT, passes="none", ort_level=DEFAULT_ORT_LEVEL)
+
     def optimize_options(self, backend: str) -> OptimizeOptions:
         return OptimizeOptions(backend=backend, passes=self.passes,
                                excluded_rules=self.excluded_rules)
@@ -263,6 +272,7 @@ class JobOutcome:
     sweep: list[BenchmarkResult] = field(default_factory=list)  # original and engine per batch
     # where the benchmarks ran and what they moved, for every record (pipeline/benchmark_context)
     benchmark_context: BenchmarkContext | None = None
+    original_shipped: str | None = None  # why the original ships instead of an engine (one sentence)
 
     def add_artifacts(self, artifacts: tuple[PendingArtifact, ...]) -> None:
         self.artifacts.update((artifact.name, artifact) for artifact in artifacts)

@@ -5,8 +5,10 @@
 
 The bracket is the fallback: when the engine fails validation and the job asks to fall back,
 the pipeline loops over more conservative attempts (worker/pipeline/backends/fallbacks.py) until one
-validates (engine_attempts.py). A search job first builds, judges and races its candidates
-(search_stage.py), then runs the rest of the pipeline as its winner's config.
+validates (engine_attempts.py). Where none does, or the benchmark measures the engine slower
+than the original, a backend that can ships the original unchanged (ship_original.py). A
+search job first builds, judges and races its candidates (search_stage.py), then runs the rest
+of the pipeline as its winner's config, never-slower rule included.
 
 Stages hand typed results to the next (worker/pipeline/results.py); every database write
 goes through the run's `JobRecorder`, each in a short transaction of its own. It runs in the
@@ -45,6 +47,7 @@ from worker.pipeline.results import (
     JobRun,
 )
 from worker.pipeline.search_stage import search_configurations
+from worker.pipeline.ship_original import ship_original, slower_than_original
 from worker.pipeline.stage_memory import METHOD as STAGE_MEMORY_METHOD
 from worker.pipeline.stages import (
     ABLATION,
@@ -193,9 +196,19 @@ def _run_stages(run: JobRun, backend: JobBackend[Any], runtime: WorkerRuntime,
     outcome.benchmarks, outcome.sweep = timed.comparison, timed.sweep
     if timed.reference_engine is not None and outcome.reports.engine_report is not None:
         outcome.reports.engine_report.reference_engine = timed.reference_engine
+    # Never ship an engine slower than what the user runs today (a search's winner included):
+    # the benchmark's records stay as measured, saying why.
+    slower = slower_than_original(timed.comparison) if backend.ships_original else None
+    if slower is not None and outcome.original_shipped is None:
+        ship_original(run, backend, loaded, outcome, slower, progress.note)
     progress.enter(PROFILE)
-    outcome.reports.profile_report = ProfileReport.model_validate(profile_engine_nodes(
-        run, backend, loaded, optimized, engine, outcome.reports.accuracy().quantization))
+    if outcome.original_shipped is not None:
+        outcome.reports.profile_report = ProfileReport(
+            skipped=f"the original model ships unchanged ({outcome.original_shipped}): no "
+                    "engine of the job's to profile")
+    else:
+        outcome.reports.profile_report = ProfileReport.model_validate(profile_engine_nodes(
+            run, backend, loaded, optimized, engine, outcome.reports.accuracy().quantization))
     if run.config.ablation:
         span = progress.enter(ABLATION)
         outcome.ablation = benchmark_ablation(run, backend, loaded, span)

@@ -8,6 +8,7 @@ Correct fusions must localise nothing.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 import onnx
@@ -420,3 +421,23 @@ def test_weights_left_in_external_files_are_refused() -> None:
     weight.external_data.add(key="location", value="weights.bin")
     with pytest.raises(UnsupportedModelError, match="'fc1.w'.*load_external_data=True"):
         localize_divergence(model, mlp(), float_feeds((2, 16), 0), FP32)
+
+
+def test_a_region_no_rule_touched_reads_as_one_with_the_bisections_blame() -> None:
+    # PP-OCRv5's detector: the region holds no rewrite, its inputs are within tolerance, and
+    # bisection blames FoldBatchNormIntoConv. The text used to say "no rule ... touched these
+    # nodes" next to that blame, as if the two contradicted each other.
+    model = deep_mlp(seed=2)
+    divergence = localize_divergence(model, with_weight(model, "fc2.w", lambda w: w * 1.01),
+                                     float_feeds((4, 16), seed=1), FP32)
+    assert divergence is not None
+    untouched = replace(divergence, changed_weights=())
+
+    text = untouched.describe(blamed=("FoldBatchNormIntoConv",))
+
+    assert "touched these nodes" not in text
+    assert ("Produced by no rewrite rule, precision change or weight change within this "
+            "region: the difference comes in through its inputs") in text
+    assert ("Bisection blames rule(s) FoldBatchNormIntoConv, whose rewrites before this region "
+            "shift its inputs within tolerance") in text
+    assert "Bisection blames" not in untouched.describe()

@@ -10,7 +10,9 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import onnx
+import onnx.numpy_helper
 import pytest
 
 from optimizer.capabilities import HostCapabilities
@@ -122,30 +124,84 @@ def test_a_model_whose_unused_if_branch_cannot_run_at_the_jobs_shapes_gets_an_en
     assert declared == [[1, 16], [2, 1, 16], []]
 
 
-def test_fallback_loops_over_attempts_without_moving_progress_back(
+def test_fallback_loops_over_attempts_then_ships_the_original_when_none_validates(
         embedded: EmbeddedWorker) -> None:
-    model_id = embedded.upload(model_bytes(small_cnn(seed=22)), "cnn.onnx")
+    # Was: the last attempt was the unfused model with ONNX Runtime's optimizations off (the
+    # reference itself), which always validates and shipped at 0.82x the original's speed on
+    # PP-OCRv5's detector. Now the last resort is the upload itself at ORT's default level.
+    uploaded = model_bytes(small_cnn(seed=22))
+    model_id = embedded.upload(uploaded, "cnn.onnx")
     job = embedded.wait(embedded.submit(model_id, on_validation_failure="fallback",
                                         validation=IMPOSSIBLE, benchmark=FAST_BENCHMARK))
 
     assert job["status"] == "succeeded", job["error"]
     report = job["accuracy_report"]
     assert report["passed_first_time"] is False
+    why = report["original_shipped"]
+    assert why == report["fallback"]["original_shipped"]
+    assert why.startswith("every attempt failed validation (the job's passes; ")
+    assert why.endswith("; no fusion passes, ONNX Runtime level 'all')")
     assert report["fallback"]["kept"] == (
-        "the unfused model with ONNX Runtime's optimizations off (the reference itself)")
+        "the original model, unchanged, at ONNX Runtime's default level 'all'")
     assert report["fallback"]["first_failure"]["passed"] is False
     assert report["bisection"] is not None and "blame" in report
     events = _stage_events(job)
     # The first round, then one round per fallback attempt, each saying which it is.
     assert events[:4] == [f"stage {s} started" for s in STAGES[:4]]
-    assert "stage optimize started (fallback: no fusion passes, ONNX Runtime level 'all')" in events
     assert events[-4:] == [
-        "stage validate started (fallback: the unfused model with ONNX Runtime's optimizations "
-        "off (the reference itself))", "stage benchmark started", "stage profile started",
-        "stage store started"]
-    # The kept engine is the last attempt's.
+        "stage validate started (fallback: no fusion passes, ONNX Runtime level 'all')",
+        "stage benchmark started", "stage profile started", "stage store started"]
+    assert any(e["message"].startswith("the original model ships unchanged: every attempt "
+                                       "failed validation") for e in job["events"])
+    # The engine is the upload's own bytes, loaded as its user runs it.
+    engine = embedded.client.get(f"/v1/jobs/{job['id']}/artifacts/engine.onnx")
+    assert engine.content == uploaded
     manifest = embedded.client.get(f"/v1/jobs/{job['id']}/artifacts/manifest.json").json()
-    assert manifest["requested_optimization_level"] == "disabled"
+    assert (manifest["original"], manifest["load_optimization_level"],
+            manifest["disabled_optimizers"]) == (True, "all", {})
+    assert "original model ships unchanged" in job["profile_report"]["skipped"]
+
+
+def _folds_to_a_constant(size: int = 384) -> onnx.ModelProto:
+    """y = x @ (a @ b), a and b weights: ONNX Runtime folds a @ b once at its default level;
+    with its optimizations off it multiplies them on every run (size³ multiply-adds), so an
+    engine built at level "disabled" is many times slower than the original."""
+    rng = np.random.default_rng(5)
+    weights = [onnx.numpy_helper.from_array(
+        rng.standard_normal((size, size)).astype(np.float32) / size, name)
+        for name in ("a", "b")]
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("MatMul", ["a", "b"], ["w"]),
+         onnx.helper.make_node("MatMul", ["x", "w"], ["y"])], "folds",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, size])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, size])], weights)
+    return onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)],
+                                  ir_version=8)
+
+
+def test_an_engine_measured_slower_than_the_original_does_not_ship(
+        embedded: EmbeddedWorker) -> None:
+    uploaded = model_bytes(_folds_to_a_constant())
+    model_id = embedded.upload(uploaded, "folds.onnx")
+    job = embedded.wait(embedded.submit(
+        model_id, passes="none", ort_optimization_level="disabled",
+        benchmark={"warmup": 2, "iterations": 20, "measure_memory": False}))
+
+    assert job["status"] == "succeeded", job["error"]
+    engine_row = next(b for b in job["benchmarks"] if b["variant"] == "engine")
+    assert engine_row["speedup_verdict"] == "slower"  # the records stay as measured
+    why = job["accuracy_report"]["original_shipped"]
+    assert why == (f"the engine measured {engine_row['speedup_vs_reference']:.2f}x the "
+                   f"original's speed ({engine_row['speedup_ci_low']:.2f}-"
+                   f"{engine_row['speedup_ci_high']:.2f})")
+    assert job["accuracy_report"]["fallback"] is None
+    engine = embedded.client.get(f"/v1/jobs/{job['id']}/artifacts/engine.onnx")
+    assert engine.content == uploaded
+    manifest = embedded.client.get(f"/v1/jobs/{job['id']}/artifacts/manifest.json").json()
+    assert (manifest["original"], manifest["load_optimization_level"]) == (True, "all")
+    assert job["validation"]["passed"] is True  # the verdict is on what ships
+    assert any(e["message"] == f"the original model ships unchanged: {why}"
+               for e in job["events"])
 
 
 def test_a_failed_validation_keeps_its_verdict_blame_and_divergence(
@@ -159,6 +215,14 @@ def test_a_failed_validation_keeps_its_verdict_blame_and_divergence(
     assert "differ from the original model's beyond tolerance" in message
     report = job["accuracy_report"]
     assert report["passed_first_time"] is False and report["blame"] in message
+    # Advice that fits an fp32 job: the blamed rule's pass, the fallback, the limits to
+    # loosen; no wider precision exists, so none is offered.
+    assert "higher precision" not in message and "build at" not in message
+    blamed = report["bisection"]["culprits"][0][0]
+    assert "To pass, leave out pass(es) " in message and f"rule(s) {blamed})" in message
+    assert 'set "on_validation_failure": "fallback"' in message
+    assert message.endswith("loosen atol (now 1e-12), rtol (now 0) in the job's validation "
+                            "tolerances.")
     assert job["validation"]["passed"] is False  # the rows explain the failure
     assert job["artifacts"] == [] and job["benchmarks"] == []
     assert not (embedded.runtime.settings.scratch_dir / job["id"]).exists()

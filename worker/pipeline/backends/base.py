@@ -1,5 +1,6 @@
 """What the pipeline asks of a job's backend, behind one interface: build the engine, open
-runners on it, give the benchmark its reference, and say which fallbacks exist.
+runners on it, give the benchmark its reference, and say which fallbacks exist (and whether
+the original itself can ship).
 
 Two strategies implement it: `OnnxRuntimeBackend` (CPU workers) and `TensorRTBackend` (GPU
 workers, builds isolated per GPU). The stages never branch on the backend's name.
@@ -65,6 +66,11 @@ class NodeProfiles:
 class JobBackend(Protocol[EngineT]):
     name: Backend
     own_optimizations: str  # what the backend does to any engine itself, for blame messages
+    # Whether the user's model, unchanged, can ship as this backend's engine when nothing beats
+    # it (every attempt fails validation, or the engine measures slower than the original):
+    # ONNX Runtime, whose original is what its user already runs; not TensorRT, whose engines
+    # are all built (its report then says the engine is slower, as measured).
+    ships_original: bool
 
     def build_engine(self, loaded: LoadedModel, optimized: OptimizedModel, attempt: Attempt,
                      span: ProgressSpan) -> BuiltEngine[EngineT]:
@@ -102,6 +108,11 @@ class JobBackend(Protocol[EngineT]):
 
     def ablation_runner_for(self, loaded: LoadedModel, span: ProgressSpan) -> RunnerFor:
         """Opens a runner on each ablation stage's model."""
+        ...
+
+    def original_engine(self, loaded: LoadedModel) -> BuiltEngine[EngineT]:
+        """The user's model unchanged, as this backend's engine (replacing an earlier
+        attempt's); only where `ships_original`."""
         ...
 
     def fallback_attempts(self, blamed: tuple[str, ...]) -> list[Attempt]:

@@ -4,6 +4,7 @@ its optimizations off, as a second variant)."""
 
 import shutil
 from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
 from typing import Any, NoReturn
 
 from core.job_config import DEFAULT_ORT_LEVEL
@@ -14,6 +15,7 @@ from optimizer.backends.onnxruntime.build import (
     build_ort_engine,
     runner_for_engine,
 )
+from optimizer.backends.onnxruntime.original import original_as_engine
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
 from optimizer.backends.runner import Runner
 from optimizer.errors import InternalError
@@ -39,6 +41,7 @@ __all__ = ["OnnxRuntimeBackend"]
 
 class OnnxRuntimeBackend:
     name = Backend.ONNXRUNTIME
+    ships_original = True  # the upload at ORT's default level: what its user runs today
 
     def __init__(self, run: JobRun) -> None:
         self._run = run
@@ -47,9 +50,7 @@ class OnnxRuntimeBackend:
 
     def build_engine(self, loaded: LoadedModel, optimized: OptimizedModel, attempt: Attempt,
                      span: ProgressSpan) -> BuiltEngine[OrtEngine]:
-        engine_dir = self._run.scratch_dir / "engine"
-        shutil.rmtree(engine_dir, ignore_errors=True)  # a fallback rebuild replaces the engine
-        engine_dir.mkdir()
+        engine_dir = self._fresh_engine_dir()
         options = OrtBuildOptions(optimization_level=attempt.ort_level or DEFAULT_ORT_LEVEL,
                                   intra_op_threads=self._run.config.ort_intra_op_threads,
                                   flush_denormals=self._run.config.ort_flush_denormals)
@@ -58,12 +59,21 @@ class OnnxRuntimeBackend:
                                   keep_inputs_dynamic=loaded.inputs_left_dynamic is not None)
         report = (None if loaded.inputs_left_dynamic is None
                   else EngineReport(inputs_left_dynamic=loaded.inputs_left_dynamic))
-        data = (() if engine.data_path is None else
-                (PendingArtifact(engine.data_path.name, "engine_data", engine.data_path),))
-        return BuiltEngine(engine, report=report, attempt=attempt, artifacts=(
-            PendingArtifact("engine.onnx", "engine", engine.model_path), *data,
-            PendingArtifact("manifest.json", "manifest", engine.manifest_path),
-        ))
+        return BuiltEngine(engine, report=report, attempt=attempt, artifacts=_artifacts(engine))
+
+    def original_engine(self, loaded: LoadedModel) -> BuiltEngine[OrtEngine]:
+        """The upload's own bytes as engine.onnx, loaded at ONNX Runtime's default level with
+        the job's threads (the benchmark's "original"), its data file beside it if it has any."""
+        engine = original_as_engine(self._run.model_path, self._fresh_engine_dir(),
+                                    intra_op_threads=self._run.config.ort_intra_op_threads,
+                                    input_shapes=loaded.input_shapes)
+        return BuiltEngine(engine, attempt=Attempt.the_original(), artifacts=_artifacts(engine))
+
+    def _fresh_engine_dir(self) -> Path:
+        engine_dir = self._run.scratch_dir / "engine"
+        shutil.rmtree(engine_dir, ignore_errors=True)  # a fallback rebuild replaces the engine
+        engine_dir.mkdir()
+        return engine_dir
 
     def open_runner(self, engine: BuiltEngine[OrtEngine]) -> AbstractContextManager[Runner]:
         return runner_for_engine(engine.engine.manifest_path)
@@ -103,5 +113,13 @@ class OnnxRuntimeBackend:
         return onnxruntime_fallbacks(self._run.config, blamed)
 
     def raise_no_attempt_passed(self, last: Validation) -> NoReturn:
-        # The last attempt runs the reference itself; failing it means our comparison is wrong.
-        raise InternalError("the unoptimized model failed validation against itself")
+        # Never reached: with ships_original the pipeline ships the original instead.
+        raise InternalError("an onnxruntime job ran out of fallback attempts without shipping "
+                            "the original")
+
+
+def _artifacts(engine: OrtEngine) -> tuple[PendingArtifact, ...]:
+    data = (() if engine.data_path is None else
+            (PendingArtifact(engine.data_path.name, "engine_data", engine.data_path),))
+    return (PendingArtifact("engine.onnx", "engine", engine.model_path), *data,
+            PendingArtifact("manifest.json", "manifest", engine.manifest_path))

@@ -27,6 +27,7 @@ from optimizer.quantization.node_precision import tensorrt_node_precisions
 from optimizer.registries.backends import Backend
 from optimizer.registries.precisions import PRECISIONS, Precision
 from worker.gpu.engine_builds import EngineBuilds, build_log_path
+from worker.pipeline.advice import failure_advice
 from worker.pipeline.backends.base import BenchmarkReference, NodeProfiles, SweepEngine
 from worker.pipeline.backends.fallbacks import tensorrt_fallbacks
 from worker.pipeline.backends.trt_profile import ReferenceEngine, tensorrt_node_profiles
@@ -60,6 +61,7 @@ def refusal_for(capabilities: HostCapabilities) -> str | None:
 class TensorRTBackend:
     name = Backend.TENSORRT
     own_optimizations = "TensorRT's own optimizations"
+    ships_original = False  # an ONNX file is no TensorRT engine: the report says slower instead
 
     def __init__(self, run: JobRun, *, toolkit: TensorRTToolkit, capabilities: HostCapabilities,
                  recorder: JobRecorder, on_gpu_wait: Callable[[bool], None]) -> None:
@@ -206,13 +208,18 @@ class TensorRTBackend:
 
         return stage_engine_runner
 
+    def original_engine(self, loaded: LoadedModel) -> BuiltEngine[TrtEngine]:
+        raise InternalError("TensorRT cannot ship the original model as its engine "
+                            "(ships_original is False)")
+
     def fallback_attempts(self, blamed: tuple[str, ...]) -> list[Attempt]:
         return tensorrt_fallbacks(self._run.config, blamed)
 
     def raise_no_attempt_passed(self, last: Validation) -> NoReturn:
         last.report.raise_if_failed(
             "TensorRT's engine of the unfused model (so no set of FuseForge rewrites can pass: "
-            "the difference is TensorRT's own; loosen the tolerances or use a wider precision)")
+            "the difference is TensorRT's own)",
+            advice=failure_advice(self._run.config, last.report))
         raise InternalError("the last fallback attempt passed validation but was reported failed")
 
     def _open(self, engine: TrtEngine) -> AbstractContextManager[Runner]:

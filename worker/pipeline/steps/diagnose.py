@@ -10,12 +10,14 @@ from typing import Any, NoReturn
 
 import onnx
 
+from core.job_config import JobConfig
 from core.reports import AccuracyReport
 from optimizer.errors import AccuracyMismatchError, InternalError
 from optimizer.optimize import OptimizeOptions
 from optimizer.validation import Tolerances
 from optimizer.validation.bisect import BisectionResult, bisect_rules, equivalence_check
 from optimizer.validation.localize import Divergence, localize_divergence
+from worker.pipeline.advice import failure_advice
 from worker.pipeline.backends.base import JobBackend
 from worker.pipeline.results import JobRun, LoadedModel, OptimizedModel, Validation
 
@@ -29,6 +31,7 @@ class Diagnosis:
     bisection: BisectionResult
     blame: str  # who is to blame, in words
     divergence: Divergence | None
+    blamed_passes: tuple[str, ...] = ()  # the passes holding the blamed rules, where known
 
     @property
     def blamed_rules(self) -> tuple[str, ...]:
@@ -39,13 +42,18 @@ class Diagnosis:
             bisection=self.bisection.to_dict(), blame=self.blame,
             localization=self.divergence.to_dict() if self.divergence else None)
 
-    def raise_failure(self, validation: Validation) -> NoReturn:
-        """Fail the job that does not fall back: the verdict, the first divergence, the blame."""
+    def raise_failure(self, validation: Validation, config: JobConfig) -> NoReturn:
+        """Fail the job that does not fall back: the verdict, the first divergence, the blame,
+        then what would make it pass (`failure_advice`)."""
+        where = (f" First divergence: {self.divergence.describe(self.blamed_rules)}"
+                 if self.divergence else "")
         try:
-            validation.report.raise_if_failed(validation.subject)
+            validation.report.raise_if_failed(validation.subject, advice="")
         except AccuracyMismatchError as err:
-            where = f" First divergence: {self.divergence.describe()}" if self.divergence else ""
-            raise AccuracyMismatchError(f"{err}{where} ({self.blame}).") from None
+            advice = failure_advice(config, validation.report, blamed=self.blamed_rules,
+                                    blamed_passes=self.blamed_passes)
+            raise AccuracyMismatchError(f"{err}{where} ({self.blame}). "
+                                        f"{advice}") from None
         raise InternalError(f"{validation.subject} passed validation but was diagnosed")
 
 
@@ -60,7 +68,11 @@ def diagnose_failure(run: JobRun, backend: JobBackend[Any], loaded: LoadedModel,
         static_model, onnx.load(optimized.fused_path), loaded.feeds[:_LOCALIZE_SAMPLES],
         tolerances, fusion_report=optimized.fusion_report,
     )
-    return Diagnosis(bisection=bisection, blame=_blame(backend, bisection), divergence=divergence)
+    owners = {stats.rule: stats.pass_name for stats in optimized.fusion_report.rules}
+    blamed_passes = tuple(dict.fromkeys(owners[rule] for rule in bisection.culprit_rules
+                                        if rule in owners))
+    return Diagnosis(bisection=bisection, blame=_blame(backend, bisection), divergence=divergence,
+                     blamed_passes=blamed_passes)
 
 
 def _blame(backend: JobBackend[Any], result: BisectionResult) -> str:
@@ -72,3 +84,4 @@ def _blame(backend: JobBackend[Any], result: BisectionResult) -> str:
         "+".join(group) + (f" (on top of {', '.join(context)})" if context else "")
         for group, context in zip(result.culprits, contexts, strict=True)
     ) + " break equivalence"
+

@@ -22,7 +22,7 @@ from optimizer.validation import Tolerances, default_tolerances, validate_agains
 from worker.pipeline.backends.base import JobBackend
 from worker.pipeline.results import BuiltEngine, JobRun, LoadedModel, OptimizedModel, Validation
 
-__all__ = ["job_tolerances", "validate_engine"]
+__all__ = ["job_tolerances", "validate_engine", "validate_original"]
 
 
 def job_tolerances(config: JobConfig) -> Tolerances:
@@ -48,13 +48,8 @@ def validate_engine(run: JobRun, backend: JobBackend[Any], loaded: LoadedModel,
     pipeline records it first)."""
     tolerances = job_tolerances(run.config)
     if not PRECISIONS[run.config.precision].converts:
-        # The original's session closes before the engine's opens: a model is held once.
-        with OnnxRuntimeRunner(run.model_path, optimization_level="disabled") as reference:
-            expected = [reference.infer(feed) for feed in loaded.feeds]
-        with backend.open_runner(engine) as candidate:
-            report = validate_against(expected, candidate, loaded.feeds, tolerances,
-                                      labels=loaded.labels, input_ranges=loaded.input_ranges)
-        return Validation(report=report, accuracy=AccuracyReport(), subject=f"the engine of job {run.job_id}")
+        return _output_for_output(run, backend, loaded, engine, tolerances,
+                                  f"the engine of job {run.job_id}")
     with backend.precision_runner(engine) as candidate:
         emulated = onnx.load(optimized.engine_source) if candidate is None else None
         evaluation = evaluate_precision(
@@ -68,3 +63,24 @@ def validate_engine(run: JobRun, backend: JobBackend[Any], loaded: LoadedModel,
         subject=(f"the {run.config.precision} model of job {run.job_id} ({evaluation.method} "
                  f"on {evaluation.backend})"),
     )
+
+
+def validate_original(run: JobRun, backend: JobBackend[Any], loaded: LoadedModel,
+                      engine: BuiltEngine[Any]) -> Validation:
+    """The verdict on the original shipped as the engine (`JobBackend.original_engine`), output
+    for output at the job's tolerances: the job's verdict is then on what ships. It never
+    stops the original shipping: it is the user's own model."""
+    return _output_for_output(run, backend, loaded, engine, job_tolerances(run.config),
+                              f"the original model of job {run.job_id}, as shipped")
+
+
+def _output_for_output(run: JobRun, backend: JobBackend[Any], loaded: LoadedModel,
+                       engine: BuiltEngine[Any], tolerances: Tolerances,
+                       subject: str) -> Validation:
+    # The original's session closes before the engine's opens: a model is held once.
+    with OnnxRuntimeRunner(run.model_path, optimization_level="disabled") as reference:
+        expected = [reference.infer(feed) for feed in loaded.feeds]
+    with backend.open_runner(engine) as candidate:
+        report = validate_against(expected, candidate, loaded.feeds, tolerances,
+                                  labels=loaded.labels, input_ranges=loaded.input_ranges)
+    return Validation(report=report, accuracy=AccuracyReport(), subject=subject)
