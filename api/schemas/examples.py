@@ -234,8 +234,8 @@ JOB: dict[str, Any] = {
     "accuracy_report": {
         **dict.fromkeys(("precision", "precision_search", "quantization",
                          "precision_evaluation", "bisection",
-                         "blame", "localization", "fallback", "larger_shape_check",
-                         "profile_checks")),
+                         "blame", "localization", "fallback", "original_shipped",
+                         "larger_shape_check", "profile_checks")),
         "passed_first_time": True,
         "tolerances": {"atol": 0.0001, "rtol": 0.001, "min_cosine": 0.9999},
         "failures": [],

@@ -18,17 +18,23 @@ from worker.pipeline.backends.base import JobBackend
 from worker.pipeline.results import BuiltEngine, JobOutcome, JobRun, LoadedModel
 from worker.pipeline.steps.validate import validate_original
 
-__all__ = ["ENGINE_KINDS", "ship_original", "slower_than_original"]
+__all__ = ["ENGINE_KINDS", "MIN_ROUNDS", "ship_original", "slower_than_original"]
 
 ENGINE_KINDS = frozenset({"engine", "engine_data", "manifest"})  # the files the original replaces
+# The fewest timed rounds whose "slower" verdict replaces the engine. The interval of a median
+# of 3 rounds spans their extremes, so a tie lands all 3 on one side one job in eight (seen on
+# a loaded 2-core machine with the tests' 3-round benchmarks); a job's default is 30 rounds.
+MIN_ROUNDS = 10
 
 
 def slower_than_original(comparison: Sequence[BenchmarkResult]) -> str | None:
     """Why the engine must not ship, when the benchmark's verdict on it is "slower" (its
-    speed-up's whole interval below 1): e.g. "the engine measured 0.82x the original's speed
-    (0.78-0.86)"; None otherwise."""
+    speed-up's whole interval below 1) over at least MIN_ROUNDS rounds: e.g. "the engine
+    measured 0.82x the original's speed (0.78-0.86)"; None otherwise (the records still say
+    "slower" where a thinner benchmark found it)."""
     for result in comparison:
-        if result.variant == BenchmarkVariant.ENGINE and result.speedup_verdict == SLOWER:
+        if (result.variant == BenchmarkVariant.ENGINE and result.speedup_verdict == SLOWER
+                and result.iterations >= MIN_ROUNDS):
             interval = ("" if result.speedup_ci_low is None or result.speedup_ci_high is None
                         else f" ({result.speedup_ci_low:.2f}-{result.speedup_ci_high:.2f})")
             return (f"the engine measured {result.speedup_vs_reference or 0.0:.2f}x the "
