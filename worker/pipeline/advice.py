@@ -11,16 +11,17 @@ __all__ = ["failure_advice"]
 
 
 def failure_advice(config: JobConfig, report: ValidationReport, *, blamed: Sequence[str] = (),
-                   blamed_passes: Sequence[str] = ()) -> str:
+                   blamed_passes: Sequence[str] = (), falls_back: bool = True) -> str:
     """What would make a failed job pass, fitting it: leave out the blamed rules' passes, fall
-    back (where the job does not), a wider precision (only where the job's is not already the
+    back (where the job does not and could: `falls_back` False for a precision that is judged
+    and never bisected), a wider precision (only where the job's is not already the
     reference's: fp32 has none wider), loosen the limits that failed."""
     steps = []
     if blamed:
         held = f"pass(es) {', '.join(blamed_passes)} (holding " if blamed_passes else ""
         steps.append(f"leave out {held}rule(s) {', '.join(blamed)}{')' if held else ''} by "
                      "listing the passes to keep in `passes`")
-    if config.on_validation_failure != "fallback":
+    if falls_back and config.on_validation_failure != "fallback":
         steps.append('set "on_validation_failure": "fallback" to ship the rewrites that '
                      "validate, or else the original model where the backend can")
     if config.precision != REFERENCE_PRECISION:

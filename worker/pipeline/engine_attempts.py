@@ -82,7 +82,8 @@ def validated_engine(run: JobRun, backend: JobBackend[Any], loaded: LoadedModel,
         if fallbacks is None:
             if PRECISIONS[run.config.precision].rewrites:  # judged, never bisected
                 validation.report.raise_if_failed(
-                    validation.subject, advice=failure_advice(run.config, validation.report))
+                    validation.subject,
+                    advice=failure_advice(run.config, validation.report, falls_back=False))
             diagnosis = diagnose_failure(run, backend, loaded, optimized,
                                          job_tolerances(run.config))
             accuracy.update(diagnosis.to_accuracy())
