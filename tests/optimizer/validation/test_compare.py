@@ -6,7 +6,9 @@ import json
 import math
 
 import numpy as np
+import onnx
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
 from optimizer.errors import AccuracyMismatchError, DatasetError, InternalError
@@ -388,3 +390,42 @@ def test_an_unchanged_model_passes_on_every_seed(cnn_path, seed):
 
     assert report.passed, report.failures
     assert report.outputs[0].top1_agreement == 1.0
+
+
+def _near_zero_map(bias: np.ndarray) -> onnx.ModelProto:
+    """y = Sigmoid(x @ w + bias) with bias near -16: a probability map of ~1e-7 everywhere, as a
+    text detector's is on random inputs."""
+    w = np.random.default_rng(8).normal(0, 0.05, (64, 64)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["logits"]),
+         helper.make_node("Add", ["logits", "bias"], ["shifted"]),
+         helper.make_node("Sigmoid", ["shifted"], ["y"])], "near_zero",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(bias.astype(np.float32), "bias")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize(("change", "passes"), [(0.05, True), (20.0, False)],
+                         ids=["rounding_sized", "real_error"])
+def test_a_model_with_a_near_zero_output_is_judged_by_absolute_error(
+        tmp_path, change: float, passes: bool) -> None:
+    bias = np.full(64, -16.0)
+    moved = bias + np.random.default_rng(9).normal(0, 0.05, 64)  # ~5% relative in the tail
+    if not passes:
+        moved[7] += change  # one probability jumps to ~1: a real error
+    paths = [tmp_path / "original.onnx", tmp_path / "candidate.onnx"]
+    onnx.save(_near_zero_map(bias), paths[0])
+    onnx.save(_near_zero_map(moved), paths[1])
+    feeds = random_feeds([TensorSpec("x", "float32", (1, 64))], count=4, seed=0)
+
+    with OnnxRuntimeRunner(paths[0]) as reference, OnnxRuntimeRunner(paths[1]) as candidate:
+        report = validate(reference, candidate, feeds, FP32)
+
+    (output,) = report.outputs
+    assert output.reference_rms < 1e-6 and output.not_judged == ("cosine_similarity",)
+    assert report.passed is passes
+    if passes:
+        assert output.cosine_similarity < FP32.min_cosine  # what used to fail it
+    else:
+        assert [f.metric for f in report.failures] == ["elementwise"]
