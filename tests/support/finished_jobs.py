@@ -36,17 +36,19 @@ def timed(variant: str, p50: float, ci: tuple[float, float] | None, *,
 def finish_with_engine_timing(sessions: sessionmaker[Session], job_id: uuid.UUID,
                               engine_p50: float, engine_ci: tuple[float, float] | None, *,
                               batch_size: int = 1, original_p50: float = ORIGINAL_P50,
-                              quantization: dict[str, object] | None = None) -> None:
+                              quantization: dict[str, object] | None = None,
+                              original_shipped: str | None = None) -> None:
     """Claim the queued job and store its outcome: the original at `original_p50` ms (2%
     interval), the engine as given; `quantization`: the accuracy report's quantization section
-    (what shipped: `{"shipped": "fp32", ...}` for an int8 job that shipped fp32)."""
+    (what shipped: `{"shipped": "fp32", ...}` for an int8 job that shipped fp32);
+    `original_shipped`: why the job shipped the user's original instead of its engine."""
     recorder = JobRecorder(job_id, sessions)
     assert recorder.claim("test-worker") is not None, f"job {job_id} is not queued"
     reports = JobReports()
     if quantization is not None:
         reports.accuracy_report = AccuracyReport(quantization=dict(quantization))
     original_ci = (original_p50 * 0.98, original_p50 * 1.02)
-    outcome = JobOutcome(reports=reports, benchmarks=[
+    outcome = JobOutcome(reports=reports, original_shipped=original_shipped, benchmarks=[
         timed("original", original_p50, original_ci, batch_size=batch_size),
         timed("engine", engine_p50, engine_ci, batch_size=batch_size, original_p50=original_p50)])
     assert recorder.succeed(outcome, stored=[]), f"job {job_id} was not running"

@@ -184,7 +184,8 @@ class JobRecorder:
             records = fill_context(benchmark_rows(self.job_id, outcome), outcome.benchmark_context)
             columns = report_columns(outcome)
             set_config_keys(session, self.job_id, records, columns)
-            flag_regression(session, self.job_id, records)
+            if outcome.original_shipped is None:  # the user's own model is no regression
+                flag_regression(session, self.job_id, records)
             session.add_all(records)
             session.execute(update(Job).where(Job.id == self.job_id).values(**columns))
             if job_state.succeed(session, self.job_id, owner=self.worker) is None:

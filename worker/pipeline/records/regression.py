@@ -14,7 +14,8 @@ the host was doing at the time. A host that got slower overall slows both and fl
 engine that really got worse lowers the ratio. The highest earlier speed-up is the one to beat:
 its interval's bottom must lie above this record's interval's top. Overlapping intervals are
 noise, not a regression, and a record without an interval (or a best earlier one without) is
-not judged.
+not judged. Nor is a job that shipped the user's original model (`JobOutcome.original_shipped`):
+what it delivers is no slower than the original.
 """
 
 import logging

@@ -67,12 +67,14 @@ def _job(session: Session, model_id: uuid.UUID, status: JobStatus, minutes_ago: 
 def _run(sessions: sessionmaker[Session], db_session: Session, model_id: uuid.UUID,
          engine_p50: float, engine_ci: tuple[float, float] | None,
          config: JobConfig = CONFIG, original_p50: float = ORIGINAL_P50,
-         quantization: dict[str, Any] | None = None) -> BenchmarkRecord:
+         quantization: dict[str, Any] | None = None,
+         original_shipped: str | None = None) -> BenchmarkRecord:
     """A job stored as a run stores it: claimed, then its outcome committed by the recorder;
     its engine record as stored."""
     job_id = _job(db_session, model_id, JobStatus.QUEUED, 1, config)
     finish_with_engine_timing(sessions, job_id, engine_p50, engine_ci, batch_size=4,
-                              original_p50=original_p50, quantization=quantization)
+                              original_p50=original_p50, quantization=quantization,
+                              original_shipped=original_shipped)
     db_session.expire_all()
     return db_session.scalars(select(BenchmarkRecord).where(
         BenchmarkRecord.job_id == job_id, BenchmarkRecord.variant == "engine")).one()
@@ -177,6 +179,16 @@ def test_flag_when_the_speedup_fell_beyond_both_intervals(sessions: sessionmaker
     assert after.regression is not None
     assert after.regression["against_job"] == str(before.job_id)
     assert after.regression["slowdown"] == pytest.approx(1.5)
+
+
+def test_a_job_that_shipped_the_original_is_not_flagged(sessions: sessionmaker[Session],
+                                                        db_session: Session,
+                                                        model_id: uuid.UUID) -> None:
+    """Its engine lost to the user's own model, which shipped: nothing the user got is slower."""
+    _run(sessions, db_session, model_id, 8.0, (7.9, 8.1), original_p50=16.0)
+    lost = _run(sessions, db_session, model_id, 17.0, (16.8, 17.2), original_p50=16.0,
+                original_shipped="no variant beat the original")
+    assert lost.regression is None
 
 
 def test_faster_or_overlapping_engine_is_not_flagged(sessions: sessionmaker[Session],
