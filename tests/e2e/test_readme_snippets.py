@@ -2,7 +2,9 @@
 the README's order, in one bash session (`set -eo pipefail`: any failing command fails it), in
 a folder holding a `model.onnx` and the checkout's `.venv`, as a user's second shell beside
 `fuseforge run` (what `make run` starts) with API keys on. Every block must end with exit 0,
-every job it started must succeed, and the engine it downloaded must be an ONNX model.
+every job it started must succeed, the engine it downloaded must be an ONNX model, and
+`fuseforge run` must log no ERROR line for any of it (a start, jobs that succeed: expected
+states, not errors).
 
 The blocks not marked are synopses (placeholders, `[--options]`) and are not run.
 """
@@ -32,6 +34,7 @@ pytestmark = pytest.mark.e2e
 README = REPO_ROOT / "README.md"
 _MARKED_BLOCK = re.compile(r"<!-- readme-test -->\n```(?:sh|bash)\n(.*?)\n```", re.DOTALL)
 _DONE = "readme-test: block {} done"
+_ERROR_LINE = re.compile(r"^\S+ \S+ (ERROR|CRITICAL) ")  # core/logging_setup.py's text format
 
 
 def readme_blocks() -> list[str]:
@@ -85,3 +88,5 @@ def test_the_readme_blocks_run_as_written_against_fuseforge_run(tmp_path: Path) 
         database.dispose()
     assert len(jobs) >= 3  # fp32, and int8 by curl and by fuseforge submit
     assert [job for job in jobs if job.status != "succeeded"] == []
+    errors = [line for line in service.output().splitlines() if _ERROR_LINE.match(line)]
+    assert errors == [], "\n".join(errors)
