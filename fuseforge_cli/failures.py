@@ -10,8 +10,9 @@ Exit codes (shared with `fuseforge submit`, issue 12):
     3  bad usage: a malformed option, a missing or unreadable file, a shape, range, tolerance or
        dataset that does not fit the model
     4  (fuseforge submit) the server is unreachable, unavailable, or refused the API key
-    5  (fuseforge submit --fail-on-regression) the job succeeded, but its engine was flagged
-       slower than the model's best earlier engine of the same configuration and environment
+    5  (fuseforge submit --fail-on-regression) the job succeeded, but its engine was flagged:
+       its speed-up over the original (timed in the same run) fell below the model's best
+       earlier one of the same shipped configuration and environment
 """
 
 from __future__ import annotations
@@ -58,9 +59,9 @@ EXIT_CODES_HELP = """exit codes:
      or dataset that does not fit the model; submit: a bad job config (or the server's 422);
      any command: a FUSEFORGE_* setting's value is refused
   4  submit: the server is unreachable or unavailable, or refused the API key
-  5  submit --fail-on-regression: the job succeeded, but its engine is slower than the
-     model's best earlier engine of the same configuration and environment (beyond both
-     latency intervals)
+  5  submit --fail-on-regression: the job succeeded, but its engine's speed-up over the
+     original (timed in the same run) is below the model's best earlier one of the same
+     shipped configuration and environment (beyond both intervals)
 Errors are one line on stderr; with --json, stdout also holds {"error", "detail", "exit_code"}.
 Set FUSEFORGE_LOG_LEVEL=DEBUG or pass --debug to see the traceback."""
 

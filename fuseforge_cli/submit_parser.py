@@ -54,8 +54,8 @@ def add_submit_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[
                         help="with --wait: download every artifact of a successful job here")
     parser.add_argument("--fail-on-regression", action="store_true",
                         help="with --wait: exit 5, printing the figures, when the server flagged "
-                        "the job's engine slower than the model's best earlier one (same "
-                        "configuration and environment)")
+                        "the job's engine: its speed-up over the original fell below the "
+                        "model's best earlier one (same shipped configuration and environment)")
     add_search_options(parser)
     parser.add_argument("--url", help="the server (default: FUSEFORGE_URL)")
     parser.add_argument("--api-key", help="the API key (default: FUSEFORGE_API_KEY)")

@@ -118,10 +118,12 @@ class Job:
 
     @property
     def regression(self) -> Mapping[str, Any] | None:
-        """The engine's regression when the server flagged one: slower than the model's best
-        earlier engine of the same configuration and environment beyond both latency
-        intervals ({"against_job", "against_latency_ms_p50", "against_ci", "latency_ms_p50",
-        "ci", "slowdown", "detail"}); None when not flagged (or not benchmarked yet)."""
+        """The engine's regression when the server flagged one: a lower speed-up over the
+        original (each job times the original beside its engine) than the model's best earlier
+        engine of the same shipped configuration and environment, beyond both intervals
+        ({"against_job", "speedup", "speedup_ci", "against_speedup", "against_speedup_ci",
+        "latency_ms_p50", "against_latency_ms_p50", "slowdown", "detail"}); None when not
+        flagged (or not benchmarked yet)."""
         regression = self.data.get("regression")
         return regression if isinstance(regression, Mapping) else None
 

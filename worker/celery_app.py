@@ -84,11 +84,18 @@ def _choose_queues(sender: str, instance: Any, **_: Any) -> None:
         queues.select_add(WEBHOOK_QUEUE)  # any worker delivers webhooks
     for name in drop:
         queues.deselect(name)
+    # A host without the GPU a backend needs is an expected state (every CPU worker started by
+    # `fuseforge run`), not an error: said once, plainly. Only a worker left with no job queue
+    # at all (started for GPU queues alone on a host that cannot serve them) warns.
+    serves_jobs = any(name != WEBHOOK_QUEUE for name in queues.consume_from)
     for label, names in _by_backend(drop).items():
-        logger.error(
-            "worker %s will not consume %s: it cannot build %s engines (%s). %s jobs "
-            "stay queued for a worker that can.",
-            sender, ", ".join(names), label, capabilities.describe(), label,
+        logger.log(
+            logging.INFO if serves_jobs else logging.WARNING,
+            "worker %s takes no %s jobs: this host cannot build %s engines (its capabilities: "
+            "%s). They wait in queue %s for a worker that can%s.",
+            sender, label, label, capabilities.describe(), ", ".join(names),
+            "" if serves_jobs else "; this worker was given no other job queue, so it only "
+            "delivers webhooks",
         )
     logger.info(
         "worker %s capabilities: %s; queues: %s",

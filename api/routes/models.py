@@ -105,8 +105,9 @@ def read_benchmark_history(
     suite: Annotated[str, Query(max_length=16, description="\"comparison\" (original vs "
                                 "engine) or \"ablation\"")] = BenchmarkSuite.COMPARISON,
 ) -> BenchmarkHistory:
-    """The model's benchmark records over time, grouped by configuration (`config_key`: the job
-    settings that make two records the same measurement), the most recently measured first.
+    """The model's benchmark records over time, grouped by configuration (`config_key`: the
+    settings of what the job shipped that make two records the same measurement; `config`
+    describes what shipped), the most recently measured first.
     Each entry is one job's record with its confidence intervals, the speed-up's verdict, where
     it was measured (and how that differs from the configuration's latest entry) and whether it
     was flagged as a regression. Paging counts configurations."""

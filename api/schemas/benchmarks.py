@@ -15,12 +15,14 @@ __all__ = ["BenchmarkConfigSummary", "BenchmarkHistory", "BenchmarkHistoryEntry"
 
 
 class BenchmarkConfigSummary(BaseModel):
-    """What a configuration measured, read from the config of its latest job."""
+    """What a configuration measured: what its latest job shipped (its config, corrected by its
+    reports: core/shipped_configuration.py)."""
 
     backend: str
-    precision: str
+    precision: str  # the precision that shipped (an int8 job that shipped fp32 says fp32)
+    quantization_mode: str | None = None  # a quantized engine's mode ("static", "dynamic")
     target_gpu: str | None
-    passes: str | list[str]  # as the job asked: "all", "none" or names
+    passes: str | list[str]  # the passes that ran (from the fusion report), else as asked
     input_shapes: dict[str, list[int]] | None
     profiles: dict[str, Any] | None
     batch_size: int  # the benchmark's
@@ -47,8 +49,8 @@ class BenchmarkHistoryEntry(BaseModel):
     # where its environment differs from the configuration's latest entry, field by field
     # ("onnxruntime 1.22.0 vs 1.23.2": this entry's value first); empty when it does not
     environment_differences: list[str]
-    # slower than the best earlier engine of the same configuration and environment beyond
-    # both intervals: the figures (see BenchmarkRead.regression)
+    # a speed-up over the original below the best earlier engine's of the same shipped
+    # configuration and environment, beyond both intervals: the figures (BenchmarkRead.regression)
     regression: dict[str, Any] | None
 
 

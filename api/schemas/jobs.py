@@ -153,9 +153,10 @@ class JobSummary(BaseModel):
     speedup_ci_low: float | None = None
     speedup_ci_high: float | None = None
     speedup_verdict: str | None = None
-    # that engine record's regression: slower than the best earlier engine of the model with the
-    # same configuration and environment beyond both latency intervals (against_job,
-    # both medians and intervals, slowdown, detail); null when not flagged
+    # that engine record's regression: a lower speed-up over the original (timed in the same
+    # run) than the best earlier engine of the model with the same shipped configuration and
+    # environment, beyond both intervals (against_job, both speed-ups and intervals, both
+    # medians, slowdown, detail); null when not flagged
     regression: dict[str, Any] | None = None
     # every output within tolerance (validation.passed); null until validated
     validation_passed: bool | None = None

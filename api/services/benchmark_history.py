@@ -1,6 +1,6 @@
-"""A model's benchmark records over time, grouped by the configuration they measured
-(`config_key`, worker/pipeline/records/benchmark_keys.py), so a latency is read next to the others of the
-same settings and a change of machine or library shows as such.
+"""A model's benchmark records over time, grouped by the configuration they measured: what the
+job shipped (`config_key`, worker/pipeline/records/benchmark_keys.py), so a latency is read next
+to the others of the same settings and a change of machine or library shows as such.
 
 Three queries a page, however many jobs: the configurations' count, the page of them (most
 recently measured first), and every record of those configurations with its job's config.
@@ -9,7 +9,6 @@ measured the same thing.
 """
 
 import uuid
-from typing import Any
 
 from sqlalchemy import ColumnElement, distinct, func, select
 from sqlalchemy.orm import Session
@@ -23,6 +22,7 @@ from api.schemas.benchmarks import (
 from api.services.models import get_model
 from core.db.models import BenchmarkRecord, Job
 from core.job_config import JobConfig
+from core.shipped_configuration import named_passes, shipped_configuration, shipped_job_config
 from optimizer.measure.environment import environment_differences
 
 __all__ = ["benchmark_history"]
@@ -50,26 +50,30 @@ def benchmark_history(*, session: Session, project_id: uuid.UUID, model_id: uuid
         .group_by(BenchmarkRecord.config_key)
         .order_by(latest.desc(), BenchmarkRecord.config_key)
         .limit(limit).offset(offset)).scalars() if key is not None]
-    grouped: dict[str, list[tuple[BenchmarkRecord, dict[str, Any]]]] = {key: [] for key in keys}
+    grouped: dict[str, list[tuple[BenchmarkRecord, Job]]] = {key: [] for key in keys}
     if keys:
         rows = session.execute(
-            select(BenchmarkRecord, Job.config).join(Job, Job.id == BenchmarkRecord.job_id)
+            select(BenchmarkRecord, Job).join(Job, Job.id == BenchmarkRecord.job_id)
             .where(*conditions, BenchmarkRecord.config_key.in_(keys))
             .order_by(BenchmarkRecord.created_at.desc(), BenchmarkRecord.id.desc()))
-        for record, config in rows:
-            grouped[record.config_key or ""].append((record, config))
+        for record, job in rows:
+            grouped[record.config_key or ""].append((record, job))
     return BenchmarkHistory(items=[_configuration(key, grouped[key]) for key in keys],
                             total=total, limit=limit, offset=offset)
 
 
-def _configuration(key: str,
-                   records: list[tuple[BenchmarkRecord, dict[str, Any]]]) -> ConfigurationHistory:
-    newest, newest_config = records[0]
-    config = JobConfig.model_validate(newest_config)
+def _configuration(key: str, records: list[tuple[BenchmarkRecord, Job]]) -> ConfigurationHistory:
+    """The configuration as its newest job shipped it, and every record of it."""
+    newest, job = records[0]
+    config = shipped_job_config(JobConfig.model_validate(job.config), job.search_report)
+    shipped = shipped_configuration(
+        config, {"fusion_report": job.fusion_report, "accuracy_report": job.accuracy_report,
+                 "search_report": job.search_report})
     summary = BenchmarkConfigSummary(
-        backend=config.backend, precision=config.precision, target_gpu=config.target_gpu,
-        passes=config.passes, input_shapes=config.input_shapes, profiles=config.profile_shapes(),
-        batch_size=newest.batch_size)
+        backend=shipped["backend"], precision=shipped["precision"],
+        quantization_mode=shipped["quantization_mode"], target_gpu=shipped["target_gpu"],
+        passes=named_passes(config, shipped["passes"]), input_shapes=shipped["input_shapes"],
+        profiles=shipped["profiles"], batch_size=newest.batch_size)
     entries = [BenchmarkHistoryEntry(
         job_id=record.job_id,
         environment_differences=(

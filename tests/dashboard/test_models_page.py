@@ -190,3 +190,49 @@ def test_unknown_model_page_is_404_naming_the_model(signed_in_site: TestClient) 
     response = signed_in_site.get(f"/ui/models/{missing}")
     assert response.status_code == 404
     assert "ModelNotFound" in response.text and str(missing) in response.text
+
+
+def _wide_model(db_session: Session, project: uuid.UUID) -> Model:
+    """A model as real exports name them: a long file name, 40 outputs with path-like names."""
+    outputs = [{"name": f"/model/decoder/layers.{i}/self_attn/k_proj/Add_output_0",
+                "dtype": "float32", "shape": ["batch_size", 12, "past_sequence_length + 1", 64]}
+               for i in range(40)]
+    model = Model(project_id=project, name="decoder_model_merged_quantized_" + "x" * 120 + ".onnx",
+                  sha256="ab" * 32, size_bytes=1 << 30, storage_uri="store://models/wide.onnx",
+                  ir_version=8, opset=17, producer="pytorch",
+                  inputs=[{"name": "input_ids", "dtype": "int64", "shape": ["batch", "seq"]}],
+                  outputs=outputs)
+    db_session.add(model)
+    db_session.commit()
+    return model
+
+
+def test_wide_models_fit_the_table_their_detail_on_the_model_page(
+        signed_in_site: TestClient, db_session: Session, project: uuid.UUID) -> None:
+    """The table lays out at the page's width (fixed layout, each column a share of it); a long
+    name is clipped with the whole in its title, and a row lists the first 4 outputs and links
+    to the model page for the other 36, which lists all 40."""
+    model = _wide_model(db_session, project)
+    page = parse(signed_in_site.get("/ui/models").text)
+
+    table = page.by_id("models")
+    assert "fit" in table.attrs["class"].split()
+    assert len(table.one("colgroup").find_all("col")) == len(table.one("thead").find_all("th"))
+    row = _row(page, str(model.id))
+    name = row.one("th", class_="model-name").one("a")
+    assert "clip" in name.attrs["class"].split() and name.attrs["title"] == model.name
+    outputs = row.one("td", class_="outputs")
+    shown = outputs.find_all("li")
+    assert len(shown) == 4
+    assert shown[0].attrs["title"] == (
+        "/model/decoder/layers.0/self_attn/k_proj/Add_output_0 float32 "
+        "[batch_size, 12, past_sequence_length + 1, 64]")
+    more = outputs.one("div", class_="more-tensors").one("a")
+    assert more.text == "+ 36 more"
+    assert more.attrs["href"] == f"/ui/models/{model.id}#model-outputs"
+    assert len(row.one("td", class_="inputs").find_all("li")) == 1  # nothing more to link
+    assert not row.one("td", class_="inputs").find_all("div", class_="more-tensors")
+
+    detail = parse(signed_in_site.get(f"/ui/models/{model.id}").text)
+    assert len(detail.by_id("model-outputs").one("tbody").find_all("tr")) == 40
+

@@ -60,7 +60,8 @@ def test_worker_records_no_gpu_and_consumes_no_gpu_queue(stack: dict[str, Any]) 
     assert row.gpu_name is None and row.tensorrt_version is None
     assert row.capabilities["gpus"] == []
     assert row.stopped_at is None and row.expires_at > row.heartbeat_at
-    assert "will not consume gpu: it cannot build TensorRT engines" in stack["worker"].output()
+    assert "takes no TensorRT jobs: this host cannot build TensorRT engines" \
+        in stack["worker"].output()
 
 
 def test_tensorrt_job_stays_queued_with_a_detail_while_cpu_jobs_run(stack: dict[str, Any]) -> None:

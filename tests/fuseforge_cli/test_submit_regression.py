@@ -25,7 +25,7 @@ from core.db.models import Job, JobStatus
 from optimizer.testing.models import small_cnn
 from tests.support.api_server import ApiServer, running_api
 from tests.support.broker import TEST_REDIS_URL
-from tests.support.finished_jobs import finish_with_engine_timing
+from tests.support.finished_jobs import ORIGINAL_P50, finish_with_engine_timing
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -52,7 +52,7 @@ def cnn(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 def _submit_and_finish(api: ApiServer, database: Engine, cnn: str, *flags: str,
                        engine_p50: float, engine_ci: tuple[float, float],
-                       ) -> subprocess.CompletedProcess[str]:
+                       original_p50: float = ORIGINAL_P50) -> subprocess.CompletedProcess[str]:
     """Run `fuseforge submit --wait` and, once its job is queued, finish it with an engine
     record of `engine_p50` (`engine_ci`) as a worker would."""
     sessions = sessionmaker(database)
@@ -65,7 +65,8 @@ def _submit_and_finish(api: ApiServer, database: Engine, cnn: str, *flags: str,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                            cwd=REPO)
     try:
-        finish_with_engine_timing(sessions, _new_job(sessions, before), engine_p50, engine_ci)
+        finish_with_engine_timing(sessions, _new_job(sessions, before), engine_p50, engine_ci,
+                                  original_p50=original_p50)
         stdout, stderr = cli.communicate(timeout=120)
     finally:
         if cli.poll() is None:
@@ -100,13 +101,21 @@ def test_a_regression_exits_5_with_its_figures_only_when_asked(api: ApiServer, d
     assert slower.returncode == 5, slower.stderr
     [line] = [ln for ln in slower.stderr.splitlines() if "Regression" in ln]
     assert line.startswith("fuseforge submit: Regression: job ")
-    assert line.endswith(f"engine p50 3.10 ms (2.98–3.22) vs 2.40 ms (2.35–2.46) in job "
-                         f"{first_id}: 1.29× slower")
+    assert line.endswith(f"engine 1.61× the original's speed (1.55–1.68) vs 2.08× (2.03–2.13) "
+                         f"in job {first_id}, each against the original timed in its own run: "
+                         f"1.29× slower")
     assert "succeeded" in slower.stdout  # the verdict is still printed
 
     unflagged = _submit_and_finish(api, database, cnn, engine_p50=3.1, engine_ci=(2.98, 3.22))
     assert unflagged.returncode == 0, unflagged.stderr
-    assert "regression: engine p50 3.10 ms" in unflagged.stderr
+    assert "regression: engine 1.61× the original's speed" in unflagged.stderr
+
+    # a busier host: original and engine both twice as slow as the first job's, the same
+    # speed-up over the original timed beside it: no regression
+    busier = _submit_and_finish(api, database, cnn, "--fail-on-regression", engine_p50=4.8,
+                                engine_ci=(4.7, 4.9), original_p50=2 * ORIGINAL_P50)
+    assert busier.returncode == 0, busier.stderr
+    assert "regression" not in busier.stderr.lower()
 
     faster = _submit_and_finish(api, database, cnn, "--fail-on-regression",
                                 engine_p50=2.0, engine_ci=(1.95, 2.05))

@@ -45,4 +45,5 @@ def test_job_regression_is_none_then_the_servers_figures(api: ApiServer, tmp_pat
     assert later.regression is not None
     assert later.regression["against_job"] == first.id
     assert later.regression["slowdown"] == pytest.approx(3.1 / 2.4)
-    assert later.regression["detail"].endswith(f"in job {first.id}: 1.29× slower")
+    assert later.regression["detail"].endswith(
+        f"in job {first.id}, each against the original timed in its own run: 1.29× slower")

@@ -1,5 +1,6 @@
 """At start-up a worker fits the GPU queues it was asked for to its host, each GPU backend on its
-own, and logs which backend's jobs it leaves queued and why."""
+own, and logs which backend's jobs it leaves queued and why: at INFO, since a host without a
+backend's GPU is an expected state, and at WARNING only when that leaves it no job queue."""
 
 import logging
 from types import SimpleNamespace
@@ -27,19 +28,37 @@ def fake_gpu_backend(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_a_tensorrt_host_keeps_tensorrts_queues_and_drops_the_other_backends(
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.ERROR, logger="worker.celery_app"):
+    with caplog.at_level(logging.INFO, logger="worker.celery_app"):
         chosen = _chosen(monkeypatch, ["cpu", "gpu", "fakegpu"], TENSORRT_ONLY)
     assert chosen == ["cpu", "gpu", "gpu.h200", "gpu.sm90", "webhooks"]
-    assert [r.getMessage().split(" (")[0] for r in caplog.records] == [
-        "worker celery@test will not consume fakegpu: it cannot build FakeGPU engines"]
+    dropped = [r for r in caplog.records if "takes no" in r.getMessage()]
+    assert [(r.levelname, r.getMessage().split(" (")[0]) for r in dropped] == [
+        ("INFO", "worker celery@test takes no FakeGPU jobs: this host cannot build FakeGPU "
+                 "engines")]
 
 
 def test_a_host_of_the_other_gpu_backend_drops_tensorrts_queues(
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.ERROR, logger="worker.celery_app"):
+    with caplog.at_level(logging.INFO, logger="worker.celery_app"):
         chosen = _chosen(monkeypatch, ["gpu", "gpu.sm90", "fakegpu"], FAKE_GPU_ONLY)
     assert chosen == ["fakegpu", "fakegpu.h200", "fakegpu.sm90", "webhooks"]
-    message = caplog.records[0].getMessage()
-    assert message.startswith("worker celery@test will not consume gpu, gpu.sm90: it cannot "
-                              "build TensorRT engines (")
-    assert message.endswith("TensorRT jobs stay queued for a worker that can.")
+    record = caplog.records[0]
+    assert record.levelname == "INFO"
+    assert record.getMessage().startswith(
+        "worker celery@test takes no TensorRT jobs: this host cannot build TensorRT engines "
+        "(its capabilities: ")
+    assert record.getMessage().endswith(
+        "They wait in queue gpu, gpu.sm90 for a worker that can.")
+
+
+def test_a_worker_left_with_no_job_queue_warns(monkeypatch: pytest.MonkeyPatch,
+                                                caplog: pytest.LogCaptureFixture) -> None:
+    """Started for TensorRT's queue alone on a host without TensorRT: a misconfiguration, not
+    the expected CPU host, so a warning (still not an error: webhooks are delivered)."""
+    with caplog.at_level(logging.INFO, logger="worker.celery_app"):
+        chosen = _chosen(monkeypatch, ["gpu"], FAKE_GPU_ONLY)
+    assert chosen == ["webhooks"]
+    [record] = [r for r in caplog.records if "takes no" in r.getMessage()]
+    assert record.levelname == "WARNING"
+    assert record.getMessage().endswith("this worker was given no other job queue, so it only "
+                                        "delivers webhooks.")

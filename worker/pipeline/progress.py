@@ -15,7 +15,7 @@ from pathlib import Path
 
 from worker.pipeline.records.recorder import JobRecorder
 from worker.pipeline.stage_memory import PeakMemory
-from worker.pipeline.stages import ProgressSpan, span_of
+from worker.pipeline.stages import SEARCH, ProgressSpan, span_of
 
 __all__ = ["JobStopped", "StageMark", "StageProgress", "read_stage_mark"]
 
@@ -45,6 +45,7 @@ class StageProgress:
         self._stage_file = stage_file
         self._reached = 0.0
         self._stage: str | None = None
+        self._search = False  # the job runs the search stage: its spans (stages.span_of)
         self.memory = PeakMemory()  # each stage's peak resident memory
 
     def enter(self, stage: str, note: str | None = None) -> ProgressSpan:
@@ -56,7 +57,16 @@ class StageProgress:
         Raises:
             JobStopped: the job was cancelled (or swept) meanwhile.
         """
-        span = span_of(stage)
+        self._search = self._search or stage == SEARCH
+        return self.enter_part(stage, span_of(stage, search=self._search), note)
+
+    def enter_part(self, stage: str, span: ProgressSpan, note: str | None = None) -> ProgressSpan:
+        """As `enter`, for a piece of `stage` that fills `span` of the job's progress (a search
+        candidate's build, its share of the search).
+
+        Raises:
+            JobStopped: the job was cancelled (or swept) meanwhile.
+        """
         progress = max(span.start, self._reached)
         if not self._recorder.start_stage(stage, progress, note):
             raise JobStopped
@@ -65,6 +75,12 @@ class StageProgress:
         self.memory.enter(stage)
         self._mark(waiting=False)
         return ProgressSpan(progress, max(span.end, progress))
+
+    def report(self, messages: list[str], progress: float) -> bool:
+        """Record `messages` as events of the current stage and move the job's progress to
+        `progress` (never back), in one transaction; False if the job no longer runs."""
+        self._reached = max(self._reached, progress)
+        return self._recorder.reporter(self._stage or "")(messages, self._reached)
 
     def note(self, message: str) -> None:
         """Record `message` as an event of the current stage (something skipped, and why)."""

@@ -43,12 +43,16 @@ from worker.pipeline.engine_attempts import validated_engine
 from worker.pipeline.progress import StageProgress
 from worker.pipeline.records.recorder import JobRecorder
 from worker.pipeline.results import BuiltEngine, JobOutcome, JobRun, LoadedModel
-from worker.pipeline.stages import SEARCH, ProgressSpan
+from worker.pipeline.stages import BENCHMARK, OPTIMIZE, SEARCH, ProgressSpan, span_of
 from worker.pipeline.steps.benchmark import benchmark_setup
 
 __all__ = ["SearchStageResult", "search_configurations"]
 
 BackendFor = Callable[[JobRun, StageProgress], JobBackend[Any]]
+# The search stage's progress: building and judging the candidates fills this share of it, one
+# equal part each (their steps within it as in a job's own optimize → validate); the race of
+# those timed, and the reference it times them against, the rest.
+_BUILDS_SHARE = 0.85
 BUILDING = "building"  # a candidate's row while it is built
 _DIED_BUILDING = ("the job's process died while this candidate was built (a crash in native "
                   "code or the out-of-memory killer); the resumed search went on without it")
@@ -61,15 +65,16 @@ class SearchStageResult:
 
 
 class _CandidateProgress(StageProgress):
-    """A candidate's stages, recorded as events of stage `search` (the job's progress stays
-    the search's; each step still restarts the stage clock the supervisor holds to limits)."""
+    """A candidate's stages, recorded as events of stage `search`, each moving the job's
+    progress through the candidate's `share` of the search as the stage would through a job
+    (each step still restarts the stage clock the supervisor holds to limits)."""
 
-    def __init__(self, job: StageProgress, candidate: str) -> None:
-        self._job, self._candidate = job, candidate
+    def __init__(self, job: StageProgress, candidate: str, share: ProgressSpan) -> None:
+        self._job, self._candidate, self._share = job, candidate, share
 
     def enter(self, stage: str, note: str | None = None) -> ProgressSpan:
         detail = f"candidate {self._candidate}: {stage}" + (f" ({note})" if note else "")
-        return self._job.enter(SEARCH, detail)
+        return self._job.enter_part(SEARCH, self._share.part(*_step_share(stage)), detail)
 
     def note(self, message: str) -> None:
         self._job.note(f"candidate {self._candidate}: {message}")
@@ -97,10 +102,15 @@ def search_configurations(run: JobRun, loaded: LoadedModel, backend_for: Backend
     _, feed = benchmark_setup(run, loaded)
     judged = len(recorded)
 
+    builds = span.part(0.0, _BUILDS_SHARE)
+
     def build(candidate: Candidate) -> tuple[JobBackend[Any], BuiltEngine[Any],
                                              ValidationReport | None, float]:
         candidate_run = _candidate_run(run, candidate)
-        its_progress = _CandidateProgress(progress, candidate.name)
+        count = max(len(plan.candidates), 1)
+        at = min(judged, count - 1)  # a rebuild for the race: its last part
+        its_progress = _CandidateProgress(progress, candidate.name,
+                                          builds.part(at / count, (at + 1) / count))
         backend = backend_for(candidate_run, its_progress)
         outcome = JobOutcome()
         started = time.monotonic()
@@ -149,15 +159,16 @@ def search_configurations(run: JobRun, loaded: LoadedModel, backend_for: Backend
         recorder.record_search_candidate(outcome.candidate.name, **_columns(outcome))
         if outcome.outcome is not Outcome.TIMED:
             shutil.rmtree(_candidate_dir(run, outcome.candidate), ignore_errors=True)
-        recorder.reporter(SEARCH)(
+        progress.report(
             [f"candidate {outcome.candidate.name}: {outcome.outcome}"
              + (f" ({outcome.reason})" if outcome.reason else "")],
-            span.start + (span.end - span.start) * judged / max(len(plan.candidates), 1))
+            builds.part(0.0, judged / max(len(plan.candidates), 1)).end)
 
     started = time.monotonic()
     result = run_search(
         plan, evaluate=evaluate, reopen=reopen, recorded=recorded, on_finished=finished,
-        reference=_reference_opener(reference_backend, loaded, feed, span),
+        reference=_reference_opener(reference_backend, loaded, feed,
+                                    span.part(_BUILDS_SHARE, 1.0)),
         stopped=lambda: recorder.status() is not JobStatus.RUNNING, requests=requests,
         options=SearchOptions(time_budget_s=search.time_budget_s, race=RaceOptions(
             batch_size=loaded.batch_size, latency_budget_ms=search.latency_budget_ms,
@@ -175,6 +186,16 @@ def search_configurations(run: JobRun, loaded: LoadedModel, backend_for: Backend
     progress.note(f"search: {decision.winner or 'no winner'}: {decision.why}")
     shutil.rmtree(run.scratch_dir / _SEARCH_DIR, ignore_errors=True)
     return SearchStageResult(report, winner_config)
+
+
+def _step_share(stage: str) -> tuple[float, float]:
+    """The share of a candidate's part that `stage` fills: its span between `optimize` and
+    `benchmark` in the job's table (stages.STAGES); the whole part for any other."""
+    first, last = span_of(OPTIMIZE).start, span_of(BENCHMARK).start
+    step = span_of(stage)
+    if not first <= step.start < last:
+        return 0.0, 1.0
+    return (step.start - first) / (last - first), (min(step.end, last) - first) / (last - first)
 
 
 class _QuantizedNotShipped(Exception):

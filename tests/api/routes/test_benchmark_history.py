@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import event
 from sqlalchemy.orm import Session
 
-from core.db.models import BenchmarkRecord
+from core.db.models import BenchmarkRecord, Job
 from core.db.types import utc_now
 from core.settings import Settings
 from optimizer.testing.models import model_bytes, small_cnn
@@ -67,7 +67,8 @@ def test_records_are_grouped_by_configuration_newest_first(client: TestClient, d
     assert body["total"] == 2
     first, second = body["items"]
     assert first["config_key"] == "a" * 16 and second["config_key"] == "b" * 16
-    assert first["config"] == {"backend": "onnxruntime", "precision": "fp32", "target_gpu": None,
+    assert first["config"] == {"backend": "onnxruntime", "precision": "fp32",
+                               "quantization_mode": None, "target_gpu": None,
                                "passes": "all", "input_shapes": {"input": [1, 3, 32, 32]},
                                "profiles": None, "batch_size": 1}
     assert second["config"]["precision"] == "fp16"
@@ -142,3 +143,21 @@ def test_unknown_or_another_projects_model_is_404(client: TestClient, db_session
 def test_a_model_without_records_has_an_empty_history(client: TestClient, model_id: str) -> None:
     assert client.get(f"/v1/models/{model_id}/benchmarks").json() == {
         "items": [], "total": 0, "limit": 50, "offset": 0}
+
+
+def test_a_configuration_is_described_by_what_shipped(client: TestClient, db_session: Session,
+                                                      model_id: str) -> None:
+    """An int8 job whose quantizer found nothing to quantize shipped fp32 with the passes its
+    fusion report names: that is what its configuration says, not the int8 it asked."""
+    job_id = _job(client, model_id, precision="int8", quantization={"mode": "dynamic"})
+    job = db_session.get(Job, job_id)
+    assert job is not None
+    job.accuracy_report = {"quantization": {"shipped": "fp32", "why": "nothing to quantize"}}
+    job.fusion_report = {"passes_run": ["cleanup", "fold_batch_norm"], "excluded_rules": []}
+    db_session.commit()
+    _record(db_session, job_id, key="d" * 16, hours_ago=1, p50=2.0)
+
+    [item] = client.get(f"/v1/models/{model_id}/benchmarks").json()["items"]
+    assert item["config"]["precision"] == "fp32"
+    assert item["config"]["quantization_mode"] is None
+    assert item["config"]["passes"] == ["cleanup", "fold_batch_norm"]

@@ -179,13 +179,15 @@ class JobRecorder:
                 for name, kind, obj in stored
             )
             session.add_all(validation_rows(self.job_id, outcome))
-            # with their environment, keyed, and judged against the model's earlier engines
-            # (same configuration and environment) before they are added
+            # with their environment, keyed by what shipped, and judged against the model's
+            # earlier engines (same shipped configuration and environment) before they are added
             records = fill_context(benchmark_rows(self.job_id, outcome), outcome.benchmark_context)
-            set_config_keys(session, self.job_id, records)
-            flag_regression(session, self.job_id, records)
+            columns = report_columns(outcome)
+            set_config_keys(session, self.job_id, records, columns)
+            if outcome.original_shipped is None:  # the user's own model is no regression
+                flag_regression(session, self.job_id, records)
             session.add_all(records)
-            self._attach_reports(session, outcome)
+            session.execute(update(Job).where(Job.id == self.job_id).values(**columns))
             if job_state.succeed(session, self.job_id, owner=self.worker) is None:
                 session.rollback()
                 return False

@@ -1,13 +1,21 @@
-"""Regression detection: a job's engine slower than the best earlier engine of the same model,
-configuration and environment, beyond both median latencies' confidence intervals.
+"""Regression detection: a job's engine that gains less over the original, timed beside it in
+the same run, than the best earlier engine of the same model, shipped configuration and
+environment did, beyond both speed-ups' confidence intervals.
 
 Judged when the job's records are stored, in the transaction that marks it succeeded, so a
 job is never seen succeeded without its verdict. Only the comparison suite's engine record is
 judged, against the engine records of the model's other succeeded jobs with the same
-`config_key` (worker/pipeline/records/benchmark_keys.py) and `environment_key` (where it was measured);
-the fastest of those by median is the one to beat. Its interval's top must lie below this
-record's interval's bottom: overlapping intervals are noise, not a regression, and a record
-without an interval (or a fastest earlier one without) is not judged.
+`config_key` (what shipped: worker/pipeline/records/benchmark_keys.py) and `environment_key`
+(where it was measured).
+
+Raw latencies are not compared: each job times the original and the engine side by side, round
+after round, so their ratio (`speedup_vs_reference`, with its bootstrap interval) cancels what
+the host was doing at the time. A host that got slower overall slows both and flags nothing; an
+engine that really got worse lowers the ratio. The highest earlier speed-up is the one to beat:
+its interval's bottom must lie above this record's interval's top. Overlapping intervals are
+noise, not a regression, and a record without an interval (or a best earlier one without) is
+not judged. Nor is a job that shipped the user's original model (`JobOutcome.original_shipped`):
+what it delivers is no slower than the original.
 """
 
 import logging
@@ -29,17 +37,23 @@ JUDGED_SUITE, JUDGED_VARIANT = BenchmarkSuite.COMPARISON, BenchmarkVariant.ENGIN
 _STAGE = "benchmark"
 
 
-def regression_of(latency: float, ci: tuple[float, float], *, against_job: uuid.UUID,
-                  against_latency: float, against_ci: tuple[float, float]) -> dict[str, Any] | None:
-    """The regression figures when `ci` lies wholly above `against_ci`; None otherwise."""
-    if ci[0] <= against_ci[1]:
+def regression_of(speedup: float, ci: tuple[float, float], *, against_job: uuid.UUID,
+                  against_speedup: float, against_ci: tuple[float, float],
+                  latency: float | None = None,
+                  against_latency: float | None = None) -> dict[str, Any] | None:
+    """The regression figures when the speed-up interval `ci` lies wholly below `against_ci`
+    (the earlier job's, each over the original timed in its own run); None otherwise.
+    `latency` and `against_latency` (the engines' medians, ms) are kept for reading only."""
+    if ci[1] >= against_ci[0]:
         return None
-    slowdown = latency / against_latency
-    detail = (f"engine p50 {latency:.2f} ms ({ci[0]:.2f}–{ci[1]:.2f}) vs {against_latency:.2f} ms "
-              f"({against_ci[0]:.2f}–{against_ci[1]:.2f}) in job {against_job}: "
+    slowdown = against_speedup / speedup
+    detail = (f"engine {speedup:.2f}× the original's speed ({ci[0]:.2f}–{ci[1]:.2f}) vs "
+              f"{against_speedup:.2f}× ({against_ci[0]:.2f}–{against_ci[1]:.2f}) in job "
+              f"{against_job}, each against the original timed in its own run: "
               f"{slowdown:.2f}× slower")
-    return {"against_job": str(against_job), "against_latency_ms_p50": against_latency,
-            "against_ci": list(against_ci), "latency_ms_p50": latency, "ci": list(ci),
+    return {"against_job": str(against_job), "speedup": speedup, "speedup_ci": list(ci),
+            "against_speedup": against_speedup, "against_speedup_ci": list(against_ci),
+            "latency_ms_p50": latency, "against_latency_ms_p50": against_latency,
             "slowdown": slowdown, "detail": detail}
 
 
@@ -49,13 +63,14 @@ def flag_regression(session: Session, job_id: uuid.UUID,
     a regression is set on the record, recorded as a job event and logged, and returned."""
     engine = next((r for r in records
                    if r.suite == JUDGED_SUITE and r.variant == JUDGED_VARIANT), None)
-    if (engine is None or engine.config_key is None or engine.latency_ms_p50_ci_low is None
-            or engine.latency_ms_p50_ci_high is None):
+    if (engine is None or engine.config_key is None or engine.speedup_vs_reference is None
+            or engine.speedup_ci_low is None or engine.speedup_ci_high is None):
         return None
     model_id = select(Job.model_id).where(Job.id == job_id).scalar_subquery()
     best = session.execute(
-        select(BenchmarkRecord.job_id, BenchmarkRecord.latency_ms_p50,
-               BenchmarkRecord.latency_ms_p50_ci_low, BenchmarkRecord.latency_ms_p50_ci_high)
+        select(BenchmarkRecord.job_id, BenchmarkRecord.speedup_vs_reference,
+               BenchmarkRecord.speedup_ci_low, BenchmarkRecord.speedup_ci_high,
+               BenchmarkRecord.latency_ms_p50)
         .join(Job, Job.id == BenchmarkRecord.job_id)
         .where(Job.model_id == model_id, Job.id != job_id,
                Job.status == JobStatus.SUCCEEDED.value,
@@ -64,16 +79,18 @@ def flag_regression(session: Session, job_id: uuid.UUID,
                BenchmarkRecord.config_key == engine.config_key,
                # records that never knew their environment compare only with each other
                BenchmarkRecord.environment_key.is_not_distinct_from(engine.environment_key),
-               BenchmarkRecord.latency_ms_p50_ci_low.is_not(None),
-               BenchmarkRecord.latency_ms_p50_ci_high.is_not(None))
-        .order_by(BenchmarkRecord.latency_ms_p50, BenchmarkRecord.id)
+               BenchmarkRecord.speedup_vs_reference.is_not(None),
+               BenchmarkRecord.speedup_ci_low.is_not(None),
+               BenchmarkRecord.speedup_ci_high.is_not(None))
+        .order_by(BenchmarkRecord.speedup_vs_reference.desc(), BenchmarkRecord.id)
         .limit(1)).one_or_none()
     if best is None:
         return None
     regression = regression_of(
-        engine.latency_ms_p50, (engine.latency_ms_p50_ci_low, engine.latency_ms_p50_ci_high),
-        against_job=best.job_id, against_latency=best.latency_ms_p50,
-        against_ci=(best.latency_ms_p50_ci_low, best.latency_ms_p50_ci_high))
+        engine.speedup_vs_reference, (engine.speedup_ci_low, engine.speedup_ci_high),
+        against_job=best.job_id, against_speedup=best.speedup_vs_reference,
+        against_ci=(best.speedup_ci_low, best.speedup_ci_high),
+        latency=engine.latency_ms_p50, against_latency=best.latency_ms_p50)
     if regression is None:
         return None
     engine.regression = regression

@@ -2,7 +2,7 @@
 records of the same configuration and environment are planted around them (much faster: the
 next identical job is flagged; much slower, or faster on another environment: it is not).
 
-Judging needs the records' median-latency intervals (optimizer/measure/stats.py); on a tree
+Judging needs the records' speed-up intervals (optimizer/measure/stats.py); on a tree
 whose benchmark stage does not compute them yet these tests skip, saying so."""
 
 from __future__ import annotations
@@ -28,15 +28,16 @@ def _engine_record(job: dict[str, Any]) -> dict[str, Any]:
     assert job["status"] == "succeeded", job["error"]
     [record] = [b for b in job["benchmarks"]
                 if b["suite"] == "comparison" and b["variant"] == "engine"]
-    if record["latency_ms_p50_ci_low"] is None:
-        pytest.skip("this tree's benchmark stage computes no latency intervals to judge by")
+    if record["speedup_ci_low"] is None:
+        pytest.skip("this tree's benchmark stage computes no speed-up intervals to judge by")
     return record
 
 
 def _plant(worker_database: Engine, like_job: str, model_id: str, record: dict[str, Any], *,
            scale: float, environment_key: str | None = None) -> uuid.UUID:
     """A succeeded job of `model_id` (in `like_job`'s project) whose engine record has
-    `record`'s keys and `scale` times its latencies, with a tight interval."""
+    `record`'s keys and `scale` times its latencies (its speed-up over the same original divided
+    by `scale`), with tight intervals."""
     sessions = sessionmaker(worker_database, expire_on_commit=False)
     with sessions() as session, session.begin():
         like = session.get(Job, uuid.UUID(like_job))
@@ -48,10 +49,13 @@ def _plant(worker_database: Engine, like_job: str, model_id: str, record: dict[s
         p50 = record["latency_ms_p50"] * scale
         fields = {name: record[name] for name in (
             "backend", "batch_size", "iterations", "warmup", "latency_ms_p90", "latency_ms_p99",
-            "latency_ms_mean", "throughput_per_s", "speedup_vs_reference", "config_key")}
+            "latency_ms_mean", "throughput_per_s", "config_key")}
+        speedup = record["speedup_vs_reference"] / scale  # the same original, a faster engine
         session.add(BenchmarkRecord(
             **fields, job_id=earlier.id, suite="comparison", variant="engine", latency_ms_p50=p50,
             latency_ms_p50_ci_low=p50 * 0.99, latency_ms_p50_ci_high=p50 * 1.01,
+            speedup_vs_reference=speedup, speedup_ci_low=speedup * 0.99,
+            speedup_ci_high=speedup * 1.01,
             environment_key=environment_key or record["environment_key"]))
         return earlier.id
 
@@ -73,7 +77,8 @@ def test_an_identical_job_slower_than_a_planted_earlier_one_is_flagged(
     assert regression is not None and second["regression"] == regression
     assert regression["against_job"] == str(planted)
     assert regression["slowdown"] > 10
-    assert regression["detail"].startswith("engine p50 ")
+    assert regression["detail"].startswith("engine ")
+    assert "the original's speed" in regression["detail"]
     assert _regression_events(second) == [f"regression: {regression['detail']}"]
 
 
