@@ -263,6 +263,7 @@ class JobOutcome:
     sweep: list[BenchmarkResult] = field(default_factory=list)  # original and engine per batch
     # where the benchmarks ran and what they moved, for every record (pipeline/benchmark_context)
     benchmark_context: BenchmarkContext | None = None
+    original_shipped: str | None = None  # why the original ships instead of an engine (one sentence)
 
     def add_artifacts(self, artifacts: tuple[PendingArtifact, ...]) -> None:
         self.artifacts.update((artifact.name, artifact) for artifact in artifacts)

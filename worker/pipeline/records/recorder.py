@@ -26,7 +26,12 @@ from worker.gpu.build_events import Reporter
 from worker.pipeline.records.benchmark_context import fill_context
 from worker.pipeline.records.benchmark_keys import set_config_keys
 from worker.pipeline.records.lost_jobs import LostJob, fail_if_its_process_died
-from worker.pipeline.records.outcome import benchmark_rows, report_columns, validation_rows
+from worker.pipeline.records.outcome import (
+    benchmark_rows,
+    outcome_column,
+    report_columns,
+    validation_rows,
+)
 from worker.pipeline.records.regression import flag_regression
 from worker.pipeline.results import JobOutcome
 
@@ -186,9 +191,11 @@ class JobRecorder:
             flag_regression(session, self.job_id, records)
             session.add_all(records)
             self._attach_reports(session, outcome)
-            if job_state.succeed(session, self.job_id, owner=self.worker) is None:
+            job = job_state.succeed(session, self.job_id, owner=self.worker)
+            if job is None:
                 session.rollback()
                 return False
+            job.outcome = outcome_column(job.config, outcome, report_columns(outcome))
             return True
 
         return self._write(succeed)
