@@ -6,9 +6,9 @@ started or finished at or after its start (`since`, else the moment the client c
 most `WINDOW_LIMIT` of them (active ones first, then the latest changed). Each poll reads the
 window and sends `event: job` with a job's `JobSummary` JSON (the items of GET /v1/jobs)
 whenever what a table shows of it (status, stage, progress, status_detail, speedup,
-validation_passed, the outcome's headline) differs from what this connection sent last. The first poll sends, with
-`since`, every job of the window (the catch-up of a client that was away), without it nothing;
-then `event: ready`. Every event carries `id:`, a time to resume from: a client that reconnects
+validation_passed, the outcome's headline) differs from what this connection sent last. The
+first poll sends, with `since`, every job of the window (the catch-up of a client that was
+away), without it nothing; then `event: ready`. Every event carries `id:`, a time to resume from: a client that reconnects
 with it (as `since`, or as the Last-Event-ID header EventSource sends by itself) misses no
 change. After `max_s` comes `event: timeout` and the stream closes; silence longer than
 `heartbeat_s` gets a `: keep-alive` comment.

@@ -22,7 +22,6 @@ from optimizer.testing.models import model_bytes, small_cnn
 from tests.support.sse import ServerSentEvent, parse_sse
 from tests.support.waiting import wait_until
 
-
 OUTCOME = job_outcome(config={}, status="succeeded",
                       engine_record={"speedup_vs_reference": 1.3, "speedup_ci_low": 1.2,
                                      "speedup_ci_high": 1.4, "speedup_verdict": "faster"},
