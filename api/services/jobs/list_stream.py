@@ -10,8 +10,8 @@ validation_passed, the outcome's headline) differs from what this connection sen
 first poll sends, with `since`, every job of the window (the catch-up of a client that was
 away), without it nothing; then `event: ready`. Every event carries `id:`, a time to resume
 from: a client that reconnects with it (as `since`, or as the Last-Event-ID header EventSource
-sends by itself) misses no change. After `max_s` comes `event: timeout` and the stream closes; silence longer than
-`heartbeat_s` gets a `: keep-alive` comment.
+sends by itself) misses no change. After `max_s` comes `event: timeout` and the stream
+closes; silence longer than `heartbeat_s` gets a `: keep-alive` comment.
 
 Polling works as in job_event_stream: an async generator holding no thread while it waits, each
 poll a short session on a worker thread, a database outage ridden out with heartbeats.
