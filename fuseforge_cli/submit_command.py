@@ -7,6 +7,7 @@ import argparse
 import json
 import logging
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -179,9 +180,9 @@ def _verdict_without_outcome(job: Job) -> str:
     config = job.data.get("config") or {}
     passed = {True: "validation passed", False: "validation failed",
               None: "not validated"}[job.validation_passed]
-    engine = next((record for record in job.data.get("benchmarks") or ()
-                   if record.get("suite") == "comparison" and record.get("variant") == "engine"),
-                  {})
+    engine: Mapping[str, Any] = next((record for record in job.data.get("benchmarks") or ()
+                                      if record.get("suite") == "comparison"
+                                      and record.get("variant") == "engine"), {})
     speedup, verdict = engine.get("speedup_vs_reference"), engine.get("speedup_verdict")
     low, high = engine.get("speedup_ci_low"), engine.get("speedup_ci_high")
     if speedup is None:
