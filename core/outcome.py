@@ -16,6 +16,7 @@ API, the SSE end event, webhooks, the client, the CLI, the dashboard and report.
 0.92-1.09), accuracy passed.'
 """
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -42,7 +43,9 @@ AccuracyVerdict = Literal["passed", "failed", "not judged"]
 ACCURACY_PASSED: AccuracyVerdict = "passed"
 ACCURACY_FAILED: AccuracyVerdict = "failed"
 ACCURACY_NOT_JUDGED: AccuracyVerdict = "not judged"
-_FIRST_SENTENCE_CHARS = 240  # a failed job's headline quotes its error up to this long
+_FIRST_SENTENCE_CHARS = 400  # a failed job's headline quotes its error up to this long
+# The quantizer's reason ends saying what ships; the `why` sentence has said it already.
+_SHIPS_TAIL = re.compile(r"[;:,]\s*(so )?the \w+ (model|engine) ships$")
 
 
 class Asked(BaseModel):
@@ -284,7 +287,7 @@ def _why(asked: Asked, shipped: Shipped, quantization: Mapping[str, Any],
         return _sentence(f"the search shipped {winner or 'its winner'}"
                          + (f": {reason}" if reason else ""))
     if shipped.precision != asked.precision:
-        reason = quantization.get("why") or "no reason was recorded"
+        reason = _SHIPS_TAIL.sub("", str(quantization.get("why") or "no reason was recorded"))
         return _sentence(f"{asked.precision} was asked; {shipped.precision} shipped: {reason}")
     fallback = accuracy_report.get("fallback")
     if fallback:
@@ -301,5 +304,5 @@ def _sentence(text: str) -> str:
     if found and len(head) > 20:
         text = head
     if len(text) > _FIRST_SENTENCE_CHARS:
-        text = text[:_FIRST_SENTENCE_CHARS - 1].rstrip() + "…"
+        return text[:_FIRST_SENTENCE_CHARS - 1].rstrip() + "…"
     return text.rstrip(". ") + "." if text else text
