@@ -108,7 +108,6 @@ def _nothing_to_quantize() -> bytes:
     """A model int8 cannot touch: no MatMul/Gemm for dynamic quantization, and the job names
     no calibration dataset for static."""
     import numpy as np
-    import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     scale = numpy_helper.from_array(np.linspace(0.5, 1.5, 8, dtype=np.float32)[None], "scale")
