@@ -145,9 +145,12 @@ def job_outcome(*, config: Mapping[str, Any], status: str,
     """
     reports = reports or {}
     asked = _asked(config)
-    if status != "succeeded":
-        return _unshipped(asked, status, error)
     accuracy_report = reports.get("accuracy_report") or {}
+    if status != "succeeded":
+        unshipped = _unshipped(asked, status, error)
+        if validation is not None:  # a failed verdict explains the failure: its worst metric
+            unshipped.accuracy = _accuracy(validation, accuracy_report)
+        return unshipped
     recipe = (reports.get("search_report") or {}).get("recipe") or {}
     backend = str(recipe.get("backend") or asked.backend)
     precision = str(recipe.get("precision") or asked.precision)

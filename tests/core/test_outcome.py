@@ -128,6 +128,16 @@ def test_a_failed_job_shipped_nothing_and_quotes_its_error() -> None:
         "job 1 failed validation: logits cosine 0.99878 < 0.9999.")
 
 
+def test_a_job_failed_by_its_verdict_names_the_worst_metric() -> None:
+    outcome = job_outcome(config={}, status="failed",
+                          error=("AccuracyMismatchError", "logits out of tolerance"),
+                          validation=_validation(passed=False, cosine=0.99878))
+
+    assert outcome.shipped is None
+    assert outcome.accuracy is not None and outcome.accuracy.verdict == "failed"
+    assert outcome.accuracy.worst is not None and outcome.accuracy.worst.value == 0.99878
+
+
 def test_a_cancelled_job_shipped_nothing() -> None:
     outcome = job_outcome(config={"precision": "int8"}, status="cancelled")
 

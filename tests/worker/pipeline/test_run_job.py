@@ -169,6 +169,14 @@ def test_a_failed_validation_keeps_its_verdict_blame_and_divergence(
     assert job["validation"]["passed"] is False  # the rows explain the failure
     assert job["artifacts"] == [] and job["benchmarks"] == []
     assert not (embedded.runtime.settings.scratch_dir / job["id"]).exists()
+    # Its outcome: nothing shipped, the error's first sentence, the verdict's worst metric.
+    outcome = job["outcome"]
+    assert outcome["shipped"] is None and outcome["speedup"] is None
+    assert outcome["headline"].startswith(
+        "Failed (AccuracyMismatchError), nothing shipped (onnxruntime fp32 asked): ")
+    worst = outcome["accuracy"]["worst"]
+    assert outcome["accuracy"]["verdict"] == "failed"
+    assert worst["text"] == report["failures"][0]["message"]
 
 
 def test_cancel_during_a_stage_stops_the_run_and_stores_nothing(embedded: EmbeddedWorker) -> None:

@@ -18,8 +18,8 @@ from core.storage import ArtifactStore, ArtifactStoreUnavailable, StoredObject
 from worker.pipeline.results import JobOutcome
 
 __all__ = [
-    "StoredArtifacts", "benchmark_rows", "outcome_column", "report_columns", "store_artifacts_then",
-    "validation_rows",
+    "StoredArtifacts", "benchmark_rows", "failed_outcome_column", "outcome_column",
+    "report_columns", "store_artifacts_then", "validation_rows",
 ]
 
 logger = logging.getLogger(__name__)
@@ -87,6 +87,16 @@ def outcome_column(config: dict[str, Any], outcome: JobOutcome,
     return job_outcome(config=config, status=JobStatus.SUCCEEDED.value, reports=columns,
                        engine_record=engine[-1] if engine else None, validation=validation,
                        original_shipped=outcome.original_shipped).model_dump(mode="json")
+
+
+def failed_outcome_column(config: dict[str, Any], code: str, message: str,
+                          outcome: JobOutcome) -> dict[str, Any]:
+    """The `jobs.outcome` of a job that failed with `code` and `message` after `outcome`'s
+    validation: nothing shipped, and the verdict with its worst metric."""
+    return job_outcome(config=config, status=JobStatus.FAILED.value, error=(code, message),
+                       reports=report_columns(outcome),
+                       validation=None if outcome.validation is None
+                       else outcome.validation.to_dict()).model_dump(mode="json")
 
 
 def attempt_prefix(job_id: uuid.UUID, attempt: int) -> str:

@@ -28,6 +28,7 @@ from worker.pipeline.records.benchmark_keys import set_config_keys
 from worker.pipeline.records.lost_jobs import LostJob, fail_if_its_process_died
 from worker.pipeline.records.outcome import (
     benchmark_rows,
+    failed_outcome_column,
     outcome_column,
     report_columns,
     validation_rows,
@@ -210,6 +211,9 @@ class JobRecorder:
             if outcome is not None:
                 session.add_all(validation_rows(self.job_id, outcome))
                 self._attach_reports(session, outcome)
+                if outcome.validation is not None:  # the outcome names the verdict's worst
+                    job = session.get_one(Job, self.job_id)
+                    job.outcome = failed_outcome_column(job.config, code, message, outcome)
             return True
 
         return self._write(fail)
