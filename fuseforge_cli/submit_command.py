@@ -7,6 +7,7 @@ import argparse
 import json
 import logging
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -131,7 +132,7 @@ def _submit(args: argparse.Namespace, client: FuseForgeClient, model: Path,
         paths = client.download_artifacts(job, args.output)
         _say(f"downloaded {len(paths)} artifact(s) to {args.output}: "
              f"{', '.join(p.name for p in paths)}")
-    print(_job_json(job) if args.json else _verdict(job))
+    print(_job_json(job) if args.json else finished_summary(job))
     if job.regression is not None:
         detail = job.regression.get("detail") or "its engine is slower than an earlier job's"
         if args.fail_on_regression:
@@ -160,17 +161,39 @@ def _ended_badly(err: JobError, *, json_output: bool) -> int:
     return failure.exit_code
 
 
-def _verdict(job: Job) -> str:
+def finished_summary(job: Job) -> str:
+    """A succeeded job's summary: the server's headline (the same words as the dashboard's and
+    the API's `outcome.headline`), why shipped differs from asked (a search's table says it for
+    a search), then the details."""
+    outcome = job.outcome
+    if outcome is not None:
+        lines = [f"job {job.id} succeeded: {outcome.headline}"]
+        if outcome.why and job.search_report is None:
+            lines.append(f"why: {outcome.why}")
+    else:  # a server from before outcomes: its verdicts, never a bare median
+        lines = [_verdict_without_outcome(job)]
+    return "\n".join([*lines, *_quantization_lines(job), *_hot_spot_lines(job),
+                      *search_lines(job)])
+
+
+def _verdict_without_outcome(job: Job) -> str:
     config = job.data.get("config") or {}
     passed = {True: "validation passed", False: "validation failed",
               None: "not validated"}[job.validation_passed]
-    speedup = (f"engine {job.speedup:.2f}x the original's speed" if job.speedup is not None
-               else "no benchmark")
+    engine: Mapping[str, Any] = next((record for record in job.data.get("benchmarks") or ()
+                                      if record.get("suite") == "comparison"
+                                      and record.get("variant") == "engine"), {})
+    speedup, verdict = engine.get("speedup_vs_reference"), engine.get("speedup_verdict")
+    low, high = engine.get("speedup_ci_low"), engine.get("speedup_ci_high")
+    if speedup is None:
+        speed = "no benchmark"
+    elif verdict is None or low is None or high is None:
+        speed = f"engine {speedup:.2f}x the original's speed (no interval to judge it by)"
+    else:
+        speed = f"engine speed: {verdict} ({speedup:.2f}x, {low:.2f}-{high:.2f})"
     precision = shipped_precision(job) or config.get("precision", "?")
-    line = (f"job {job.id} succeeded: {passed}, {speedup} "
+    return (f"job {job.id} succeeded: {passed}, {speed} "
             f"({config.get('backend', '?')}, {precision})")
-    return "\n".join([line, *_quantization_lines(job), *_hot_spot_lines(job),
-                      *search_lines(job)])
 
 
 def _hot_spot_lines(job: Job) -> list[str]:
@@ -186,7 +209,9 @@ def _quantization_lines(job: Job) -> list[str]:
     report = (job.data.get("accuracy_report") or {}).get("quantization")
     if not report:
         return []
-    lines = [f"int8: {report.get('shipped')} shipped: {report.get('why')}"]
+    # With an outcome, its `why` line has said what shipped instead and why.
+    lines = [] if job.outcome is not None and job.outcome.why else [
+        f"int8: {report.get('shipped')} shipped: {report.get('why')}"]
     counts = (report.get("node_precisions") or {}).get("node_counts")
     if counts:
         lines.append("int8: nodes by precision in the engine: " + ", ".join(

@@ -28,7 +28,15 @@ from fuseforge_client.errors import (
     ServiceUnavailableError,
     ValidationFailedError,
 )
-from fuseforge_client.resources import Artifact, Dataset, Job, Model
+from fuseforge_client.resources import (
+    Artifact,
+    Dataset,
+    Job,
+    JobOutcome,
+    Model,
+    Shipped,
+    SpeedupVerdict,
+)
 from fuseforge_client.webhooks import SignatureError, verify_signature
 
 if TYPE_CHECKING:
@@ -51,6 +59,7 @@ __all__ = [
     "JobCancelledError",
     "JobError",
     "JobFailedError",
+    "JobOutcome",
     "JobTimeoutError",
     "Model",
     "NotFoundError",
@@ -58,7 +67,9 @@ __all__ = [
     "RetryPolicy",
     "ServerError",
     "ServiceUnavailableError",
+    "Shipped",
     "SignatureError",
+    "SpeedupVerdict",
     "ValidationFailedError",
     "verify_signature",
 ]

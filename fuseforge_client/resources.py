@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["FINAL_STATUSES", "Artifact", "Dataset", "Job", "Model"]
+__all__ = ["FINAL_STATUSES", "Artifact", "Dataset", "Job", "JobOutcome", "Model", "Shipped",
+           "SpeedupVerdict"]
 
 FINAL_STATUSES = frozenset({"succeeded", "failed", "cancelled"})
 # The job error code of an engine whose outputs are outside the tolerances (optimizer/errors.py).
@@ -63,6 +64,71 @@ class Artifact:
 
 
 @dataclass(frozen=True)
+class Shipped:
+    """What a job shipped: an engine (`what` "engine"), or the user's own model unchanged
+    ("original") when nothing beat it."""
+
+    what: str
+    backend: str
+    precision: str
+    passes: tuple[str, ...]
+    label: str  # e.g. "onnxruntime fp32 engine", "original model"
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Shipped:
+        return cls(what=str(data["what"]), backend=str(data["backend"]),
+                   precision=str(data["precision"]),
+                   passes=tuple(str(p) for p in data.get("passes") or ()),
+                   label=str(data["label"]))
+
+
+@dataclass(frozen=True)
+class SpeedupVerdict:
+    """The shipped engine's speed-up over the original, its 95% interval and the server's
+    verdict ("faster", "slower", "no measurable difference"): trust the verdict, not `value`."""
+
+    value: float | None
+    ci_low: float | None
+    ci_high: float | None
+    verdict: str | None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SpeedupVerdict:
+        return cls(value=_number(data.get("value")), ci_low=_number(data.get("ci_low")),
+                   ci_high=_number(data.get("ci_high")), verdict=data.get("verdict"))
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    """A finished job's outcome (the server's `outcome`): what was asked, what shipped, the
+    speed-up and accuracy verdicts, why shipped differs from asked, and `headline`, the one
+    sentence the server, the dashboard and the CLI print."""
+
+    headline: str
+    asked: Mapping[str, Any]  # {"backend", "precision", "mode", "passes", "search"}
+    shipped: Shipped | None  # None: nothing shipped (failed or cancelled)
+    speedup: SpeedupVerdict | None
+    accuracy_verdict: str | None  # "passed", "failed", "not judged"; None: the original shipped
+    worst_metric: Mapping[str, Any] | None  # {"output", "metric", "value", "limit", "text"}
+    why: str | None
+    data: Mapping[str, Any] = field(repr=False)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> JobOutcome:
+        shipped, speedup = data.get("shipped"), data.get("speedup")
+        accuracy = data.get("accuracy") or {}
+        return cls(headline=str(data["headline"]), asked=data.get("asked") or {},
+                   shipped=Shipped.from_json(shipped) if shipped else None,
+                   speedup=SpeedupVerdict.from_json(speedup) if speedup else None,
+                   accuracy_verdict=accuracy.get("verdict"), worst_metric=accuracy.get("worst"),
+                   why=data.get("why"), data=data)
+
+
+def _number(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+@dataclass(frozen=True)
 class Job:
     """An optimization job (GET /v1/jobs/{id}): status queued → running → succeeded | failed |
     cancelled, the stage it is at, progress in [0, 1]."""
@@ -76,16 +142,19 @@ class Job:
     error_message: str | None
     artifacts: tuple[Artifact, ...]
     data: Mapping[str, Any] = field(repr=False)
+    # what the finished job asked for and shipped, and its headline; None while it runs
+    outcome: JobOutcome | None = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Job:
         error = data.get("error") or {}
+        outcome = data.get("outcome")
         return cls(
             id=str(data["id"]), model_id=str(data["model_id"]), status=str(data["status"]),
             stage=data.get("stage"), progress=float(data.get("progress") or 0.0),
             error_code=error.get("code"), error_message=error.get("message"),
             artifacts=tuple(Artifact.from_json(a) for a in data.get("artifacts") or ()),
-            data=data,
+            data=data, outcome=JobOutcome.from_json(outcome) if outcome else None,
         )
 
     @property

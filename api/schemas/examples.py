@@ -128,6 +128,23 @@ _SUCCEEDED: dict[str, Any] = {
     "speedup_verdict": "faster",
     "regression": None,  # the engine benchmark's, below
     "validation_passed": True,
+    # core/outcome.py: what was asked and shipped, the verdicts, and the headline
+    "outcome": {
+        "asked": {"backend": "onnxruntime", "precision": "fp32", "mode": None, "passes": "all",
+                  "search": False},
+        "shipped": {"what": "engine", "backend": "onnxruntime", "precision": "fp32",
+                    "passes": ["cleanup", "fold_batch_norm", "fuse_conv_add_relu",
+                               "fuse_conv_activation", "fuse_matmul_add"],
+                    "label": "onnxruntime fp32 engine"},
+        "speedup": {"value": 1.419, "ci_low": round(1.419 * 0.97, 3),
+                    "ci_high": round(1.419 * 1.03, 3), "verdict": "faster"},
+        "accuracy": {"verdict": "passed", "worst": {
+            "output": "logits", "metric": "cosine_similarity", "value": 0.9999999,
+            "limit": 0.9999, "text": "logits: cosine similarity 1.00000 (limit 0.9999)"}},
+        "why": None,
+        "headline": "Shipped the onnxruntime fp32 engine: 1.42x faster (1.38-1.46), accuracy "
+                    "passed.",
+    },
     "created_at": "2026-12-01T22:30:00.799382Z",
     "started_at": _STARTED,
     "finished_at": _FINISHED,
@@ -135,7 +152,7 @@ _SUCCEEDED: dict[str, Any] = {
 }
 _UNFINISHED: dict[str, Any] = {"speedup": None, "speedup_ci_low": None, "speedup_ci_high": None,
                                "speedup_verdict": None, "validation_passed": None,
-                               "finished_at": None, "duration_s": None}
+                               "outcome": None, "finished_at": None, "duration_s": None}
 
 
 def _artifact(name: str, kind: str, size: int, sha256: str) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from api.schemas import examples
 from api.schemas.common import Page
 from core.db.models import JobStatus
 from core.job_config import Backend, JobConfig, Precision
+from core.outcome import Outcome
 from core.reports import FusionReportRead, JobReports
 
 __all__ = [
@@ -160,6 +161,9 @@ class JobSummary(BaseModel):
     regression: dict[str, Any] | None = None
     # every output within tolerance (validation.passed); null until validated
     validation_passed: bool | None = None
+    # what the finished job asked for and shipped, its speed-up and accuracy verdicts, why they
+    # differ, and `headline`: the one sentence every surface prints; null while queued/running
+    outcome: Outcome | None = None
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None

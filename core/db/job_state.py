@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from core.db.models import Job, JobEvent, JobStatus
 from core.db.types import utc_now
+from core.outcome import job_outcome
 
 __all__ = [
     "cancel",
@@ -157,6 +158,8 @@ def fail(session: Session, job_id: uuid.UUID, code: str, message: str, *,
     )
     if job is not None:
         record_event(session, job_id, f"failed: {code}: {message}", stage=job.stage)
+        job.outcome = job_outcome(config=job.config, status=JobStatus.FAILED.value,
+                                  error=(code, message)).model_dump(mode="json")
     return job
 
 
@@ -185,6 +188,8 @@ def cancel(session: Session, job_id: uuid.UUID) -> Job | None:
     )
     if job is not None:
         record_event(session, job_id, "cancelled by request", stage=job.stage)
+        job.outcome = job_outcome(config=job.config,
+                                  status=JobStatus.CANCELLED.value).model_dump(mode="json")
     return job
 
 

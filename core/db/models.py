@@ -333,6 +333,9 @@ class Job(Base):
     search_report: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     # The job process's peak resident memory in each stage (core.reports.StageMemory).
     stage_memory: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # What the finished job asked for and shipped, and its headline (core.outcome.Outcome);
+    # null while it is queued or running.
+    outcome: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
     model: Mapped[Model] = relationship()
     dataset: Mapped[Dataset | None] = relationship()

@@ -1,6 +1,7 @@
 """The body of a job's webhook: the job as JSON, the fields of GET /v1/jobs/{id} that say how
 it ended (status, error, config, artifacts and their download paths), with the engine's
-headline verdicts: its speed-up's (`speedup_verdict`) and a flagged `regression`.
+headline verdicts: its speed-up's (`speedup_verdict`) and a flagged `regression`, and the job's
+`outcome` (what was asked and shipped, and the `headline` every surface prints).
 
 Validation rows, benchmarks, reports and events are left to GET /v1/jobs/{id}: they can run to
 megabytes, and a receiver that wants them fetches them once it knows the job ended.
@@ -58,6 +59,8 @@ def job_payload(session: Session, job: Job) -> bytes:
         "attempts": job.attempts,
         "speedup_verdict": engine.speedup_verdict if engine is not None else None,
         "regression": engine.regression if engine is not None else None,
+        # what was asked and shipped, the verdicts and the headline (core/outcome.py)
+        "outcome": job.outcome,
         "artifacts": [{**row, "url": _artifact_path(job.id, row["name"])} for row in artifacts],
     }
     return to_json(document)

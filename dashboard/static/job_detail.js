@@ -85,7 +85,12 @@
         for (const id of REFRESHED) {
           const now = document.getElementById(id);
           const next = fresh.getElementById(id);
-          if (now && next) now.replaceWith(document.importNode(next, true));
+          if (!now || !next) continue;
+          // A folded section the reader opened stays open.
+          const opened = now.querySelector("details.fold")?.open;
+          const fold = next.querySelector("details.fold");
+          if (fold && opened !== undefined) fold.open = opened;
+          now.replaceWith(document.importNode(next, true));
         }
       } catch (_) { /* the stream's banner already says when the server is unreachable */ }
     }, 300);

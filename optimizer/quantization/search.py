@@ -60,6 +60,7 @@ Feed = Mapping[str, np.ndarray]
 TableSource = Callable[[CalibrationMethod, onnx.ModelProto], CalibrationTable]
 _SENSITIVITY_SAMPLES = 2
 _QUANTIZED_OPS = INTEGER_KERNELS | CONVERSIONS  # a form without any is not quantized
+_NOT_QUANTIZED = "quantized"  # the failure of a form the quantizer left all in float
 _TIMING_ATTEMPTS = 3  # an uncertain verdict is timed again with twice the rounds, twice
 
 
@@ -188,6 +189,12 @@ def quantize_within_budget(
                                        exclude_op_types=request.keep_op_types)
         candidates.append(judge.candidate("dynamic", QuantizationMode.DYNAMIC, None, None,
                                           model, ()))
+    if not any(_quantized(c) for c in candidates):
+        # Not the accuracy budget: there was nothing to quantize (or no way to try).
+        result.tried = [c.summary() for c in candidates]
+        result.why = (_nothing_to_quantize(request, graph, tried=bool(candidates))
+                      + "; the fp32 model ships")
+        return result
     passing = [c for c in candidates if c.validation.passed]
     steps: list[_Candidate] = []
     statics = [c for c in candidates if c.mode is QuantizationMode.STATIC]
@@ -241,6 +248,25 @@ def quantize_within_budget(
     return result
 
 
+def _quantized(candidate: _Candidate) -> bool:
+    """The candidate holds an op the quantizer made (see `_Judge.candidate`)."""
+    return not any(f.metric == _NOT_QUANTIZED for f in candidate.validation.failures)
+
+
+def _nothing_to_quantize(request: QuantizationRequest, graph: onnx.ModelProto, *,
+                         tried: bool) -> str:
+    """Why no int8 form exists: the model has no op the quantizer handles, or the job's mode
+    and data left it none to try."""
+    ops = sorted({node.op_type for node in graph.graph.node})
+    shown = ", ".join(ops[:8]) + (", ..." if len(ops) > 8 else "")
+    if tried:
+        return (f"the quantizer found no op it quantizes in this model (it has {shown}): no "
+                f"{request.precision} form exists")
+    return (f"no {request.precision} form was tried: the model has no MatMul/Gemm with constant "
+            f"weights to quantize dynamically (it has {shown}), and static quantization needs a "
+            "calibration dataset (quantization.calibration)")
+
+
 class _Judge:
     """Judges candidates on the validation samples against the original's outputs."""
 
@@ -260,7 +286,7 @@ class _Judge:
         if not any(node.op_type in _QUANTIZED_OPS for node in model.graph.node):
             # Nothing the quantizer knows (an LSTM, say): the fp32 model itself, not int8.
             report = replace(report, passed=False, failures=(MetricFailure(
-                output="", metric="quantized", value=0, limit=1, excess=None,
+                output="", metric=_NOT_QUANTIZED, value=0, limit=1, excess=None,
                 message="the quantizer found no op it quantizes: this form is the fp32 "
                         "model"),))
         return _Candidate(label, mode, flavour, method, model, kept, report)

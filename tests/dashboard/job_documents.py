@@ -71,7 +71,8 @@ def insert_job(session: Session, project_id: uuid.UUID, model_id: uuid.UUID,
               started_at=_at(doc.get("started_at")), finished_at=_at(doc.get("finished_at")),
               fusion_report=doc.get("fusion_report"), accuracy_report=doc.get("accuracy_report"),
               engine_report=doc.get("engine_report"), profile_report=doc.get("profile_report"),
-              search_report=doc.get("search_report"), stage_memory=doc.get("stage_memory"))
+              search_report=doc.get("search_report"), stage_memory=doc.get("stage_memory"),
+              outcome=doc.get("outcome"))
     session.add(job)
     session.flush()
     for artifact in doc.get("artifacts", []):

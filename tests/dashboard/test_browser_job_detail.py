@@ -102,3 +102,59 @@ def test_run_again_opens_the_form_filled_from_the_job(open_page: OpenPage, seede
     link.click()
     expect(page.locator("form#new-job")).to_be_visible()
     expect(page.locator("form#new-job select[name=backend]")).to_have_value(job["config"]["backend"])
+
+
+def _nothing_to_quantize() -> bytes:
+    """A model int8 cannot touch: no MatMul/Gemm for dynamic quantization, and the job names
+    no calibration dataset for static."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    scale = numpy_helper.from_array(np.linspace(0.5, 1.5, 8, dtype=np.float32)[None], "scale")
+    graph = helper.make_graph(
+        [helper.make_node("Mul", ["input", "scale"], ["scaled"], name="mul"),
+         helper.make_node("Relu", ["scaled"], ["output"], name="relu")],
+        "untouchable", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 8])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 8])], [scale])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    return model.SerializeToString()
+
+
+def test_an_int8_job_that_shipped_fp32_says_so_first_on_its_page_and_in_the_jobs_list(
+        open_page: OpenPage, fresh_project: Project) -> None:
+    model = fresh_project.upload(_nothing_to_quantize(), "untouchable.onnx")
+    submitted = fresh_project.submit(model["id"], precision="int8",
+                                     benchmark={"warmup": 1, "iterations": 5,
+                                                "measure_memory": False})
+    job = fresh_project.wait_for_job(submitted["id"])
+    assert job["status"] == "succeeded", job["error"]
+    outcome = job["outcome"]
+    assert (outcome["asked"]["precision"], outcome["shipped"]["precision"]) == ("int8", "fp32")
+
+    page = open_page(fresh_project, f"/ui/jobs/{job['id']}")
+    # The first screen: the headline (the API's words), why, and the download.
+    expect(page.locator("#outcome-headline")).to_have_text(outcome["headline"])
+    expect(page.locator("#outcome-headline")).to_contain_text("fp32 engine (int8 asked)")
+    expect(page.locator("#outcome-why")).to_contain_text("no int8 form was tried")
+    download = page.locator("a#download-engine")
+    expect(download).to_be_visible()
+    box = download.bounding_box()
+    assert box is not None and box["y"] + box["height"] <= 900, box  # above the fold
+    # The long sections are folded below it: their charts are not drawn until opened.
+    expect(page.locator("#stages details.fold")).not_to_have_attribute("open", "")
+    expect(page.locator('#fusion svg.chart[data-chart="op-histogram"]')).to_be_hidden()
+    screenshot(page, "job-outcome-card")
+
+    jobs = open_page(fresh_project, "/ui/jobs")
+    jobs.set_viewport_size({"width": 1400, "height": 900})
+    row = jobs.locator(f'table#jobs tr[data-job-id="{job["id"]}"]')
+    expect(row.locator("td.outcome-cell")).to_contain_text(outcome["headline"])
+    # The table fits 1,400 px: nothing of its last column is cut or scrolled to.
+    fits = jobs.evaluate("""() => {
+        const table = document.getElementById("jobs");
+        return table.getBoundingClientRect().right <= document.documentElement.clientWidth
+            && table.parentElement.scrollWidth <= table.parentElement.clientWidth;
+    }""")
+    assert fits, "the jobs table is wider than a 1,400 px window"
+    screenshot(jobs, "jobs-outcome-column")

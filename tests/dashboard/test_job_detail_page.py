@@ -11,6 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
+from core.outcome import job_outcome
 from core.settings import Settings
 from tests.dashboard.html_tree import Element, parse
 from tests.dashboard.job_documents import document, insert_job, insert_model
@@ -525,3 +526,82 @@ def test_a_job_whose_backend_cannot_profile_says_why(
 
     assert panel.one("p", class_="empty").text == (
         "No profile: per-layer profiles of TensorRT engines are not taken yet.")
+
+
+def _with_outcome(doc: dict, **recorded: object) -> dict:  # type: ignore[type-arg]
+    """`doc` with the outcome the worker records from its reports, benchmarks and verdict."""
+    engine = next(b for b in doc["benchmarks"]
+                  if b["suite"] == "comparison" and b["variant"] == "engine")
+    validation = {"passed": doc["validation"]["passed"], "outputs": doc["validation"]["outputs"],
+                  "tolerances": (doc["accuracy_report"] or {}).get("tolerances") or {}}
+    doc["outcome"] = job_outcome(config=doc["config"], status=doc["status"], reports=doc,
+                                 engine_record=engine, validation=validation,
+                                 **recorded).model_dump(mode="json")  # type: ignore[arg-type]
+    return doc
+
+
+def test_the_first_screen_is_the_outcome_card_and_the_long_sections_fold_below_it(
+        signed_in_site: TestClient, db_session: Session, project: uuid.UUID,
+        model_id: uuid.UUID) -> None:
+    doc = document("onnxruntime_ablation")
+    doc["config"] = {**doc["config"], "precision": "int8", "quantization": {"mode": "dynamic"}}
+    why = "int8 (dynamic) ran at 1.020x [0.990, 1.050] the fp32 model's time: not faster"
+    doc["accuracy_report"] = {**doc["accuracy_report"],
+                              "quantization": {"shipped": "fp32", "why": why}}
+    for record in doc["benchmarks"]:  # an interval reaching 1.0: no measurable difference
+        if record["suite"] == "comparison" and record["variant"] == "engine":
+            record.update(speedup_vs_reference=1.04, speedup_ci_low=0.92, speedup_ci_high=1.09,
+                          speedup_verdict="no measurable difference")
+    doc = _with_outcome(doc)
+    html = signed_in_site.get(f"/ui/jobs/{insert_job(db_session, project, model_id, doc)}").text
+    tree = parse(html)
+
+    card = tree.by_id("outcome")
+    outcome = doc["outcome"]
+    # The headline, in the API's words, then asked against shipped and why.
+    assert card.by_id("outcome-headline").text == outcome["headline"]
+    assert outcome["headline"].startswith("Shipped the onnxruntime fp32 engine (int8 asked): ")
+    assert card.by_id("outcome-asked").text.startswith("onnxruntime int8 (dynamic quantization)")
+    assert card.by_id("outcome-shipped").text.startswith("the onnxruntime fp32 engine")
+    assert card.by_id("outcome-why").text == f"int8 was asked; fp32 shipped: {why}."
+    # The speed-up with its interval and verdict; the accuracy verdict with its worst metric.
+    assert card.by_id("outcome-speedup").text == (
+        "no measurable difference: 1.04× the original's speed (95% interval 0.92×–1.09×)")
+    assert "x faster" not in card.text and "× faster" not in card.text
+    accuracy = card.by_id("outcome-accuracy").text
+    assert accuracy.startswith("passed") and outcome["accuracy"]["worst"]["text"] in accuracy
+    download = card.by_id("download-engine")
+    assert download.attrs["href"] == next(
+        f"/v1/jobs/{doc_id}/artifacts/engine.onnx" for doc_id in [tree.by_id("job").attrs[
+            "data-job-id"]])
+    # The card comes first; the long sections fold below it, closed.
+    assert html.index('id="outcome"') < html.index('id="stages"') < html.index('id="fusion"')
+    for name in ("stages", "fusion", "ablation", "validation", "benchmarks", "profile",
+                 "events"):
+        fold = section(tree, name).one("details", class_="fold")
+        assert "open" not in fold.attrs, name
+    assert "Backend" not in tree.one("dl", class_="job-facts").text  # the card says it
+
+
+def test_a_job_that_shipped_its_original_says_so_first(
+        signed_in_site: TestClient, db_session: Session, project: uuid.UUID,
+        model_id: uuid.UUID) -> None:
+    doc = _with_outcome(document("fallback"), original_shipped=(
+        "no engine that validated was faster than the original"))
+    tree = page(signed_in_site, insert_job(db_session, project, model_id, doc))
+
+    card = tree.by_id("outcome")
+    assert card.by_id("outcome-headline").text.startswith("Shipped your original model unchanged")
+    assert card.by_id("outcome-shipped").text == "your original model, unchanged"
+    assert not card.find_all(id="outcome-speedup")
+
+
+def test_a_failed_jobs_validation_is_open_and_a_running_jobs_card_says_what_it_asked(
+        signed_in_site: TestClient, db_session: Session, project: uuid.UUID,
+        model_id: uuid.UUID) -> None:
+    failed = page(signed_in_site, insert_job(db_session, project, model_id, "failed_localised"))
+    assert "open" in section(failed, "validation").one("details", class_="fold").attrs
+    running = page(signed_in_site, insert_job(db_session, project, model_id, _running()))
+    assert running.by_id("outcome-headline").text.startswith("Asked: onnxruntime fp32.")
+    assert "open" in section(running, "events").one("details", class_="fold").attrs
+    assert not running.find_all(id="download-engine")

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from core.db.models import BenchmarkRecord, Job, JobStatus, Model, ValidationResult
 from core.db.types import utc_now
 from core.job_config import JobConfig
+from core.outcome import job_outcome
 from core.settings import Settings
 from tests.support.api_keys import new_key
 
@@ -154,26 +155,51 @@ def _validated(session: Session, job: Job, passed: bool) -> None:
     session.commit()
 
 
-def test_rows_name_model_backend_precision_speedup_verdict_and_duration(
+def test_rows_name_model_and_say_the_outcomes_headline_and_duration(
         signed_in_site: TestClient, db_session: Session, project: uuid.UUID) -> None:
     model = _model(db_session, project, "vit-b16.onnx")
-    fast = _job(db_session, model, JobStatus.SUCCEEDED, backend="tensorrt", precision="fp16",
+    fast = _job(db_session, model, JobStatus.SUCCEEDED, backend="onnxruntime", precision="int8",
                 minutes_ago=2)
     _benchmarked(db_session, fast, 2.5)
     _validated(db_session, fast, passed=True)
+    fast.outcome = job_outcome(
+        config=fast.config, status="succeeded",
+        reports={"accuracy_report": {"quantization": {"shipped": "fp32", "why": "not faster"}}},
+        engine_record={"speedup_vs_reference": 1.04, "speedup_ci_low": 0.92,
+                       "speedup_ci_high": 1.09, "speedup_verdict": "no measurable difference"},
+        validation={"passed": True, "outputs": []}).model_dump(mode="json")
+    db_session.commit()
+    old = _job(db_session, model, JobStatus.SUCCEEDED, backend="tensorrt", precision="fp16",
+               minutes_ago=1.5)  # ended before outcomes were recorded
+    _benchmarked(db_session, old, 2.5)
+    _validated(db_session, old, passed=True)
     wrong = _job(db_session, model, JobStatus.FAILED, minutes_ago=1)
     _validated(db_session, wrong, passed=False)
-    fresh = _job(db_session, model)
+    fresh = _job(db_session, model, precision="fp16")
 
     page = signed_in_site.get("/ui/jobs").text
 
     row = _row_html(page, fast)
-    for shown in ("vit-b16.onnx", "<td>tensorrt</td>", "<td>fp16</td>", "2.50×", "60.0 s",
-                  '<span class="verdict verdict-passed">passed</span>'):
+    # The outcome's headline, as the API, the CLI and the job page say it (issue 45).
+    for shown in ("vit-b16.onnx", "60.0 s",
+                  "Shipped the onnxruntime fp32 engine (int8 asked): no measurable difference "
+                  "in speed (1.04x, 0.92-1.09), accuracy passed."):
         assert shown in row, shown
+    assert "faster" not in row
     assert f'href="/ui/models/{model.id}"' in row
+    assert "tensorrt fp16, 2.50×" in _row_html(page, old)
+    assert '<span class="verdict verdict-passed">passed</span>' in _row_html(page, old)
     assert '<span class="verdict verdict-failed">failed</span>' in _row_html(page, wrong)
-    assert '<span class="verdict verdict-none">pending</span>' in _row_html(page, fresh)
+    assert "onnxruntime fp16 asked" in _row_html(page, fresh)
+    # Backend, precision, speed-up, validation and finished merged into Outcome and Status:
+    # six columns, every row with as many cells as the header.
+    header = re.search(r"<thead>.*?</thead>", page, re.S)
+    assert header is not None
+    assert re.findall(r'<th scope="col"[^>]*>(\w[\w-]*)', header.group(0)) == [
+        "Job", "Status", "Model", "Outcome", "Created", "Duration"]
+    for job in (fast, old, wrong, fresh):
+        cells = re.findall(r"<t[hd][ >]", _row_html(page, job))
+        assert len(cells) == 6, _row_html(page, job)
 
 
 def test_every_filter_control_is_labelled(signed_in_site: TestClient) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -72,8 +73,12 @@ def test_succeeded_job_exits_0_prints_the_verdict_and_downloads_the_artifacts(
 
     assert run.returncode == 0, run.stderr
     verdict, hot_spot = run.stdout.splitlines()
-    assert "succeeded: validation passed" in verdict and "x the original's speed" in verdict
-    assert "(onnxruntime, fp16)" in verdict
+    # The server's headline, word for word (issue 45).
+    [job_id] = re.findall(r"job (\S+) submitted", run.stderr)
+    job = httpx.get(f"{base_url}/v1/jobs/{job_id}").raise_for_status().json()
+    assert verdict == f"job {job_id} succeeded: {job['outcome']['headline']}"
+    assert verdict.startswith(f"job {job_id} succeeded: Shipped the onnxruntime fp16 engine: ")
+    assert verdict.endswith(", accuracy passed.") and "the original's speed" not in verdict
     # The profile's biggest hot spot, named with the original nodes it came from.
     assert hot_spot.startswith("hot spot: ") and "of the engine's node time" in hot_spot
     assert "from " in hot_spot and "original node(s)" in hot_spot

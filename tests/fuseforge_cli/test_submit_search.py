@@ -73,8 +73,10 @@ def test_search_sends_the_search_config_and_prints_the_winner_table_and_recipe(
     winner = report["winner"]
 
     lines = run.stdout.splitlines()
-    assert lines[0].startswith(f"job {job_id} succeeded: ") and lines[0].endswith(
-        "(onnxruntime, fp32)")
+    # The server's headline: what the search shipped, not the config's precision (issue 45).
+    assert lines[0] == f"job {job_id} succeeded: {job['outcome']['headline']}"
+    assert lines[0].startswith(f"job {job_id} succeeded: Shipped the onnxruntime fp32 engine "
+                               "(search asked): ")
     assert f"search (min_latency): {winner} won: {report['why']}" in lines
     header = next(at for at, line in enumerate(lines) if line.split()[:2] == ["candidate",
                                                                               "outcome"])

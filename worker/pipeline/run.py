@@ -175,6 +175,7 @@ def _run_stages(run: JobRun, backend: JobBackend[Any], runtime: WorkerRuntime,
         OptimizerError: the model, a build, validation or a benchmark failed, or a search
             found no candidate within its budgets.
     """
+    asked = run.config  # a search job runs on as its winner's config below
     progress.enter(LOAD)
     unpack_model(run)
     loaded = load_model(run)
@@ -216,4 +217,5 @@ def _run_stages(run: JobRun, backend: JobBackend[Any], runtime: WorkerRuntime,
     outcome.benchmark_context = benchmark_context(run, loaded, outcome)
     records = benchmark_rows(run.job_id, outcome)
     outcome.add_artifacts(benchmark_plots(run, records))
-    outcome.add_artifacts((job_report_html(run, outcome, report_columns(outcome), records),))
+    outcome.add_artifacts((job_report_html(run, outcome, report_columns(outcome), records,
+                                           asked=asked),))

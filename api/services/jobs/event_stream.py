@@ -39,10 +39,12 @@ EVENT_TYPES = {
     "stage": "a stored event: the job entered a stage ({id, stage, message, created_at})",
     "status": "a stored event of a state change (queued, claimed, succeeded, failed, "
               "cancelled), with an id; or, without one, the job's state whenever it changes "
-              "({status, stage, progress, status_detail, error})",
+              "({status, stage, progress, status_detail, error, outcome})",
     "progress": "the job's state when only its progress moved (the same fields as status)",
     "log": "a stored note from the worker or the janitor ({id, stage, message, created_at})",
-    "end": "the job has ended: its final state (as status); the stream closes",
+    "end": "the job has ended: its final state (as status), with its `outcome` (asked, "
+           "shipped, speed-up and accuracy verdicts, why, and the `headline` sentence); the "
+           "stream closes",
     "timeout": "the stream reached its time limit ({detail, last_event_id}); reconnect with "
                "that Last-Event-ID to go on",
 }

@@ -38,6 +38,8 @@ class JobState:
     status_detail: str | None
     error_code: str | None
     error_message: str | None
+    # the ended job's outcome (core/outcome.py; its headline is what every surface prints)
+    outcome: dict[str, Any] | None = None
 
     @property
     def final(self) -> bool:
@@ -50,7 +52,7 @@ class JobState:
         error = ({"code": self.error_code, "message": self.error_message or ""}
                  if self.error_code is not None else None)
         return {"status": self.status, "stage": self.stage, "progress": self.progress,
-                "status_detail": self.status_detail, "error": error}
+                "status_detail": self.status_detail, "error": error, "outcome": self.outcome}
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,8 @@ def read_batch(session: Session, project_id: uuid.UUID, job_id: uuid.UUID, *, af
     connection = session.connection()
     state = connection.execute(
         select(Job.status, Job.stage, Job.progress, Job.status_detail, Job.error_code,
-               Job.error_message).where(*_visible_job(project_id, job_id))).one_or_none()
+               Job.error_message, Job.outcome).where(*_visible_job(project_id, job_id))
+    ).one_or_none()
     if state is None:
         return None
     rows = connection.execute(

@@ -6,12 +6,12 @@ started or finished at or after its start (`since`, else the moment the client c
 most `WINDOW_LIMIT` of them (active ones first, then the latest changed). Each poll reads the
 window and sends `event: job` with a job's `JobSummary` JSON (the items of GET /v1/jobs)
 whenever what a table shows of it (status, stage, progress, status_detail, speedup,
-validation_passed) differs from what this connection sent last. The first poll sends, with
-`since`, every job of the window (the catch-up of a client that was away), without it nothing;
-then `event: ready`. Every event carries `id:`, a time to resume from: a client that reconnects
-with it (as `since`, or as the Last-Event-ID header EventSource sends by itself) misses no
-change. After `max_s` comes `event: timeout` and the stream closes; silence longer than
-`heartbeat_s` gets a `: keep-alive` comment.
+validation_passed, the outcome's headline) differs from what this connection sent last. The
+first poll sends, with `since`, every job of the window (the catch-up of a client that was
+away), without it nothing; then `event: ready`. Every event carries `id:`, a time to resume
+from: a client that reconnects with it (as `since`, or as the Last-Event-ID header EventSource
+sends by itself) misses no change. After `max_s` comes `event: timeout` and the stream
+closes; silence longer than `heartbeat_s` gets a `: keep-alive` comment.
 
 Polling works as in job_event_stream: an async generator holding no thread while it waits, each
 poll a short session on a worker thread, a database outage ridden out with heartbeats.
@@ -61,7 +61,7 @@ _ACTIVE = (JobStatus.QUEUED.value, JobStatus.RUNNING.value)
 _RESUME_SLACK = timedelta(seconds=5)
 
 # What a jobs table shows of a job: a change in any of these is sent.
-_Shown = tuple[str, str | None, float, str | None, float | None, bool | None]
+_Shown = tuple[str, str | None, float, str | None, float | None, bool | None, str | None]
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,7 @@ def _timeout_frame(timing: StreamTiming, resume: str) -> bytes:
 
 def _shown(job: JobSummary) -> _Shown:
     return (job.status.value, job.stage, job.progress, job.status_detail, job.speedup,
-            job.validation_passed)
+            job.validation_passed, job.outcome.headline if job.outcome is not None else None)
 
 
 def _job_frame(job: JobSummary, resume: str) -> bytes:

@@ -46,7 +46,7 @@ _PRECISION = func.coalesce(Job.search_report[("recipe", "precision")].as_string(
 SUMMARY_COLUMNS = (Job.id, Job.model_id, Model.name.label("model_name"),
                    BACKEND.label("backend"), _PRECISION.label("precision"), Job.status,
                    Job.stage, Job.progress, Job.error_code, Job.error_message, Job.status_detail,
-                   Job.created_at, Job.started_at, Job.finished_at)
+                   Job.created_at, Job.started_at, Job.finished_at, Job.outcome)
 
 # The headline speed-up is the comparison suite's engine record: the median over the
 # interleaved rounds of original latency / engine latency (optimizer.measure.benchmark; on onnxruntime
@@ -101,7 +101,8 @@ def summary_fields(row: RowMapping, *, headline: Mapping[str, Any],
             "backend": row["backend"], "precision": row["precision"], "status": row["status"],
             "stage": row["stage"], "progress": row["progress"], "error": error,
             "status_detail": row["status_detail"], **headline,
-            "validation_passed": validation_passed, "created_at": row["created_at"],
+            "validation_passed": validation_passed, "outcome": row["outcome"],
+            "created_at": row["created_at"],
             "started_at": started, "finished_at": finished,
             "duration_s": ((finished - started).total_seconds()
                            if started is not None and finished is not None else None)}

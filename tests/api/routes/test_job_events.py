@@ -16,10 +16,16 @@ from sqlalchemy.orm import Session
 
 from api.deps import get_read_sessions
 from core.db import job_state
+from core.outcome import job_outcome
 from core.settings import HttpSettings, Settings
 from optimizer.testing.models import model_bytes, small_cnn
 from tests.support.sse import ServerSentEvent, parse_sse
 from tests.support.waiting import wait_until
+
+OUTCOME = job_outcome(config={}, status="succeeded",
+                      engine_record={"speedup_vs_reference": 1.3, "speedup_ci_low": 1.2,
+                                     "speedup_ci_high": 1.4, "speedup_verdict": "faster"},
+                      validation={"passed": True, "outputs": []}).model_dump(mode="json")
 
 
 @pytest.fixture
@@ -38,7 +44,9 @@ def finished_job_id(job_id: uuid.UUID, db_session: Session) -> uuid.UUID:
     assert job_state.start_stage(db_session, job_id, "load", 0.05)
     job_state.record_event(db_session, job_id, "read 12 nodes", stage="load")
     assert job_state.start_stage(db_session, job_id, "optimize", 0.2, note="fallback: none")
-    assert job_state.succeed(db_session, job_id) is not None
+    job = job_state.succeed(db_session, job_id)
+    assert job is not None
+    job.outcome = OUTCOME  # as the worker's recorder writes it with `succeeded`
     db_session.commit()
     return job_id
 
@@ -66,8 +74,11 @@ def test_a_finished_job_streams_its_timeline_then_its_final_state_and_closes(
     # Then the job's state, once, and the end, which carries it too.
     assert [e.event for e in events[len(stored):]] == ["status", "end"]
     final = {"status": "succeeded", "stage": "done", "progress": 1.0, "status_detail": None,
-             "error": None}
+             "error": None, "outcome": OUTCOME}
     assert events[-2].json() == final and events[-1].json() == final
+    # The end carries the job's outcome and its headline (issue 45).
+    assert events[-1].json()["outcome"]["headline"] == (
+        "Shipped the onnxruntime fp32 engine: 1.30x faster (1.20-1.40), accuracy passed.")
 
 
 def test_last_event_id_resumes_after_that_event_and_sends_none_again(
@@ -118,6 +129,9 @@ def test_a_failed_job_ends_with_its_error(client: TestClient, job_id: uuid.UUID,
                                           "message": "fuse_gelu broke the graph"}
     assert [e for e in events if e.id is not None][-1].json()["message"] == (
         "failed: PassError: fuse_gelu broke the graph")
+    assert events[-1].json()["outcome"]["headline"] == (
+        "Failed (PassError), nothing shipped (onnxruntime fp32 asked): fuse_gelu broke the "
+        "graph.")
 
 
 def test_events_of_an_unknown_job_are_404_json(client: TestClient) -> None:

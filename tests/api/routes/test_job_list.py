@@ -66,6 +66,29 @@ def test_a_finished_job_shows_its_engine_speedup_verdict_and_duration(
     document = client.get(f"/v1/jobs/{passed}").json()
     assert {k: document[k] for k in items[passed]} == items[passed]
     assert document["validation"]["passed"] is True
+    # Its outcome: asked and shipped, the verdicts, and the one headline (issue 45).
+    outcome = items[passed]["outcome"]
+    assert outcome == document["outcome"]
+    assert outcome["shipped"]["label"] == "onnxruntime fp32 engine"
+    assert outcome["accuracy"]["verdict"] == "passed"
+    assert outcome["headline"] == ("Shipped the onnxruntime fp32 engine: 1.42x the original's "
+                                   "speed (no interval to judge it by), accuracy passed.")
+    assert items[failed]["outcome"]["accuracy"]["verdict"] == "failed"
+
+
+def test_a_failed_or_cancelled_job_has_an_outcome_and_a_queued_one_none(
+        client: TestClient) -> None:
+    model = upload(client, "cnn.onnx")
+    queued, cancelled = submit(client, model, precision="int8"), submit(client, model)
+    assert client.post(f"/v1/jobs/{cancelled}/cancel").status_code == 200
+
+    items = listed(client)
+
+    assert items[queued]["outcome"] is None
+    assert items[cancelled]["outcome"]["shipped"] is None
+    assert items[cancelled]["outcome"]["headline"] == \
+        "Cancelled: nothing shipped (onnxruntime fp32 asked)."
+    assert client.get(f"/v1/jobs/{cancelled}").json()["outcome"] == items[cancelled]["outcome"]
 
 
 def test_a_search_jobs_precision_is_its_winners_once_it_has_one(

@@ -116,6 +116,9 @@ def test_a_job_that_ends_is_sent_with_its_results(
 
     assert {k: ended[k] for k in ("status", "speedup", "validation_passed", "duration_s")} == {
         "status": "succeeded", "speedup": 1.3, "validation_passed": True, "duration_s": 4.0}
+    assert ended["outcome"]["headline"] == client.get(f"/v1/jobs/{job_id}").json()[
+        "outcome"]["headline"]
+    assert ended["outcome"]["headline"].startswith("Shipped the onnxruntime fp32 engine: ")
 
 
 def test_another_projects_jobs_are_never_sent(

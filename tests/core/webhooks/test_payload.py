@@ -1,4 +1,5 @@
-"""The webhook body carries the engine benchmark's verdicts: its speed-up's and a regression."""
+"""The webhook body carries the engine benchmark's verdicts (its speed-up's and a regression)
+and the job's outcome with its headline."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from core.db.models import DEFAULT_PROJECT_ID, BenchmarkRecord, Job, JobStatus, Model
 from core.job_config import JobConfig
+from core.outcome import job_outcome
 from core.webhooks.payload import job_payload
 
 REGRESSION = {"against_job": str(uuid.uuid4()), "slowdown": 1.29, "detail": "1.29× slower"}
@@ -42,6 +44,19 @@ def test_payload_carries_the_engines_verdict_and_regression(db_session: Session)
     sent = json.loads(job_payload(db_session, job))
     assert sent["speedup_verdict"] == "faster"
     assert sent["regression"] == REGRESSION
+
+
+def test_payload_carries_the_jobs_outcome_and_headline(db_session: Session) -> None:
+    job = _job(db_session)
+    job.outcome = job_outcome(config=job.config, status="succeeded",
+                              original_shipped="nothing beat it").model_dump(mode="json")
+    db_session.flush()
+
+    sent = json.loads(job_payload(db_session, job))
+
+    assert sent["outcome"] == job.outcome
+    assert sent["outcome"]["headline"] == ("Shipped your original model unchanged (onnxruntime "
+                                           "fp32 asked): nothing beat it.")
 
 
 def test_payload_of_a_job_never_benchmarked_has_neither(db_session: Session) -> None:

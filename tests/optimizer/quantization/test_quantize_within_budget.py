@@ -201,6 +201,31 @@ def test_a_model_with_nothing_to_quantize_ships_fp32_and_says_so() -> None:
     assert result.shipped == "fp32"
     assert all("found no op it quantizes" in " ".join(c["failures"]) for c in result.tried), \
         result.tried
+    # The reason is the model's, not the accuracy budget's (issue 45).
+    assert "found no op it quantizes" in result.why and "Cos, Exp" in result.why, result.why
+    assert "budget" not in result.why
+
+
+def test_auto_int8_without_calibration_or_matrix_products_says_none_was_tried() -> None:
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["input"], ["output"], name="relu")],
+        "untried", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 8])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 8])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    feeds = [{"input": np.random.default_rng(3).standard_normal((1, 8)).astype(np.float32)}]
+
+    result = quantize_within_budget(
+        model, request=QuantizationRequest(mode=QuantizationMode.AUTO),
+        tolerances=default_tolerances("int8"), validation_feeds=feeds,
+        reference=run_outputs(model, feeds), calibration_feeds=None,
+        tables=lambda method, graph: calibrate(graph, feeds, method))
+
+    assert result.shipped == "fp32" and result.tried == []
+    assert "no int8 form was tried" in result.why and "quantization.calibration" in result.why
+    assert "budget" not in result.why
 
 
 def test_fp8_is_the_symmetric_int8_graph_rescaled_and_keeps_its_accuracy(tmp_path: Path) -> None:

@@ -126,6 +126,17 @@ def test_an_int8_job_whose_int8_form_is_not_faster_ships_fp32_and_says_why(
     assert "not faster beyond its interval" in report["why"]
     assert "model.int8.onnx" not in {a["name"] for a in job["artifacts"]}
     assert job["validation"]["passed"] is True
+    # The outcome says what shipped, not what was asked, and why (issue 45).
+    outcome = job["outcome"]
+    assert (outcome["asked"]["precision"], outcome["shipped"]["precision"]) == ("int8", "fp32")
+    assert outcome["shipped"]["what"] == "engine"
+    assert outcome["why"].startswith("int8 was asked; fp32 shipped: int8 (dynamic) ran at")
+    assert outcome["headline"].startswith("Shipped the onnxruntime fp32 engine (int8 asked): ")
+    assert outcome["speedup"]["verdict"] in outcome["headline"] or \
+        outcome["speedup"]["verdict"] == "faster"
+    assert outcome["accuracy"]["verdict"] == "passed"
+    listed = embedded.client.get("/v1/jobs").json()["items"]
+    assert next(item for item in listed if item["id"] == job["id"])["outcome"] == outcome
 
 
 def test_a_tensorrt_int8_job_builds_from_symmetric_qdq_and_is_timed_against_fp16(

@@ -4,6 +4,7 @@ through FakeTensorRT (tests/support/fake_tensorrt.py: no TensorRT or GPU can exi
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import time
@@ -62,9 +63,15 @@ def test_a_job_runs_every_stage_in_order_and_commits_its_records(embedded: Embed
     # report.html stands alone: every section, the hot spot, and nothing fetched from elsewhere.
     page = embedded.client.get(f"/v1/jobs/{job['id']}/artifacts/report.html").text
     for section in ("fusions", "accuracy", "precision", "benchmarks", "profile", "environment"):
-        assert f'<section id="{section}">' in page
+        assert f'<section id="{section}">\n<details class="fold">' in page
     assert profile["top_nodes"][0]["node"] in page and "validation" in page.lower()
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", page) and "<script" not in page
+    # It opens with the job's outcome, in the API's words, and the engine's download (issue 45).
+    headline = job["outcome"]["headline"]
+    assert headline.startswith("Shipped the onnxruntime fp32 engine: ")
+    assert page.index('<section id="outcome"') < page.index('<section id="fusions">')
+    assert f'<p class="outcome-headline" id="outcome-headline">{html.escape(headline)}</p>' in page
+    assert 'id="download-engine" href="engine.onnx"' in page
 
 
 _ZOO_SQUEEZENET = Path(onnx.__file__).parent / "backend/test/data/light/light_squeezenet.onnx"
@@ -226,6 +233,14 @@ def test_a_failed_validation_keeps_its_verdict_blame_and_divergence(
     assert job["validation"]["passed"] is False  # the rows explain the failure
     assert job["artifacts"] == [] and job["benchmarks"] == []
     assert not (embedded.runtime.settings.scratch_dir / job["id"]).exists()
+    # Its outcome: nothing shipped, the error's first sentence, the verdict's worst metric.
+    outcome = job["outcome"]
+    assert outcome["shipped"] is None and outcome["speedup"] is None
+    assert outcome["headline"].startswith(
+        "Failed (AccuracyMismatchError), nothing shipped (onnxruntime fp32 asked): ")
+    worst = outcome["accuracy"]["worst"]
+    assert outcome["accuracy"]["verdict"] == "failed"
+    assert worst["text"] == report["failures"][0]["message"]
 
 
 def test_cancel_during_a_stage_stops_the_run_and_stores_nothing(embedded: EmbeddedWorker) -> None:

@@ -4,6 +4,7 @@ with the recipe that rebuilds it, and the refusals of a search config that asks 
 
 from __future__ import annotations
 
+import html
 import io
 import json
 import os
@@ -84,6 +85,15 @@ def test_a_search_job_races_its_candidates_and_ships_the_winner_with_its_recipe(
     assert any(a["kind"] == "engine" for a in job["artifacts"])
     page = embedded.client.get(f"/v1/jobs/{job['id']}/artifacts/report.html").text
     assert '<section id="search">' in page and report["winner"] in page
+    # Search asked; the winner's backend and precision shipped (issue 45).
+    outcome = job["outcome"]
+    assert outcome["asked"]["search"] is True
+    assert outcome["shipped"]["precision"] == report["recipe"]["precision"]
+    assert outcome["headline"].startswith(
+        f"Shipped the {report['recipe']['backend']} {report['recipe']['precision']} engine "
+        "(search asked): ")
+    assert outcome["why"].startswith(f"the search shipped {report['winner']}")
+    assert html.escape(outcome["headline"]) in page
     with embedded.runtime.sessions() as session:
         recorded = session.scalars(select(SearchCandidate.name).where(
             SearchCandidate.job_id == uuid.UUID(job["id"]))).all()

@@ -135,6 +135,7 @@ def test_a_succeeded_job_posts_its_signed_json_to_the_callback(
                 if b["suite"] == "comparison" and b["variant"] == "engine"]
     assert sent["speedup_verdict"] == engine["speedup_verdict"]
     assert sent["regression"] is None  # the model's first job: nothing earlier to be slower than
+    assert sent["outcome"] == job["outcome"] and sent["outcome"]["headline"]
 
 
 def test_a_failed_job_posts_its_signed_json_with_the_error(

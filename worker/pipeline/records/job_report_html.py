@@ -1,7 +1,8 @@
 """A job's static report, `report.html`: one self-contained page (inline CSS and SVG, no
-script, no link out) for people who never open the dashboard: what a search chose, what fused,
-how accurate, which precision each node runs at, the benchmarks, where the time goes, and where
-it was measured.
+script, no link out but to the engine beside it) for people who never open the dashboard: its
+outcome first (the headline, asked against shipped, the verdicts, the download), then, folded,
+what a search chose, what fused, how accurate, which precision each node runs at, the
+benchmarks, where the time goes, and where it was measured.
 
 Drawn from what the job is about to store (its report columns, validation, benchmark records),
 with the dashboard's chart primitives (core/svg_charts.py). Jinja autoescapes every value:
@@ -19,7 +20,9 @@ import jinja2
 from markupsafe import Markup
 
 from core.db.models import BenchmarkRecord, BenchmarkSuite
+from core.job_config import JobConfig
 from core.svg_charts import Series, format_cosine, format_number, grouped_bar_chart, search_scatter
+from worker.pipeline.records.outcome import outcome_column
 from worker.pipeline.results import JobOutcome, JobRun, PendingArtifact
 
 __all__ = ["REPORT_FILE", "job_report_html"]
@@ -32,10 +35,15 @@ _CHARTED_OP_TYPES = 12
 
 
 def job_report_html(run: JobRun, outcome: JobOutcome, columns: Mapping[str, Any],
-                    records: Sequence[BenchmarkRecord]) -> PendingArtifact:
+                    records: Sequence[BenchmarkRecord], *,
+                    asked: JobConfig | None = None) -> PendingArtifact:
     """Write the report into the run's scratch folder; the artifact to store with the job.
-    `columns` are the job's report columns as stored (`report_columns`)."""
+    `columns` are the job's report columns as stored (`report_columns`); `asked` the job's own
+    config where `run` carries another (a search's winner's), for the outcome card it opens
+    with (the job's `outcome`, as the recorder stores it)."""
     comparison = [_record(r) for r in records if r.suite == BenchmarkSuite.COMPARISON]
+    card = outcome_column((asked or run.config).model_dump(mode="json"), outcome, dict(columns))
+    engine_file = next((a.name for a in outcome.artifacts.values() if a.kind == "engine"), None)
     profile = columns.get("profile_report") or {}
     fusion = columns.get("fusion_report") or {}
     search = columns.get("search_report") or {}
@@ -49,7 +57,7 @@ def job_report_html(run: JobRun, outcome: JobOutcome, columns: Mapping[str, Any]
                      if outcome.benchmark_context is not None else {}),
         op_chart=_op_chart(fusion), profile_chart=_profile_chart(profile),
         search=search, search_chart=_search_chart(search), num=format_number,
-        cosine=format_cosine)
+        cosine=format_cosine, outcome=card, engine_file=engine_file)
     path = run.scratch_dir / REPORT_FILE
     path.write_text(page, encoding="utf-8")
     return PendingArtifact(REPORT_FILE, "report", path)

@@ -6,12 +6,20 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from core.db.models import BenchmarkRecord, BenchmarkSuite, ValidationResult
+from core.db.models import (
+    BenchmarkRecord,
+    BenchmarkSuite,
+    BenchmarkVariant,
+    JobStatus,
+    ValidationResult,
+)
+from core.outcome import job_outcome
 from core.storage import ArtifactStore, ArtifactStoreUnavailable, StoredObject
 from worker.pipeline.results import JobOutcome
 
 __all__ = [
-    "StoredArtifacts", "benchmark_rows", "report_columns", "store_artifacts_then", "validation_rows",
+    "StoredArtifacts", "benchmark_rows", "failed_outcome_column", "outcome_column",
+    "report_columns", "store_artifacts_then", "validation_rows",
 ]
 
 logger = logging.getLogger(__name__)
@@ -67,6 +75,28 @@ def report_columns(outcome: JobOutcome) -> dict[str, Any]:
         accuracy.input_shapes = [check.to_dict() for check in report.shapes]
         accuracy.input_ranges = {name: spec.to_dict() for name, spec in report.input_ranges.items()}
     return reports.columns()
+
+
+def outcome_column(config: dict[str, Any], outcome: JobOutcome,
+                   columns: dict[str, Any]) -> dict[str, Any]:
+    """The `jobs.outcome` of a job that succeeded with `outcome` (`core.outcome.Outcome` as
+    JSON): `columns` are its `report_columns`, `config` the job's config as stored."""
+    engine = [result.to_dict() for result in outcome.benchmarks
+              if result.variant == BenchmarkVariant.ENGINE]
+    validation = None if outcome.validation is None else outcome.validation.to_dict()
+    return job_outcome(config=config, status=JobStatus.SUCCEEDED.value, reports=columns,
+                       engine_record=engine[-1] if engine else None, validation=validation,
+                       original_shipped=outcome.original_shipped).model_dump(mode="json")
+
+
+def failed_outcome_column(config: dict[str, Any], code: str, message: str,
+                          outcome: JobOutcome) -> dict[str, Any]:
+    """The `jobs.outcome` of a job that failed with `code` and `message` after `outcome`'s
+    validation: nothing shipped, and the verdict with its worst metric."""
+    return job_outcome(config=config, status=JobStatus.FAILED.value, error=(code, message),
+                       reports=report_columns(outcome),
+                       validation=None if outcome.validation is None
+                       else outcome.validation.to_dict()).model_dump(mode="json")
 
 
 def attempt_prefix(job_id: uuid.UUID, attempt: int) -> str:

@@ -26,7 +26,13 @@ from worker.gpu.build_events import Reporter
 from worker.pipeline.records.benchmark_context import fill_context
 from worker.pipeline.records.benchmark_keys import set_config_keys
 from worker.pipeline.records.lost_jobs import LostJob, fail_if_its_process_died
-from worker.pipeline.records.outcome import benchmark_rows, report_columns, validation_rows
+from worker.pipeline.records.outcome import (
+    benchmark_rows,
+    failed_outcome_column,
+    outcome_column,
+    report_columns,
+    validation_rows,
+)
 from worker.pipeline.records.regression import flag_regression
 from worker.pipeline.results import JobOutcome
 
@@ -188,9 +194,11 @@ class JobRecorder:
                 flag_regression(session, self.job_id, records)
             session.add_all(records)
             session.execute(update(Job).where(Job.id == self.job_id).values(**columns))
-            if job_state.succeed(session, self.job_id, owner=self.worker) is None:
+            job = job_state.succeed(session, self.job_id, owner=self.worker)
+            if job is None:
                 session.rollback()
                 return False
+            job.outcome = outcome_column(job.config, outcome, columns)
             return True
 
         return self._write(succeed)
@@ -205,6 +213,9 @@ class JobRecorder:
             if outcome is not None:
                 session.add_all(validation_rows(self.job_id, outcome))
                 self._attach_reports(session, outcome)
+                if outcome.validation is not None:  # the outcome names the verdict's worst
+                    job = session.get_one(Job, self.job_id)
+                    job.outcome = failed_outcome_column(job.config, code, message, outcome)
             return True
 
         return self._write(fail)
