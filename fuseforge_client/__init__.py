@@ -28,7 +28,7 @@ from fuseforge_client.errors import (
     ServiceUnavailableError,
     ValidationFailedError,
 )
-from fuseforge_client.resources import Artifact, Dataset, Job, Model
+from fuseforge_client.resources import Artifact, Dataset, Job, JobPage, Model
 from fuseforge_client.webhooks import SignatureError, verify_signature
 
 if TYPE_CHECKING:
@@ -48,6 +48,7 @@ __all__ = [
     "IdempotencyConflictError",
     "InvalidRequestError",
     "Job",
+    "JobPage",
     "JobCancelledError",
     "JobError",
     "JobFailedError",
