@@ -28,7 +28,7 @@ def run_jobs(args: argparse.Namespace) -> int:
     if not args.debug:  # a line per request or retry would bury the command's own output
         for chatty in ("httpx", "httpcore", "fuseforge_client"):
             logging.getLogger(chatty).setLevel(logging.WARNING)
-    url = server_url(args.url, command=f"{COMMAND} {args.jobs_command}")
+    url = server_url(args.url)
     try:
         client = FuseForgeClient(url, args.api_key)
     except ValueError as err:

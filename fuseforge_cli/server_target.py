@@ -17,14 +17,14 @@ __all__ = ["server_url"]
 _EVERY_ADDRESS = ("0.0.0.0", "::", "")
 
 
-def server_url(given: str | None, *, command: str) -> str:
-    """The server's base URL for `command`, said on stderr with where it came from.
+def server_url(given: str | None) -> str:
+    """The server's base URL, said on stderr with where it came from.
 
     Raises:
         InvalidSettings: a FUSEFORGE_* setting's value is refused (as the server would).
     """
     url, source = _url_and_source(given)
-    print(f"fuseforge {command}: server {url} ({source})", file=sys.stderr, flush=True)
+    print(f"FuseForge server {url} ({source})", file=sys.stderr, flush=True)
     return url
 
 

@@ -26,6 +26,7 @@ from fuseforge_cli.job_config_file import job_body, unknown_fields
 from fuseforge_cli.job_lines import DASHBOARD_JOB_PATH
 from fuseforge_cli.search_summary import search_lines, shipped_precision
 from fuseforge_cli.server_target import server_url
+from fuseforge_cli.submit_checks import check_before_upload
 from fuseforge_cli.submit_progress import JobProgressLines, UploadBar
 from fuseforge_client import (
     ApiError,
@@ -61,13 +62,16 @@ def run_submit(args: argparse.Namespace) -> int:
                          "seconds.", EXIT_USAGE)
     model = readable_file(args.model)
     if args.calibration is not None:
-        readable_file(args.calibration)
+        readable_file(args.calibration, "dataset")
         if args.precision not in (None, "int8"):
             raise CliFailure("UsageError", f"--calibration calibrates int8 jobs; this one is "
                              f"--precision {args.precision}.", EXIT_USAGE)
+    if args.validation is not None:
+        readable_file(args.validation, "dataset")
     body = job_body(args)
+    check_before_upload(model, body, validation=args.validation, calibration=args.calibration)
     try:
-        client = FuseForgeClient(server_url(args.url, command=COMMAND), args.api_key)
+        client = FuseForgeClient(server_url(args.url), args.api_key)
     except ValueError as err:
         raise CliFailure("UsageError", str(err), EXIT_USAGE) from err
     with client:
@@ -122,6 +126,10 @@ def _submit(args: argparse.Namespace, client: FuseForgeClient, model: Path,
     with UploadBar(model.name if not data_files else
                    f"{model.name} and {len(data_files)} data file(s)") as bar:
         uploaded = client.upload_model(model, data_files=data_files, on_progress=bar.update)
+    if args.validation is not None:
+        with UploadBar(args.validation.name) as bar:
+            dataset = client.upload_dataset(args.validation, on_progress=bar.update)
+        body["dataset_id"] = dataset.id
     if args.calibration is not None:
         with UploadBar(args.calibration.name) as bar:
             dataset = client.upload_dataset(args.calibration, on_progress=bar.update,

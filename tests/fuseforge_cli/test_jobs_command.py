@@ -102,7 +102,7 @@ def test_list_shows_each_job_with_its_id_prefix_model_status_and_headline(
 
     assert run.returncode == 0, run.stderr
     # FUSEFORGE_PORT alone finds the server, as it told the server where to listen.
-    assert f"server http://127.0.0.1:{api.port} (FUSEFORGE_PORT)" in run.stderr
+    assert f"FuseForge server http://127.0.0.1:{api.port} (FUSEFORGE_PORT)" in run.stderr
     header, *rows = run.stdout.splitlines()
     assert header.split() == ["ID", "MODEL", "STATUS", "SHIPPED", "HEADLINE"]
     [row] = [r for r in rows if r.startswith(finished[:8])]

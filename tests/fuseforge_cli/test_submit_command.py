@@ -20,6 +20,7 @@ from onnx import TensorProto, helper
 from optimizer.testing.block_stack import block_stack
 from optimizer.testing.external_data_models import DATA_FILE, saved_with_external_data
 from optimizer.testing.models import small_cnn
+from optimizer.testing.shape_models import lstm_in_nested_ifs
 from tests.e2e.stacks import running_stack
 from tests.support.broker import TEST_REDIS_URL
 from tests.support.processes import free_port
@@ -117,6 +118,26 @@ def test_failed_job_exits_1_with_its_error_on_one_line(base_url: str, tmp_path: 
     [line] = [ln for ln in run.stderr.splitlines() if ln.startswith("fuseforge submit:")]
     assert "UnsupportedModelError" in line and "failed" in line
     assert json.loads(run.stdout)["error"]["code"] == "UnsupportedModelError"
+
+
+def test_a_model_that_needs_a_control_value_fails_by_its_name_with_the_flag_that_fixes_it(
+        base_url: str, tmp_path: Path) -> None:
+    # A voice-activity model (as silero-vad): dynamic dims and an int64 rate input "sr" whose
+    # random values pick a branch that cannot run. The error names the file as uploaded, not
+    # the store's hash of it, and the flags that give the model its shapes and rate.
+    path = tmp_path / "vad.onnx"
+    onnx.save(lstm_in_nested_ifs(), path)
+
+    failed = _submit(str(path), "--wait", url=base_url)
+
+    assert failed.returncode == 1, failed.stderr
+    [line] = [ln for ln in failed.stderr.splitlines() if ln.startswith("fuseforge submit:")]
+    assert "InferenceError" in line and "Model 'vad.onnx' does not run" in line
+    assert "--input-shape input=D1,D2,..." in line and "--input-range sr=LOW,HIGH" in line
+
+    fixed = _submit(str(path), "--input-range", "sr=16000,16001", "--config",
+                    _config(tmp_path, FAST), "--wait", url=base_url)
+    assert fixed.returncode == 0, fixed.stderr
 
 
 def test_validation_failure_exits_2(base_url: str, cnn: str, tmp_path: Path) -> None:
