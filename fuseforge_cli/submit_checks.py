@@ -45,10 +45,21 @@ def check_before_upload(model: Path, body: Mapping[str, Any], *, validation: Pat
         try:
             arrays = None if path is None else _dataset_arrays(flag, path)
             resolve_job_inputs(inputs, input_shapes=body.get("input_shapes"), profiles=profiles,
-                               input_ranges=body.get("input_ranges"), dataset=arrays)
+                               input_ranges=_ranges(body), dataset=arrays)
         except (InputShapeError, InputRangeError, DatasetError) as err:
             raise CliFailure(type(err).__name__, _said(err, model, flag, path),
                              EXIT_USAGE) from err
+
+
+def _ranges(body: Mapping[str, Any]) -> dict[str, tuple[float, float]] | None:
+    """input_ranges as the server reads them (its schema makes each bound a float)."""
+    ranges = body.get("input_ranges")
+    if not isinstance(ranges, Mapping):
+        return None
+    try:
+        return {str(name): (float(low), float(high)) for name, (low, high) in ranges.items()}
+    except (TypeError, ValueError):
+        return None  # not [low, high]: the server's 422 names the field
 
 
 def _model_inputs(model: Path) -> tuple[Any, ...] | None:

@@ -173,9 +173,12 @@ def test_config_the_server_refuses_exits_3_with_its_reason(base_url: str, cnn: s
 
 
 def test_unreachable_server_exits_4(cnn: str) -> None:
-    run = _submit(cnn, "--wait", url=f"http://127.0.0.1:{free_port()}")
+    url = f"http://127.0.0.1:{free_port()}"
+    run = _submit(cnn, "--wait", url=url)
     assert run.returncode == 4
-    assert run.stderr.count("\n") == 1 and "could not reach FuseForge" in run.stderr
+    server, failure = run.stderr.splitlines()  # which server it asked, and why it gave up
+    assert server == f"FuseForge server {url} (FUSEFORGE_URL)"
+    assert "could not reach FuseForge" in failure
 
 
 def test_refused_api_key_exits_4_with_the_servers_reason(cnn: str) -> None:
