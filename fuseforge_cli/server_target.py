@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
-__all__ = ["server_url"]
+if TYPE_CHECKING:
+    from core.settings import Settings
+
+__all__ = ["local_url", "server_url"]
 
 _EVERY_ADDRESS = ("0.0.0.0", "::", "")
 
@@ -36,11 +40,16 @@ def _url_and_source(given: str | None) -> tuple[str, str]:
     from core.settings import get_settings  # noqa: PLC0415 - read only when no URL is given
 
     settings = get_settings()
-    host = "127.0.0.1" if settings.host in _EVERY_ADDRESS else settings.host
-    if ":" in host:  # an IPv6 address
-        host = f"[{host}]"
     named = [name for name in ("FUSEFORGE_HOST", "FUSEFORGE_PORT") if os.environ.get(name)]
     source = (" and ".join(named) if named
               else "the server's defaults: set FUSEFORGE_URL, or FUSEFORGE_HOST and "
                    "FUSEFORGE_PORT as the server has them, or --url")
-    return f"http://{host}:{settings.port}", source
+    return local_url(settings), source
+
+
+def local_url(settings: Settings) -> str:
+    """Where a server started with `settings` is reached from this host."""
+    host = "127.0.0.1" if settings.host in _EVERY_ADDRESS else settings.host
+    if ":" in host:  # an IPv6 address
+        host = f"[{host}]"
+    return f"http://{host}:{settings.port}"
