@@ -19,7 +19,7 @@ from pathlib import Path
 import onnx
 
 from optimizer.backends.tensorrt.profiles import OptimizationProfileSpec
-from optimizer.errors import InferenceError, UnsupportedModelError
+from optimizer.errors import InferenceError, InferenceTimeLimitError, UnsupportedModelError
 from optimizer.job_inputs import resolve_job_inputs
 from optimizer.model.input_ranges import InputRange
 from optimizer.model.inputs import DEFAULT_INT_HIGH
@@ -83,6 +83,8 @@ def load_model(run: JobRun) -> LoadedModel:
         # validate the engine, so inputs it cannot take end the job now, saying which.
         save(static.model, static_path, what=what, reference=None,
              data_location=data_location(run, static_path))
+    except InferenceTimeLimitError:
+        raise  # a run stopped at its limit says so itself, naming the node
     except InferenceError as err:
         raise _inputs_refused(run, summary.inputs, shapes, ranges, err) from err
     except UnsupportedModelError as err:
