@@ -67,12 +67,12 @@ def shown_database(settings: Settings) -> str:
 def recorded_service(settings: Settings, url: str) -> Iterator[Path | None]:
     """Record this process as a service with `settings` at `url` while the block runs; the
     record's path, or None where the state folder cannot be written (the service runs on)."""
-    record = ServiceRecord(
-        pid=os.getpid(), url=url, data_dir=str(settings.data_dir.resolve()),
-        database=shown_database(settings), embedded=settings.database_url is None,
-        secret_check=secret_check(settings), started_at=datetime.now(UTC).isoformat())
-    path = records_folder() / f"{record.pid}.json"
+    path = records_folder() / f"{os.getpid()}.json"
     try:
+        record = ServiceRecord(
+            pid=os.getpid(), url=url, data_dir=str(settings.data_dir.resolve()),
+            database=shown_database(settings), embedded=settings.database_url is None,
+            secret_check=secret_check(settings), started_at=datetime.now(UTC).isoformat())
         path.parent.mkdir(parents=True, exist_ok=True)
         draft = path.with_name(f".{path.name}.draft")
         draft.write_text(json.dumps(asdict(record)))
