@@ -15,7 +15,8 @@ from typing import Any
 
 from fuseforge_client import Job
 
-__all__ = ["DASHBOARD_JOB_PATH", "headline", "job_table", "shipped", "show_lines"]
+__all__ = ["DASHBOARD_JOB_PATH", "asked_precision", "headline", "job_table", "shipped",
+           "shipped_precision", "show_lines"]
 
 DASHBOARD_JOB_PATH = "/ui/jobs/{id}"  # the job's page on the server's dashboard
 _ID_CHARS = 8  # of a job id in the table: what `jobs show` and the others take as a prefix
@@ -30,32 +31,43 @@ def _outcome(job: Job) -> Mapping[str, Any]:
 
 def shipped(job: Job) -> str:
     """What the job shipped, e.g. "onnxruntime fp32 engine" or "the original"; for an
-    unfinished job, what it was asked to build ("onnxruntime int8")."""
+    unfinished job, what it was asked to build ("onnxruntime int8 engine")."""
     label = (_outcome(job).get("shipped") or {}).get("label")
     if label:
         return str(label)
     config = job.data.get("config") or {}
     backend = config.get("backend") or job.data.get("backend") or "?"
-    precision = _shipped_precision(job) or config.get("precision") or job.data.get("precision")
-    return f"{backend} {precision or '?'}"
+    return f"{backend} {shipped_precision(job) or '?'} engine"
 
 
-def _shipped_precision(job: Job) -> str | None:
-    """Before `outcome`: an int8 job's report says what it shipped; a search's recipe, its
-    winner's precision."""
+def shipped_precision(job: Job) -> str | None:
+    """The precision of what the job shipped: the outcome's; before `outcome`, an int8 job's
+    report's (fp32 ships when int8 does not pay), a search's winner's, else the config's."""
+    outcome = _outcome(job).get("shipped") or {}
+    if outcome.get("precision"):
+        return str(outcome["precision"])
     quantization = (job.data.get("accuracy_report") or {}).get("quantization") or {}
     if quantization.get("shipped"):
         return str(quantization["shipped"])
     recipe = (job.data.get("search_report") or {}).get("recipe") or {}
-    return str(recipe["precision"]) if recipe.get("precision") else None
+    if recipe.get("precision"):
+        return str(recipe["precision"])
+    precision = (job.data.get("config") or {}).get("precision") or job.data.get("precision")
+    return None if precision is None else str(precision)
+
+
+def asked_precision(job: Job) -> str | None:
+    asked = _outcome(job).get("asked") or {}
+    precision = (asked.get("precision") or (job.data.get("config") or {}).get("precision")
+                 or job.data.get("precision"))
+    return None if precision is None else str(precision)
 
 
 def _asked(job: Job) -> str:
     asked = _outcome(job).get("asked") or {}
     config = job.data.get("config") or {}
     backend = asked.get("backend") or config.get("backend") or job.data.get("backend") or "?"
-    precision = (asked.get("precision") or config.get("precision")
-                 or job.data.get("precision") or "?")
+    precision = asked_precision(job) or "?"
     mode = asked.get("mode") or (config.get("quantization") or {}).get("mode")
     search = " (search)" if asked.get("search") or config.get("search") else ""
     return f"{backend} {precision}{f' {mode}' if mode and precision == 'int8' else ''}{search}"
@@ -106,12 +118,30 @@ def headline(job: Job) -> str:
         return "cancelled"
     if job.status == "failed":
         return f"failed: {job.error_code or 'error'}: {job.error_message or 'no message'}"
-    parts = [f"Shipped the {shipped(job)}"]
-    speed = speedup(job)
-    parts.append(f"speed-up {speed}" if speed else "not benchmarked")
-    judged = accuracy(job)
-    parts.append(f"accuracy {judged}" if judged else "accuracy not judged")
-    return ", ".join(parts) + "."
+    asked = asked_precision(job)
+    differs = f" ({asked} asked)" if asked and asked != shipped_precision(job) else ""
+    return (f"Shipped the {shipped(job)}{differs}: {_speed_phrase(job)}, accuracy "
+            f"{accuracy(job) or 'not judged'}.")
+
+
+def _speed_phrase(job: Job) -> str:
+    """The speed-up as the server judged it, e.g. "no measurable difference in speed (1.04x,
+    0.92-1.09)" or "1.50x faster (1.41-1.58)"."""
+    value = job.data.get("speedup")
+    if value is None:
+        value = job.speedup
+    if value is None:
+        return "not benchmarked"
+    low, high = job.data.get("speedup_ci_low"), job.data.get("speedup_ci_high")
+    interval = f"{low:.2f}-{high:.2f}" if low is not None and high is not None else None
+    verdict = job.data.get("speedup_verdict")
+    if verdict == "faster":
+        return f"{value:.2f}x faster{f' ({interval})' if interval else ''}"
+    if verdict == "slower":
+        return f"slower: {value:.2f}x the original's speed{f' ({interval})' if interval else ''}"
+    if verdict:
+        return f"{verdict} in speed ({value:.2f}x{f', {interval}' if interval else ''})"
+    return f"{value:.2f}x the original's speed"
 
 
 def job_table(jobs: tuple[Job, ...] | list[Job]) -> list[str]:

@@ -15,7 +15,7 @@ from fuseforge_cli.failures import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CliFai
 from fuseforge_cli.job_lines import headline, job_table, show_lines
 from fuseforge_cli.server_target import server_url
 from fuseforge_cli.submit_command import cli_failure, follow_job
-from fuseforge_client import FuseForgeClient, FuseForgeError, NotFoundError
+from fuseforge_client import FuseForgeClient, FuseForgeError, Job, NotFoundError
 
 __all__ = ["run_jobs"]
 
@@ -52,11 +52,19 @@ def _list(args: argparse.Namespace, client: FuseForgeClient) -> int:
         _say("no jobs match" if args.status or args.model else "no jobs yet: `fuseforge "
              "submit MODEL.onnx` starts one")
         return EXIT_OK
-    for line in job_table(page.items):
+    for line in job_table([_whole(client, job) for job in page.items]):
         print(line)
     if page.total > len(page.items):
         _say(f"the newest {len(page.items)} of {page.total} jobs; --limit shows more")
     return EXIT_OK
+
+
+def _whole(client: FuseForgeClient, job: Job) -> Job:
+    """`job` as the list has it, or, from a server whose list predates `outcome`, a finished
+    int8 job read whole: only its report says whether int8 or fp32 shipped."""
+    if job.status != "succeeded" or "outcome" in job.data or job.data.get("precision") != "int8":
+        return job
+    return client.get_job(job.id)
 
 
 def _show(args: argparse.Namespace, client: FuseForgeClient) -> int:

@@ -23,8 +23,8 @@ from fuseforge_cli.failures import (
     report_failure,
 )
 from fuseforge_cli.job_config_file import job_body, unknown_fields
-from fuseforge_cli.job_lines import DASHBOARD_JOB_PATH
-from fuseforge_cli.search_summary import search_lines, shipped_precision
+from fuseforge_cli.job_lines import DASHBOARD_JOB_PATH, asked_precision, shipped_precision
+from fuseforge_cli.search_summary import search_lines
 from fuseforge_cli.server_target import server_url
 from fuseforge_cli.submit_checks import check_before_upload
 from fuseforge_cli.submit_progress import JobProgressLines, UploadBar
@@ -195,9 +195,11 @@ def _verdict(job: Job) -> str:
               None: "not validated"}[job.validation_passed]
     speedup = (f"engine {job.speedup:.2f}x the original's speed{_sureness(job)}"
                if job.speedup is not None else "no benchmark")
-    precision = shipped_precision(job) or config.get("precision", "?")
+    precision = shipped_precision(job) or "?"
+    asked = asked_precision(job)
+    differs = f"; {asked} asked" if asked and asked != precision else ""
     line = (f"job {job.id} succeeded: {passed}, {speedup} "
-            f"({config.get('backend', '?')}, {precision})")
+            f"({config.get('backend', '?')}, {precision}{differs})")
     return "\n".join([line, *_quantization_lines(job), *_hot_spot_lines(job),
                       *search_lines(job)])
 

@@ -54,14 +54,14 @@ def test_a_job_with_an_outcome_prints_it_as_the_server_words_it() -> None:
 
 
 def test_without_an_outcome_int8_asked_and_fp32_shipped_shows_as_such() -> None:
+    # A server older than `outcome`: the int8 report says what shipped.
     job = _job(config={"backend": "onnxruntime", "precision": "int8"},
                accuracy_report={"quantization": {"shipped": "fp32", "why": "nothing to quantize"}},
                speedup=1.04, speedup_ci_low=0.92, speedup_ci_high=1.09,
                speedup_verdict="no measurable difference", validation_passed=True)
 
-    assert shipped(job) == "onnxruntime fp32"
-    assert headline(job) == ("Shipped the onnxruntime fp32, speed-up 1.04x (0.92-1.09): no "
-                             "measurable difference, accuracy passed.")
+    assert shipped(job) == "onnxruntime fp32 engine"
+    assert headline(job) == HEADLINE  # in the words the server's outcome would use
     lines = show_lines(job, base_url="http://fuseforge:8000")
     assert "  asked:    onnxruntime int8" in lines and "  why:      nothing to quantize" in lines
 

@@ -140,6 +140,37 @@ def test_a_model_that_needs_a_control_value_fails_by_its_name_with_the_flag_that
     assert fixed.returncode == 0, fixed.stderr
 
 
+def test_int8_asked_and_fp32_shipped_shows_as_such_in_submit_and_jobs(
+        base_url: str, tmp_path: Path) -> None:
+    # Nothing to quantize (no MatMul or Conv): the int8 job ships the fp32 model.
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Add", ["r", "x"], ["y"])],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    path = tmp_path / "no-matmul.onnx"
+    onnx.save(model, path)
+
+    run = _submit(str(path), "--precision", "int8", "--config", _config(tmp_path, FAST),
+                  "--wait", url=base_url)
+
+    assert run.returncode == 0, run.stderr
+    verdict = run.stdout.splitlines()[0]
+    assert verdict.endswith("(onnxruntime, fp32; int8 asked)"), verdict
+    job_id = verdict.split()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FUSEFORGE_")}
+    env.update(PYTHONPATH=str(REPO), FUSEFORGE_URL=base_url)
+    listed, shown = (subprocess.run([sys.executable, "-m", "fuseforge_cli.main", "jobs", *args],
+                                    capture_output=True, text=True, env=env, cwd=REPO,
+                                    timeout=120).stdout
+                     for args in (["list", "--model", "no-matmul"], ["show", job_id[:8]]))
+    [row] = listed.splitlines()[1:]
+    assert "onnxruntime fp32 engine" in row and "(int8 asked)" in row
+    assert "  asked:    onnxruntime int8" in shown.splitlines()
+    assert "  shipped:  onnxruntime fp32 engine" in shown.splitlines()
+
+
 def test_validation_failure_exits_2(base_url: str, cnn: str, tmp_path: Path) -> None:
     config = _config(tmp_path, {**FAST, "validation": IMPOSSIBLE})
     run = _submit(cnn, "--config", config, "--wait", url=base_url)
