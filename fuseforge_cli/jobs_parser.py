@@ -17,8 +17,9 @@ _EPILOG = """A JOB is a job's id or its first characters (at least 4, as `jobs l
 them) when only one of the project's jobs starts with them.
 
 The server is --url, else FUSEFORGE_URL, else http://FUSEFORGE_HOST:FUSEFORGE_PORT (the
-settings `fuseforge run` starts the server with; default http://127.0.0.1:8000); the API
-key is --api-key, else FUSEFORGE_API_KEY. Each command says on stderr which server it asks.
+settings `fuseforge run` starts the server with), else the one `fuseforge run` running on
+this host (it records its URL), else http://127.0.0.1:8000; the API key is --api-key, else
+FUSEFORGE_API_KEY. Each command says on stderr which server it asks.
 
 """
 

@@ -4,7 +4,9 @@ settings the server starts from, and the line that says so on stderr.
 The URL is --url, else FUSEFORGE_URL, else the server's own FUSEFORGE_HOST and FUSEFORGE_PORT
 (core/settings.py; a server listening on every address, 0.0.0.0 or ::, is reached on
 127.0.0.1), so `FUSEFORGE_PORT=8010 fuseforge run` in one shell and `FUSEFORGE_PORT=8010
-fuseforge submit ...` in another agree.
+fuseforge submit ...` in another agree. With none of them set, the one `fuseforge run` that
+runs on this host (it records its URL: fuseforge_cli/service_records.py), else the default
+http://127.0.0.1:8000.
 """
 
 from __future__ import annotations
@@ -41,6 +43,14 @@ def _url_and_source(given: str | None) -> tuple[str, str]:
 
     settings = get_settings()
     named = [name for name in ("FUSEFORGE_HOST", "FUSEFORGE_PORT") if os.environ.get(name)]
+    if not named:  # a second shell: the `fuseforge run` started elsewhere, when only one runs
+        from fuseforge_cli.service_records import live_services  # noqa: PLC0415
+
+        urls = {service.url: service for service in live_services()}
+        if len(urls) == 1:
+            [(url, service)] = urls.items()
+            return url, (f"the FuseForge service running here, pid {service.pid}, data in "
+                         f"{service.data_dir}")
     source = (" and ".join(named) if named
               else "the server's defaults: set FUSEFORGE_URL, or FUSEFORGE_HOST and "
                    "FUSEFORGE_PORT as the server has them, or --url")

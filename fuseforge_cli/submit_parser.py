@@ -16,8 +16,9 @@ from optimizer.registries.quantization import CalibrationMethod, QuantizationMod
 __all__ = ["add_submit_parser"]
 
 _EPILOG = """The server is --url, else FUSEFORGE_URL, else http://FUSEFORGE_HOST:FUSEFORGE_PORT
-(the settings `fuseforge run` starts the server with; default http://127.0.0.1:8000), and the
-API key --api-key, else FUSEFORGE_API_KEY; the first line on stderr names the server.
+(the settings `fuseforge run` starts the server with), else the one `fuseforge run` running
+on this host (it records its URL), else http://127.0.0.1:8000; the API key is --api-key, else
+FUSEFORGE_API_KEY. The first line on stderr names the server.
 --config takes a job body as JSON (see POST /v1/jobs in the server's /docs, without
 model_id); --backend, --precision, --input-shape, --input-range and the search options
 override its fields. Progress goes to stderr, results to stdout; the job's page on the

@@ -24,7 +24,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from core.db.models import Job as JobRow
 from core.db.models import JobStatus
+from core.settings import Settings
 from core.storage import LocalArtifactStore
+from fuseforge_cli.service_records import recorded_service
 from fuseforge_client import FuseForgeClient
 from optimizer.testing.models import small_cnn
 from tests.support.api_server import ApiServer, running_api
@@ -109,6 +111,21 @@ def test_list_shows_each_job_with_its_id_prefix_model_status_and_headline(
     assert "tiny-cnn.onnx" in row and "succeeded" in row and "onnxruntime" in row
     assert "Shipped the onnxruntime" in row
     assert all("succeeded" in r for r in rows)
+
+
+def test_a_second_shell_with_no_settings_finds_the_running_service(
+        api: ApiServer, finished: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    env = {k: v for k, v in _env(api).items() if k != "FUSEFORGE_PORT"}
+    with recorded_service(Settings(env="test", data_dir=api.data_dir), api.base_url):
+        run = subprocess.run([sys.executable, "-m", "fuseforge_cli.main", "jobs", "list"],
+                             capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                             env={**env, "XDG_STATE_HOME": str(tmp_path / "state")})
+
+    assert run.returncode == 0, run.stderr
+    assert (f"FuseForge server {api.base_url} (the FuseForge service running here, pid "
+            f"{os.getpid()}, data in {api.data_dir.resolve()})") in run.stderr
+    assert finished[:8] in run.stdout
 
 
 def test_list_filters_by_model_name_and_prints_json(api: ApiServer, finished: str) -> None:
