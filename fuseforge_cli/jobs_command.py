@@ -19,7 +19,6 @@ from fuseforge_client import FuseForgeClient, FuseForgeError, Job, NotFoundError
 
 __all__ = ["run_jobs"]
 
-COMMAND = "jobs"
 _ENGINE_KINDS = ("engine", "engine_data")  # the engine and the data file its weights sit in
 _FOLLOW_EVERY_S = 1.0
 
