@@ -9,10 +9,9 @@ Exit codes (shared with `fuseforge submit`, issue 12):
     2  validation failed: the candidate's outputs differ from the original's beyond tolerance
     3  bad usage: a malformed option, a missing or unreadable file, a shape, range, tolerance or
        dataset that does not fit the model
-    4  (fuseforge submit, jobs) the server is unreachable, unavailable, or refused the API key
+    4  (fuseforge submit) the server is unreachable, unavailable, or refused the API key
     5  (fuseforge submit --fail-on-regression) the job succeeded, but its engine was flagged
        slower than the model's best earlier engine of the same configuration and environment
-    130 (submit --wait, jobs wait) Ctrl-C stopped following the job, which goes on
 """
 
 from __future__ import annotations
@@ -60,11 +59,10 @@ EXIT_CODES_HELP = """exit codes:
   3  bad usage: a malformed option, a missing or unreadable file, a shape, range, tolerance
      or dataset that does not fit the model; submit: a bad job config (or the server's 422);
      any command: a FUSEFORGE_* setting's value is refused
-  4  submit, jobs: the server is unreachable or unavailable, or refused the API key
+  4  submit: the server is unreachable or unavailable, or refused the API key
   5  submit --fail-on-regression: the job succeeded, but its engine is slower than the
      model's best earlier engine of the same configuration and environment (beyond both
      latency intervals)
-  130 submit --wait, jobs wait: Ctrl-C stopped following the job (the job goes on)
 Errors are one line on stderr; with --json, stdout also holds {"error", "detail", "exit_code"}.
 Set FUSEFORGE_LOG_LEVEL=DEBUG or pass --debug to see the traceback."""
 

@@ -21,6 +21,11 @@ settings `fuseforge run` starts the server with), else the one `fuseforge run` r
 this host (it records its URL), else http://127.0.0.1:8000; the API key is --api-key, else
 FUSEFORGE_API_KEY. Each command says on stderr which server it asks.
 
+Every jobs command exits 4 when the server is unreachable or refuses the key, 1 when it
+answers that the job or artifact does not exist (or, `jobs wait`, the job failed or was
+cancelled), 3 for a malformed or ambiguous JOB; `jobs wait` exits as `submit --wait` does,
+and 130 when Ctrl-C stops following (the job goes on).
+
 """
 
 

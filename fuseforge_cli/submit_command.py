@@ -23,8 +23,8 @@ from fuseforge_cli.failures import (
     report_failure,
 )
 from fuseforge_cli.job_config_file import job_body, unknown_fields
-from fuseforge_cli.job_lines import DASHBOARD_JOB_PATH, asked_precision, shipped_precision
-from fuseforge_cli.search_summary import search_lines
+from fuseforge_cli.job_lines import DASHBOARD_JOB_PATH
+from fuseforge_cli.search_summary import search_lines, shipped_precision
 from fuseforge_cli.server_target import server_url
 from fuseforge_cli.submit_checks import check_before_upload
 from fuseforge_cli.submit_progress import JobProgressLines, UploadBar
@@ -193,25 +193,13 @@ def _verdict(job: Job) -> str:
     config = job.data.get("config") or {}
     passed = {True: "validation passed", False: "validation failed",
               None: "not validated"}[job.validation_passed]
-    speedup = (f"engine {job.speedup:.2f}x the original's speed{_sureness(job)}"
-               if job.speedup is not None else "no benchmark")
-    precision = shipped_precision(job) or "?"
-    asked = asked_precision(job)
-    differs = f"; {asked} asked" if asked and asked != precision else ""
+    speedup = (f"engine {job.speedup:.2f}x the original's speed" if job.speedup is not None
+               else "no benchmark")
+    precision = shipped_precision(job) or config.get("precision", "?")
     line = (f"job {job.id} succeeded: {passed}, {speedup} "
-            f"({config.get('backend', '?')}, {precision}{differs})")
+            f"({config.get('backend', '?')}, {precision})")
     return "\n".join([line, *_quantization_lines(job), *_hot_spot_lines(job),
                       *search_lines(job)])
-
-
-def _sureness(job: Job) -> str:
-    """The server's verdict on the speed-up, with its interval: " (0.92-1.09: no measurable
-    difference)"; a median alone would claim a win the interval does not back."""
-    low, high = job.data.get("speedup_ci_low"), job.data.get("speedup_ci_high")
-    verdict = job.data.get("speedup_verdict")
-    interval = f"{low:.2f}-{high:.2f}" if low is not None and high is not None else ""
-    said = ": ".join(part for part in (interval, verdict) if part)
-    return f" ({said})" if said else ""
 
 
 def _hot_spot_lines(job: Job) -> list[str]:

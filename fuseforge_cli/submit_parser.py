@@ -29,8 +29,8 @@ the model here, by the server's own rules: a dataset holds one array per model i
 after it, shaped [samples, *input shape] with the batch dim included (an input [1, 3, 224,
 224] takes an array [S, 1, 3, 224, 224]), in the input's dtype.
 
-With --wait, Ctrl-C stops following the job, not the job: `fuseforge jobs wait <id>` follows
-it again, `fuseforge jobs cancel <id>` stops it.
+With --wait, Ctrl-C stops following the job, not the job (exit 130): `fuseforge jobs wait
+<id>` follows it again, `fuseforge jobs cancel <id>` stops it.
 
 """
 

@@ -140,7 +140,7 @@ def test_a_model_that_needs_a_control_value_fails_by_its_name_with_the_flag_that
     assert fixed.returncode == 0, fixed.stderr
 
 
-def test_int8_asked_and_fp32_shipped_shows_as_such_in_submit_and_jobs(
+def test_int8_asked_and_fp32_shipped_shows_as_such_in_jobs_list_and_show(
         base_url: str, tmp_path: Path) -> None:
     # Nothing to quantize (no MatMul or Conv): the int8 job ships the fp32 model.
     graph = helper.make_graph(
@@ -156,9 +156,7 @@ def test_int8_asked_and_fp32_shipped_shows_as_such_in_submit_and_jobs(
                   "--wait", url=base_url)
 
     assert run.returncode == 0, run.stderr
-    verdict = run.stdout.splitlines()[0]
-    assert verdict.endswith("(onnxruntime, fp32; int8 asked)"), verdict
-    job_id = verdict.split()[1]
+    job_id = run.stdout.split()[1]  # "job <id> succeeded: ..."
     env = {k: v for k, v in os.environ.items() if not k.startswith("FUSEFORGE_")}
     env.update(PYTHONPATH=str(REPO), FUSEFORGE_URL=base_url)
     listed, shown = (subprocess.run([sys.executable, "-m", "fuseforge_cli.main", "jobs", *args],
