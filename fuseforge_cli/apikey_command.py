@@ -2,7 +2,9 @@
 
 These talk to the database directly (after migrating it), so they run where the service's
 settings are: the same FUSEFORGE_DATABASE_URL and FUSEFORGE_AUTH__SECRET (or data dir, whose
-`secret` file holds the generated one) as the API's.
+`secret` file holds the generated one) as the API's. Each says on stderr which database it
+uses; without FUSEFORGE_DATA_DIR and FUSEFORGE_DATABASE_URL it uses the running `fuseforge
+run`'s, and never makes a new database unasked (fuseforge_cli/database_target.py).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 from fuseforge_cli.arguments import name_argument
 from fuseforge_cli.database import migrated_sessions
+from fuseforge_cli.database_target import DATABASE_HELP, choose_database
 from fuseforge_cli.failures import EXIT_USAGE, CliFailure
 
 __all__ = ["add_apikey_parser"]
@@ -22,7 +25,9 @@ __all__ = ["add_apikey_parser"]
 
 def add_apikey_parser(sub: Any) -> None:
     """`apikey` and its three commands, on the CLI's subparsers `sub`."""
-    parser = sub.add_parser("apikey", help="create, list and revoke API keys")
+    parser = sub.add_parser("apikey", help="create, list and revoke API keys",
+                            description=__doc__, epilog=DATABASE_HELP,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="apikey_command", required=True)
     create = commands.add_parser(
         "create", help="make a key for a project (created when new); prints the key once")
@@ -62,6 +67,7 @@ def create_key_command(args: argparse.Namespace) -> int:
     from core.api_keys import create_key, get_or_create_project, server_secret
     from core.settings import get_settings
 
+    choose_database("apikey create", makes_keys=True)
     settings = get_settings()
     expires_in = timedelta(days=args.expires_in_days) if args.expires_in_days else None
     with migrated_sessions()() as session:
@@ -84,6 +90,7 @@ def list_keys_command(args: argparse.Namespace) -> int:
     from core.api_keys import list_keys
     from core.db.types import utc_now
 
+    choose_database("apikey list")
     with migrated_sessions()() as session:
         rows = list_keys(session=session, project=args.project)
     now = utc_now()
@@ -101,6 +108,7 @@ def list_keys_command(args: argparse.Namespace) -> int:
 def revoke_key_command(args: argparse.Namespace) -> int:
     from core.api_keys import revoke_key
 
+    choose_database("apikey revoke")
     with migrated_sessions()() as session:
         key = revoke_key(session=session, key_id=args.key_id)
         if key is None:

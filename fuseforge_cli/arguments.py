@@ -1,4 +1,5 @@
-"""Parse the argument values the CLI's commands share (`optimize`, `validate`, `apikey`, `project`)."""
+"""Parse the argument values the CLI's commands share (`optimize`, `validate`, `submit`, `apikey`,
+`project`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ if TYPE_CHECKING:
     from optimizer.optimize import PassSelection
 
 __all__ = [
-    "DEFAULT_SAMPLES", "add_output_options", "input_shape", "name_argument", "pass_selection",
+    "DEFAULT_SAMPLES", "add_output_options", "input_range", "input_shape", "name_argument",
+    "pass_selection",
 ]
 
 # `validate --samples`' default: its help text and the command read it here.
@@ -31,6 +33,32 @@ def input_shape(text: str) -> tuple[str, list[int]]:
         raise argparse.ArgumentTypeError(
             f"--input-shape {text!r}: expected NAME=D1,D2,... e.g. input=1,3,224,224"
         ) from None
+
+
+def input_range(text: str) -> tuple[str, tuple[float, float]]:
+    """`--input-range NAME=LOW,HIGH` as (name, (low, high)): LOW included, HIGH excluded.
+
+    Raises:
+        argparse.ArgumentTypeError: `text` is not NAME=LOW,HIGH with numbers.
+    """
+    name, sep, bounds = text.partition("=")
+    try:
+        low, high = bounds.split(",")
+        if not sep or not name:
+            raise ValueError
+        return name, (_number(low), _number(high))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--input-range {text!r}: expected NAME=LOW,HIGH (LOW included, HIGH excluded), "
+            "e.g. input_ids=0,30522") from None
+
+
+def _number(text: str) -> float:
+    # Whole numbers stay ints so integer inputs take them as exact bounds.
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
 
 
 def pass_selection(text: str) -> PassSelection:

@@ -34,6 +34,7 @@ from optimizer.errors import (
 __all__ = [
     "EXIT_CODES_HELP",
     "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_REGRESSION",
     "EXIT_UNREACHABLE",
@@ -48,13 +49,14 @@ __all__ = [
 
 EXIT_OK, EXIT_FAILED, EXIT_VALIDATION_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3, 4
 EXIT_REGRESSION = 5
+EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports a process that SIGINT ended
 
 EXIT_CODES_HELP = """exit codes:
   0  done: the model was written (optimize), the candidate passed (validate), the job
-     succeeded (submit)
+     succeeded (submit, jobs wait)
   1  the model could not be handled: refused, a pass failed, ONNX Runtime could not run it;
-     submit: the job failed or was cancelled
-  2  validate, submit: the candidate's outputs differ from the original's beyond tolerance
+     submit, jobs wait: the job failed or was cancelled
+  2  validate, submit, jobs wait: the candidate's outputs differ from the original's beyond tolerance
   3  bad usage: a malformed option, a missing or unreadable file, a shape, range, tolerance
      or dataset that does not fit the model; submit: a bad job config (or the server's 422);
      any command: a FUSEFORGE_* setting's value is refused

@@ -14,9 +14,9 @@ __all__ = ["job_body", "unknown_fields"]
 
 
 def job_body(args: argparse.Namespace) -> dict[str, Any]:
-    """The job options: --config's object, then --backend, --precision, --input-shape and
-    the search options over it (an --input-shape replaces that input's entry only, a search
-    option that search field only).
+    """The job options: --config's object, then --backend, --precision, --input-shape,
+    --input-range and the search options over it (an --input-shape or --input-range replaces
+    that input's entry only, a search option that search field only).
 
     Raises:
         CliFailure: (exit 3) the file is missing, not JSON, not an object, or holds model_id;
@@ -33,6 +33,13 @@ def job_body(args: argparse.Namespace) -> dict[str, Any]:
             raise CliFailure("InvalidConfig", f"{args.config}: input_shapes must be an object "
                              'like {"input": [1, 3, 224, 224]}', EXIT_USAGE)
         body["input_shapes"] = {**shapes, **dict(args.input_shape)}
+    if getattr(args, "input_range", None):
+        ranges = body.get("input_ranges") or {}
+        if not isinstance(ranges, dict):
+            raise CliFailure("InvalidConfig", f"{args.config}: input_ranges must be an object "
+                             'like {"input_ids": [0, 30522]}', EXIT_USAGE)
+        body["input_ranges"] = {**ranges, **{name: list(bounds)
+                                            for name, bounds in args.input_range}}
     quantization = {key: value for key, value in (
         ("mode", getattr(args, "quantization_mode", None)),
         ("method", getattr(args, "calibration_method", None))) if value is not None}

@@ -1,5 +1,5 @@
 """`fuseforge serve | worker | janitor | migrate | run | apikey | project | optimize | validate |
-submit`: what the Makefile and containers call, and what users run."""
+submit | jobs`: what the Makefile and containers call, and what users run."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from fuseforge_cli.apikey_command import add_apikey_parser
 from fuseforge_cli.database import migrate
 from fuseforge_cli.deferred_imports import defer_import
 from fuseforge_cli.failures import EXIT_CODES_HELP, EXIT_USAGE, CliFailure, failure_from, report_failure
+from fuseforge_cli.jobs_parser import add_jobs_parser
 from fuseforge_cli.optimize_parser import add_optimize_parser
 from fuseforge_cli.project_command import add_project_parser
 from fuseforge_cli.submit_parser import add_submit_parser
@@ -84,7 +85,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 # The commands whose every failure is one line and an exit code (fuseforge_cli/failures.py).
-_MODEL_COMMANDS = ("optimize", "validate", "submit")
+_MODEL_COMMANDS = ("optimize", "validate", "submit", "jobs")
 
 
 def _parser(catalog: Sequence[FusionPass] | None) -> argparse.ArgumentParser:
@@ -103,6 +104,7 @@ def _parser(catalog: Sequence[FusionPass] | None) -> argparse.ArgumentParser:
     add_optimize_parser(sub, catalog=catalog)
     add_validate_parser(sub, catalog=catalog)
     add_submit_parser(sub)
+    add_jobs_parser(sub)
     return parser
 
 

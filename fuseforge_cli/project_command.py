@@ -12,6 +12,7 @@ from typing import Any
 
 from fuseforge_cli.arguments import name_argument
 from fuseforge_cli.database import migrated_sessions
+from fuseforge_cli.database_target import DATABASE_HELP, choose_database
 from fuseforge_cli.failures import EXIT_USAGE, CliFailure
 
 __all__ = ["add_project_parser"]
@@ -19,7 +20,9 @@ __all__ = ["add_project_parser"]
 
 def add_project_parser(sub: Any) -> None:
     """`project` and its commands, on the CLI's subparsers `sub`."""
-    parser = sub.add_parser("project", help="show a project, set its default webhook")
+    parser = sub.add_parser("project", help="show a project, set its default webhook",
+                            description=__doc__, epilog=DATABASE_HELP,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="project_command", required=True)
     show = commands.add_parser("show", help="a project's id, name and default webhook")
     show.add_argument("--project", required=True, type=name_argument, help="project name")
@@ -48,6 +51,7 @@ def _project(session: Any, name: str) -> Any:
 
 
 def show_project_command(args: argparse.Namespace) -> int:
+    choose_database("project show")
     with migrated_sessions()() as session:
         project = _project(session, args.project)
         print(f"project {project.name!r} ({project.id}), default webhook: "
@@ -60,6 +64,7 @@ def set_webhook_command(args: argparse.Namespace) -> int:
     from core.settings import get_settings
 
     url = None if args.clear else args.url
+    choose_database("project set-webhook")
     with migrated_sessions()() as session:
         project = _project(session, args.project)
         try:

@@ -21,6 +21,8 @@ from core.dispatch import dispatcher_for
 from core.queues import backend_queues
 from core.settings import get_settings
 from fuseforge_cli.auth_notice import auth_notice
+from fuseforge_cli.server_target import local_url
+from fuseforge_cli.service_records import recorded_service
 
 __all__ = ["run_service"]
 
@@ -75,11 +77,15 @@ def run_service() -> int:
     logger.info("FuseForge is up: http://%s:%s (data in %s). Ctrl-C stops it.", settings.host,
                 settings.port, settings.data_dir.resolve())
     logger.info("%s", auth_notice(settings))
-    while not stopping:
-        now = time.monotonic()
-        for child in children:
-            _keep_alive(child, now)
-        time.sleep(0.2)
+    with recorded_service(settings, local_url(settings)) as record:
+        if record is not None:  # what `fuseforge apikey` in another shell reads
+            logger.info("recorded in %s: `fuseforge apikey` and `fuseforge project` in another "
+                        "shell use this database when FUSEFORGE_DATA_DIR is unset there", record)
+        while not stopping:
+            now = time.monotonic()
+            for child in children:
+                _keep_alive(child, now)
+            time.sleep(0.2)
     _stop(children)
     logger.info("FuseForge stopped.")
     return 0

@@ -13,6 +13,7 @@ from typing import Any
 
 from fuseforge_cli.failures import (
     EXIT_FAILED,
+    EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_REGRESSION,
     EXIT_UNREACHABLE,
@@ -23,7 +24,10 @@ from fuseforge_cli.failures import (
     report_failure,
 )
 from fuseforge_cli.job_config_file import job_body, unknown_fields
+from fuseforge_cli.job_lines import DASHBOARD_JOB_PATH
 from fuseforge_cli.search_summary import search_lines, shipped_precision
+from fuseforge_cli.server_target import server_url
+from fuseforge_cli.submit_checks import check_before_upload
 from fuseforge_cli.submit_progress import JobProgressLines, UploadBar
 from fuseforge_client import (
     ApiError,
@@ -39,7 +43,7 @@ from fuseforge_client import (
     ValidationFailedError,
 )
 
-__all__ = ["run_submit"]
+__all__ = ["cli_failure", "follow_job", "run_submit"]
 
 COMMAND = "submit"
 
@@ -59,20 +63,29 @@ def run_submit(args: argparse.Namespace) -> int:
                          "seconds.", EXIT_USAGE)
     model = readable_file(args.model)
     if args.calibration is not None:
-        readable_file(args.calibration)
+        readable_file(args.calibration, "dataset")
         if args.precision not in (None, "int8"):
             raise CliFailure("UsageError", f"--calibration calibrates int8 jobs; this one is "
                              f"--precision {args.precision}.", EXIT_USAGE)
+    if args.validation is not None:
+        readable_file(args.validation, "dataset")
     body = job_body(args)
+    check_before_upload(model, body, validation=args.validation, calibration=args.calibration)
     try:
-        client = FuseForgeClient(args.url, args.api_key)
+        client = FuseForgeClient(server_url(args.url), args.api_key)
     except ValueError as err:
         raise CliFailure("UsageError", str(err), EXIT_USAGE) from err
     with client:
         try:
             return _submit(args, client, model, body)
         except FuseForgeError as err:
-            raise CliFailure(err.error, _detail(err), _exit_code(err)) from err
+            raise cli_failure(err) from err
+
+
+def cli_failure(err: FuseForgeError) -> CliFailure:
+    """The CLI's failure for an error of the client: the server's detail and where it came
+    from, with submit's exit codes (unreachable or refused key 4, a bad request 3, else 1)."""
+    return CliFailure(err.error, _detail(err), _exit_code(err))
 
 
 def _data_files(model: Path) -> tuple[str, ...]:
@@ -114,20 +127,36 @@ def _submit(args: argparse.Namespace, client: FuseForgeClient, model: Path,
     with UploadBar(model.name if not data_files else
                    f"{model.name} and {len(data_files)} data file(s)") as bar:
         uploaded = client.upload_model(model, data_files=data_files, on_progress=bar.update)
+    if args.validation is not None:
+        with UploadBar(args.validation.name) as bar:
+            dataset = client.upload_dataset(args.validation, on_progress=bar.update)
+        body["dataset_id"] = dataset.id
     if args.calibration is not None:
         with UploadBar(args.calibration.name) as bar:
             dataset = client.upload_dataset(args.calibration, on_progress=bar.update,
                                             role="calibration")
         body["quantization"] = {**(body.get("quantization") or {}), "calibration": dataset.id}
     job = client.submit_job(uploaded.id, body)
-    _say(f"job {job.id} submitted: {client.base_url}/v1/jobs/{job.id}")
+    _say(f"job {job.id} submitted: {client.base_url}{DASHBOARD_JOB_PATH.format(id=job.id)}")
     if not args.wait:
         print(_job_json(job) if args.json else job.id)
         return EXIT_OK
+    return follow_job(args, client, job.id)
+
+
+def follow_job(args: argparse.Namespace, client: FuseForgeClient, job_id: str) -> int:
+    """Follow the job to its end (a line per status and stage on stderr), print its verdict,
+    download its artifacts with --output; the exit code says how it ended. Ctrl-C stops
+    following, not the job, and says how to follow it again (`fuseforge jobs wait`)."""
     try:
-        job = client.wait(job.id, timeout_s=args.timeout, on_progress=JobProgressLines(_say))
+        job = client.wait(job_id, timeout_s=args.timeout, on_progress=JobProgressLines(_say))
     except JobError as err:
         return _ended_badly(err, json_output=args.json)
+    except KeyboardInterrupt:
+        _say(f"stopped following job {job_id}; the job goes on on the server. Follow it again "
+             f"with `fuseforge jobs wait {job_id[:8]}`, stop it with `fuseforge jobs cancel "
+             f"{job_id[:8]}`, or open {client.base_url}{DASHBOARD_JOB_PATH.format(id=job_id)}")
+        return EXIT_INTERRUPTED
     if args.output is not None:
         paths = client.download_artifacts(job, args.output)
         _say(f"downloaded {len(paths)} artifact(s) to {args.output}: "

@@ -23,7 +23,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fuseforge_cli.arguments import DEFAULT_SAMPLES, add_output_options, input_shape, pass_selection
+from fuseforge_cli.arguments import (
+    DEFAULT_SAMPLES,
+    add_output_options,
+    input_range,
+    input_shape,
+    pass_selection,
+)
 from fuseforge_cli.failures import EXIT_CODES_HELP
 from optimizer.registries.backends import BACKENDS
 from optimizer.registries.precisions import PRECISIONS, REFERENCE_PRECISION
@@ -32,19 +38,6 @@ if TYPE_CHECKING:
     from optimizer.passes import FusionPass
 
 __all__ = ["add_validate_parser"]
-
-
-def _input_range(text: str) -> tuple[str, tuple[float, float]]:
-    name, sep, bounds = text.partition("=")
-    try:
-        low, high = bounds.split(",")
-        if not sep or not name:
-            raise ValueError
-        return name, (_number(low), _number(high))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"--input-range {text!r}: expected NAME=LOW,HIGH (LOW included, HIGH excluded), "
-            "e.g. input_ids=0,30522") from None
 
 
 def _tolerance(text: str) -> tuple[str, float]:
@@ -57,14 +50,6 @@ def _tolerance(text: str) -> tuple[str, float]:
         raise argparse.ArgumentTypeError(
             f"--tolerance {text!r}: expected NAME=VALUE, e.g. atol=1e-3 or min_snr_db=40"
         ) from None
-
-
-def _number(text: str) -> float:
-    # Whole numbers stay ints so integer inputs take them as exact bounds.
-    try:
-        return int(text)
-    except ValueError:
-        return float(text)
 
 
 def add_validate_parser(sub: argparse._SubParsersAction,  # type: ignore[type-arg]
@@ -90,7 +75,7 @@ def add_validate_parser(sub: argparse._SubParsersAction,  # type: ignore[type-ar
                         metavar="NAME=D1,D2,...",
                         help="fix an input's shape (repeatable); without it, dynamic dims are "
                              "checked at 1 and at a larger size")
-    parser.add_argument("--input-range", type=_input_range, action="append", default=[],
+    parser.add_argument("--input-range", type=input_range, action="append", default=[],
                         metavar="NAME=LOW,HIGH",
                         help="draw a random input from [LOW, HIGH) (repeatable), e.g. "
                              "input_ids=0,30522; default: inferred from the graph")

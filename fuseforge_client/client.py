@@ -35,7 +35,7 @@ from fuseforge_client.errors import (
     ValidationFailedError,
 )
 from fuseforge_client.model_archive import ArchiveBody
-from fuseforge_client.resources import Dataset, Job, Model
+from fuseforge_client.resources import Dataset, Job, JobPage, Model
 from fuseforge_client.resumable import RESUMABLE_FROM_BYTES, send_resumable
 from fuseforge_client.retry import RetryPolicy
 from fuseforge_client.session import ApiSession
@@ -47,6 +47,8 @@ DEFAULT_URL = "http://127.0.0.1:8000"
 JobProgress = Callable[[Job], None]
 _POLL_FIRST_S, _POLL_MAX_S = 0.25, 2.0
 _CHUNK = 1 << 20
+_PAGE = 500  # the most jobs GET /v1/jobs answers at once
+_HEX = frozenset("0123456789abcdef")
 
 
 class FuseForgeClient:
@@ -177,6 +179,58 @@ class FuseForgeClient:
         """The job as it is now. Raises NotFoundError for an unknown id."""
         return Job.from_json(self._session.request("GET", f"/v1/jobs/{job_id}").json())
 
+    def list_jobs(self, *, status: str | None = None, model_name: str | None = None,
+                  model_id: str | None = None, backend: str | None = None, limit: int = 50,
+                  offset: int = 0) -> JobPage:
+        """A page of the project's jobs, newest first: those with `status`, on the model
+        `model_id`, on `backend`, or whose model's name contains `model_name`
+        (case-insensitive). `limit` is at most 500.
+
+        Raises:
+            InvalidRequestError: 422, a filter's value is not one the server knows.
+        """
+        params: dict[str, str | int] = {"limit": limit, "offset": offset}
+        for key, value in (("status", status), ("q", model_name), ("model_id", model_id),
+                           ("backend", backend)):
+            if value is not None:
+                params[key] = value
+        return JobPage.from_json(self._session.request("GET", "/v1/jobs", params=params).json())
+
+    def find_job(self, id_or_prefix: str) -> Job:
+        """The job whose id is `id_or_prefix`, or the one job whose id starts with it (at
+        least 4 characters, as `fuseforge jobs list` shows them, dashes optional).
+
+        Raises:
+            NotFoundError: no job's id starts with it (error "JobNotFound").
+            ValueError: it is no id prefix, or several jobs' ids start with it (the message
+                names them).
+        """
+        text = id_or_prefix.strip().lower()
+        if _is_uuid(text):
+            return self.get_job(text)
+        prefix = text.replace("-", "")
+        if len(prefix) < 4 or not set(prefix) <= _HEX or len(prefix) > 32:
+            raise ValueError(
+                f"{id_or_prefix!r} is not a job id: give the id, or its first characters (at "
+                "least 4 hex digits) as `fuseforge jobs list` shows them")
+        matches: list[Job] = []
+        offset = 0
+        while True:
+            page = self.list_jobs(limit=_PAGE, offset=offset)
+            matches += [job for job in page.items if job.id.replace("-", "").startswith(prefix)]
+            offset += len(page.items)
+            if len(matches) > 1 or not page.items or offset >= page.total:
+                break
+        if not matches:
+            raise NotFoundError(f"no job's id starts with {id_or_prefix!r} in this project; "
+                                "`fuseforge jobs list` shows its jobs", error="JobNotFound",
+                                status_code=404, method="GET", path="/v1/jobs")
+        if len(matches) > 1:
+            raise ValueError(
+                f"several jobs' ids start with {id_or_prefix!r} ({', '.join(j.id for j in matches)}"
+                f"{', ...' if offset < page.total else ''}); give more of the id")
+        return self.get_job(matches[0].id)
+
     def cancel(self, job_id: str) -> Job:
         """Cancel a queued or running job. Raises ConflictError once it has finished."""
         return Job.from_json(self._session.request("POST", f"/v1/jobs/{job_id}/cancel").json())
@@ -275,6 +329,35 @@ class FuseForgeClient:
         target.mkdir(parents=True, exist_ok=True)
         return [self._download(job.id, a.name, a.url, a.sha256, target) for a in artifacts]
 
+    def download_archive(self, job_id: str, path: str | os.PathLike[str]) -> Path:
+        """Download every kept artifact of the job as one tar (GET /v1/jobs/{id}/artifacts.tar)
+        to the file `path`. The bytes go to a temporary file beside it, renamed over `path`
+        only once the whole tar has arrived: an error answer never replaces a good file.
+
+        Raises:
+            NotFoundError: no such job, or it has no artifacts (it has not succeeded).
+            ConnectionFailedError: the connection broke during the download.
+        """
+        final = Path(path)
+        partial = final.with_name(f".{final.name}.part")
+        response = self._session.request("GET", f"/v1/jobs/{job_id}/artifacts.tar", stream=True)
+        try:
+            with partial.open("wb") as out:
+                for chunk in response.iter_bytes(_CHUNK):
+                    out.write(chunk)
+        except httpx.TransportError as err:
+            partial.unlink(missing_ok=True)
+            raise ConnectionFailedError(
+                f"the artifacts of job {job_id}: the connection broke during the download "
+                f"({type(err).__name__}); try again", error="ConnectionFailed") from err
+        except BaseException:
+            partial.unlink(missing_ok=True)
+            raise
+        finally:
+            response.close()
+        partial.replace(final)
+        return final
+
     def _upload(self, path: str, file: Path, on_progress: UploadProgress | None,
                 params: Mapping[str, str] | None = None) -> Any:
         with file.open("rb") as raw:
@@ -334,6 +417,12 @@ def _inside_folder(location: str) -> str:
         raise ValueError(f"data file {location!r} is not a path inside the model's folder; "
                          "an external data location is relative, without '..'")
     return normalized
+
+
+def _is_uuid(text: str) -> bool:
+    parts = text.split("-")
+    return ([len(part) for part in parts] == [8, 4, 4, 4, 12]
+            and set("".join(parts)) <= _HEX)
 
 
 def _succeeded(job: Job) -> Job:

@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["FINAL_STATUSES", "Artifact", "Dataset", "Job", "JobOutcome", "Model", "Shipped",
-           "SpeedupVerdict"]
+__all__ = ["FINAL_STATUSES", "Artifact", "Dataset", "Job", "JobOutcome", "JobPage", "Model",
+           "Shipped", "SpeedupVerdict"]
 
 FINAL_STATUSES = frozenset({"succeeded", "failed", "cancelled"})
 # The job error code of an engine whose outputs are outside the tolerances (optimizer/errors.py).
@@ -203,3 +203,21 @@ class Job:
         lost, and the job config that rebuilds the winner); None for any other job."""
         report = self.data.get("search_report")
         return report if isinstance(report, Mapping) else None
+
+
+@dataclass(frozen=True)
+class JobPage:
+    """A page of the project's jobs (GET /v1/jobs), newest first: each item is a job summary
+    (no artifacts, events or reports: `FuseForgeClient.get_job` reads the whole job); `total`
+    counts every job that matches the filters."""
+
+    items: tuple[Job, ...]
+    total: int
+    limit: int
+    offset: int
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> JobPage:
+        return cls(items=tuple(Job.from_json(item) for item in data.get("items") or ()),
+                   total=int(data["total"]), limit=int(data["limit"]),
+                   offset=int(data["offset"]))

@@ -13,11 +13,11 @@ from optimizer.errors import InputRangeError, InternalError, UnsupportedModelErr
 from optimizer.model.input_ranges import InputRange
 from optimizer.model.tensor_specs import TensorSpec, numpy_dtype, unknown_input_message
 
-__all__ = ["random_feeds"]
+__all__ = ["DEFAULT_INT_HIGH", "random_feeds"]
 
 # Small non-negative integers are valid for the usual integer inputs (token ids, indices,
 # lengths) of any model with at least ten entries on the indexed axis.
-_INT_HIGH = 10
+DEFAULT_INT_HIGH = 10
 
 
 def random_feeds(
@@ -154,7 +154,7 @@ def _random_array(rng: np.random.Generator, dtype: np.dtype, shape: tuple[int, .
     if dtype.kind == "b":
         return rng.random(shape) < 0.5
     if dtype.kind in "iu":
-        low, high = (0, _INT_HIGH) if bounds is None else (int(bounds[0]), int(bounds[1]))
+        low, high = (0, DEFAULT_INT_HIGH) if bounds is None else (int(bounds[0]), int(bounds[1]))
         # Drawn as int64 (uint64 for ranges above it) so every dtype's full range is reachable.
         return rng.integers(low, high, size=shape, dtype=np.uint64 if high > 2**63 - 1
                             else np.int64).astype(dtype)

@@ -2,6 +2,7 @@
 a worker that dies is started again, and Ctrl-C/SIGTERM stops the API, the worker and the
 janitor cleanly."""
 
+import json
 import os
 import shutil
 import signal
@@ -12,7 +13,7 @@ import httpx
 import pytest
 
 from tests.e2e.flows import assert_optimize_flow_succeeds
-from tests.support.processes import Service, free_port, fuseforge_env, wait_healthy
+from tests.support.processes import TEST_STATE_HOME, Service, free_port, fuseforge_env, wait_healthy
 
 pytestmark = pytest.mark.e2e
 
@@ -34,6 +35,8 @@ def test_make_run_serves_the_whole_flow_without_external_services(tmp_path: Path
         assert dashboard.status_code == 200 and 'id="jobs"' in dashboard.text, dashboard.text[:500]
         assert (data_dir / "fuseforge.sqlite").is_file()
         assert (data_dir / "broker.sqlite").is_file()
+        # Recorded where `fuseforge apikey` in another shell finds its database.
+        assert _recorded_data_dirs() == [str(data_dir.resolve())]
         assert service.group_pids("-m worker.janitor"), "no janitor runs"
 
         workers = service.group_pids("-m worker --queues")  # the main process and its pool
@@ -49,8 +52,14 @@ def test_make_run_serves_the_whole_flow_without_external_services(tmp_path: Path
 
     assert "FuseForge stopped." in service.output(), service.output()[-3000:]
     assert service.group_is_gone(), "the API or the worker outlived make run"
+    assert _recorded_data_dirs() == []
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"{base_url}/healthz", timeout=2)
+
+
+def _recorded_data_dirs() -> list[str]:
+    folder = TEST_STATE_HOME / "fuseforge" / "services"
+    return [json.loads(path.read_text())["data_dir"] for path in folder.glob("*.json")]
 
 
 def _parent(pid: int) -> int:

@@ -21,6 +21,7 @@ from onnx import TensorProto, helper
 from optimizer.testing.block_stack import block_stack
 from optimizer.testing.external_data_models import DATA_FILE, saved_with_external_data
 from optimizer.testing.models import small_cnn
+from optimizer.testing.shape_models import lstm_in_nested_ifs
 from tests.e2e.stacks import running_stack
 from tests.support.broker import TEST_REDIS_URL
 from tests.support.processes import free_port
@@ -124,6 +125,55 @@ def test_failed_job_exits_1_with_its_error_on_one_line(base_url: str, tmp_path: 
     assert json.loads(run.stdout)["error"]["code"] == "UnsupportedModelError"
 
 
+def test_a_model_that_needs_a_control_value_fails_by_its_name_with_the_flag_that_fixes_it(
+        base_url: str, tmp_path: Path) -> None:
+    # A voice-activity model (as silero-vad): dynamic dims and an int64 rate input "sr" whose
+    # random values pick a branch that cannot run. The error names the file as uploaded, not
+    # the store's hash of it, and the flags that give the model its shapes and rate.
+    path = tmp_path / "vad.onnx"
+    onnx.save(lstm_in_nested_ifs(), path)
+
+    failed = _submit(str(path), "--wait", url=base_url)
+
+    assert failed.returncode == 1, failed.stderr
+    [line] = [ln for ln in failed.stderr.splitlines() if ln.startswith("fuseforge submit:")]
+    assert "InferenceError" in line and "Model 'vad.onnx' does not run" in line
+    assert "--input-shape input=D1,D2,..." in line and "--input-range sr=LOW,HIGH" in line
+
+    fixed = _submit(str(path), "--input-range", "sr=16000,16001", "--config",
+                    _config(tmp_path, FAST), "--wait", url=base_url)
+    assert fixed.returncode == 0, fixed.stderr
+
+
+def test_int8_asked_and_fp32_shipped_shows_as_such_in_jobs_list_and_show(
+        base_url: str, tmp_path: Path) -> None:
+    # Nothing to quantize (no MatMul or Conv): the int8 job ships the fp32 model.
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Add", ["r", "x"], ["y"])],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    path = tmp_path / "no-matmul.onnx"
+    onnx.save(model, path)
+
+    run = _submit(str(path), "--precision", "int8", "--config", _config(tmp_path, FAST),
+                  "--wait", url=base_url)
+
+    assert run.returncode == 0, run.stderr
+    job_id = run.stdout.split()[1]  # "job <id> succeeded: ..."
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FUSEFORGE_")}
+    env.update(PYTHONPATH=str(REPO), FUSEFORGE_URL=base_url)
+    listed, shown = (subprocess.run([sys.executable, "-m", "fuseforge_cli.main", "jobs", *args],
+                                    capture_output=True, text=True, env=env, cwd=REPO,
+                                    timeout=120).stdout
+                     for args in (["list", "--model", "no-matmul"], ["show", job_id[:8]]))
+    [row] = listed.splitlines()[1:]
+    assert "onnxruntime fp32 engine" in row and "(int8 asked)" in row
+    assert "  asked:    onnxruntime int8" in shown.splitlines()
+    assert "  shipped:  onnxruntime fp32 engine" in shown.splitlines()
+
+
 def test_validation_failure_exits_2(base_url: str, cnn: str, tmp_path: Path) -> None:
     config = _config(tmp_path, {**FAST, "validation": IMPOSSIBLE})
     run = _submit(cnn, "--config", config, "--wait", url=base_url)
@@ -157,9 +207,12 @@ def test_config_the_server_refuses_exits_3_with_its_reason(base_url: str, cnn: s
 
 
 def test_unreachable_server_exits_4(cnn: str) -> None:
-    run = _submit(cnn, "--wait", url=f"http://127.0.0.1:{free_port()}")
+    url = f"http://127.0.0.1:{free_port()}"
+    run = _submit(cnn, "--wait", url=url)
     assert run.returncode == 4
-    assert run.stderr.count("\n") == 1 and "could not reach FuseForge" in run.stderr
+    server, failure = run.stderr.splitlines()  # which server it asked, and why it gave up
+    assert server == f"FuseForge server {url} (FUSEFORGE_URL)"
+    assert "could not reach FuseForge" in failure
 
 
 def test_refused_api_key_exits_4_with_the_servers_reason(cnn: str) -> None:

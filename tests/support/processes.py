@@ -5,6 +5,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -13,10 +14,15 @@ import httpx
 
 from tests.support.waiting import POLL_S
 
-__all__ = ["REPO_ROOT", "Service", "fuseforge_env", "free_port", "wait_for_job", "wait_healthy"]
+__all__ = ["REPO_ROOT", "TEST_STATE_HOME", "Service", "fuseforge_env", "free_port", "wait_for_job",
+           "wait_healthy"]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FUSEFORGE = [sys.executable, "-m", "fuseforge_cli.main"]
+# Where the services these tests start record themselves (fuseforge_cli/service_records.py):
+# this test process's own folder, never the user's, so a `fuseforge run` of the suite is
+# not taken for the user's server by their `fuseforge apikey`, nor theirs by the suite's.
+TEST_STATE_HOME = Path(tempfile.gettempdir()) / f"fuseforge-test-state-{os.getpid()}"
 
 
 def free_port() -> int:
@@ -28,9 +34,10 @@ def free_port() -> int:
 def fuseforge_env(**overrides: str) -> dict[str, str]:
     """This environment without any FUSEFORGE_* variable, with API keys off (these processes
     serve tests of other things, on 127.0.0.1; tests/e2e/test_api_keys.py runs them with keys
-    on), plus `overrides`."""
+    on), services recorded in TEST_STATE_HOME, plus `overrides`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FUSEFORGE_")}
     env["FUSEFORGE_AUTH__ENABLED"] = "false"
+    env["XDG_STATE_HOME"] = str(TEST_STATE_HOME)
     env.update(overrides)
     return env
 

@@ -53,14 +53,16 @@ def _run(spec: JobProcessSpec) -> None:
     recorder = JobRecorder(spec.job_id, runtime.sessions,
                            retry_s=spec.settings.jobs.database_retry_s, worker=claimed.worker)
     archive = None
-    model_path = None
     if claimed.model_file is not None:  # unpacked by the pipeline, which records a failure
         archive = StoredArchive(claimed.model_uri, spec.scratch_dir / "upload")
         model_path = archive.folder.joinpath(*claimed.model_file.split("/"))
+    else:
+        model_path = _as_uploaded(runtime.store.local_path(claimed.model_uri),
+                                  claimed.model_name, spec.scratch_dir)
     run = JobRun(
         job_id=spec.job_id,
         config=claimed.config,
-        model_path=model_path or runtime.store.local_path(claimed.model_uri),
+        model_path=model_path,
         model_archive=archive,
         dataset_path=runtime.store.local_path(claimed.dataset_uri) if claimed.dataset_uri else None,
         calibration_path=(runtime.store.local_path(claimed.calibration_uri)
@@ -74,6 +76,21 @@ def _run(spec: JobProcessSpec) -> None:
         memory_bandwidth_gb_s=runtime.memory_bandwidth_gb_s,
     )
     run_claimed_job(run, runtime, recorder, StageProgress(recorder, spec.stage_file))
+
+
+def _as_uploaded(stored: Path, name: str | None, scratch_dir: Path) -> Path:
+    """The stored model (a file named by its hash) under the name it was uploaded with: a link
+    in the job's scratch folder, so that every message that names the model file (ONNX
+    Runtime's refusals, a runner's failures) names the user's model, not the store's key."""
+    shown = Path(name or "").name
+    if not shown or shown in (".", "..") or shown == stored.name:
+        return stored
+    folder = scratch_dir / "uploaded"
+    folder.mkdir(parents=True, exist_ok=True)
+    link = folder / shown
+    link.unlink(missing_ok=True)  # a second attempt of the job in the same folder
+    link.symlink_to(stored.resolve())
+    return link
 
 
 def _stored_calibrations(runtime: WorkerRuntime, claimed: ClaimedJob) -> StoredCalibrations | None:

@@ -63,6 +63,7 @@ class ClaimedJob:
     # the model's .onnx file inside its stored tar, when it came with its data files
     # (Model.external_data); None: `model_uri` is the .onnx file itself
     model_file: str | None = None
+    model_name: str | None = None  # the name the model was uploaded with (Model.name)
 
 
 class JobRecorder:
@@ -115,6 +116,7 @@ class JobRecorder:
                 project_id=job.project_id, model_id=job.model_id,
                 calibration_id=_calibration_id(job),
                 model_file=(job.model.external_data or {}).get("model_file"),
+                model_name=job.model.name,
             )
 
         return self._write(claim)

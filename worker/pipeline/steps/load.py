@@ -11,7 +11,7 @@ is fused and built from: every axis a profile lets vary (min != max) is left dyn
 other axis fixed to its profile's size.
 """
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -19,11 +19,13 @@ from pathlib import Path
 import onnx
 
 from optimizer.backends.tensorrt.profiles import OptimizationProfileSpec
-from optimizer.errors import InferenceError, UnsupportedModelError
+from optimizer.errors import InferenceError, InferenceTimeLimitError, UnsupportedModelError
 from optimizer.job_inputs import resolve_job_inputs
+from optimizer.model.input_ranges import InputRange
+from optimizer.model.inputs import DEFAULT_INT_HIGH
 from optimizer.model.non_finite import non_finite_weights
 from optimizer.model.shapes import fix_input_shapes_except
-from optimizer.model.tensor_specs import summarize_model
+from optimizer.model.tensor_specs import TensorSpec, summarize_model
 from optimizer.model_writer import check_model_runs, save_model
 from optimizer.registries.backends import Backend
 from optimizer.static_model import static_model
@@ -77,8 +79,14 @@ def load_model(run: JobRun) -> LoadedModel:
     what = "the model with the job's input shapes"
     left_dynamic = None
     try:
-        save(static.model, static_path, what=what,
+        # No reference excuses a failed run here: the original is run on these very feeds to
+        # validate the engine, so inputs it cannot take end the job now, saying which.
+        save(static.model, static_path, what=what, reference=None,
              data_location=data_location(run, static_path))
+    except InferenceTimeLimitError:
+        raise  # a run stopped at its limit says so itself, naming the node
+    except InferenceError as err:
+        raise _inputs_refused(run, summary.inputs, shapes, ranges, err) from err
     except UnsupportedModelError as err:
         left_dynamic = _why_inputs_stay_dynamic(run, model, err, folder)
         # The reference runs with ONNX Runtime's optimizations off, where it does load.
@@ -98,6 +106,49 @@ def load_model(run: JobRun) -> LoadedModel:
                        inputs_left_dynamic=left_dynamic,
                        dynamic_path=run.model_path if left_dynamic else None,
                        warnings=tuple(w for w in (non_finite_weights(model),) if w))
+
+
+def _inputs_refused(run: JobRun, declared: Sequence[TensorSpec],
+                    shapes: Mapping[str, tuple[int, ...]], ranges: Mapping[str, InputRange],
+                    err: InferenceError) -> InferenceError:
+    """The model does not run on the job's inputs: which inputs were made up and how, and the
+    job options (and `fuseforge submit` flags) that give it the ones it expects."""
+    name = run.model_path.name
+    cause = str(err.__cause__ or err).strip().splitlines()[0]
+    at = ", ".join(f"{spec.name}={list(shapes[spec.name])}" for spec in declared)
+    if run.dataset_path is not None or run.calibration_path is not None:
+        return InferenceError(f"Model {name!r} does not run on the job's dataset (input shapes "
+                              f"{at}): {cause}. Check that the dataset holds inputs the model "
+                              "accepts.")
+    advice = []
+    dynamic = [spec for spec in declared if any(not isinstance(dim, int) for dim in spec.shape)]
+    if dynamic:
+        advice.append(
+            "its dynamic dims were set to " + ", ".join(
+                f"{spec.name}={list(shapes[spec.name])} (declared [{_dims(spec)}])"
+                for spec in dynamic)
+            + "; give the shapes it runs at with input_shapes (fuseforge submit --input-shape "
+            f"{dynamic[0].name}=D1,D2,...)")
+    integral = [spec.name for spec in declared if spec.dtype.startswith(("int", "uint"))]
+    if integral:
+        drawn = [f"{input_name} from [{ranges[input_name].low}, {ranges[input_name].high})"
+                 if input_name in ranges else f"{input_name} from [0, {DEFAULT_INT_HIGH})"
+                 for input_name in integral]
+        unranged = [input_name for input_name in integral if input_name not in ranges]
+        advice.append(
+            f"its integer inputs were drawn at random ({', '.join(drawn)}); give the values a "
+            "control input takes with input_ranges (fuseforge submit --input-range "
+            f"{(unranged or integral)[0]}=LOW,HIGH)")
+    hint = ("; ".join(advice) if advice else
+            "give the input shapes it runs at with input_shapes (--input-shape)")
+    return InferenceError(
+        f"Model {name!r} does not run on the random inputs the job made for it (input shapes "
+        f"{at}): {cause}. Without a dataset FuseForge makes the inputs up: {hint}. Or upload "
+        "real inputs as a dataset (dataset_id; fuseforge submit --validation DATA.npz).")
+
+
+def _dims(spec: TensorSpec) -> str:
+    return ", ".join("?" if not isinstance(dim, int) else str(dim) for dim in spec.shape)
 
 
 def _why_inputs_stay_dynamic(run: JobRun, model: onnx.ModelProto,

@@ -11,7 +11,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from optimizer.errors import InputShapeError
+from optimizer.errors import InferenceError, InputShapeError
 from optimizer.testing.models import IR_VERSION, declared_dims, small_cnn, token_embedding
 from optimizer.testing.passes import run_model
 from optimizer.testing.shape_models import lstm_in_a_loop, lstm_in_nested_ifs, strided_convnet
@@ -146,6 +146,7 @@ def test_image_dims_at_one_fail_the_load_stage_with_the_shapes_to_send(tmp_path:
 
 
 _VAD_SHAPES = {"input": [1, 16], "state": [2, 1, 16], "sr": []}
+_VAD_RATE = {"sr": [16000, 16001]}  # the rate its main network runs at
 
 
 def test_an_onnxruntime_engine_keeps_the_dynamic_inputs_of_a_model_it_cannot_load_fixed(
@@ -174,7 +175,8 @@ def test_a_model_whose_unused_if_branch_cannot_run_at_the_jobs_shapes_is_fused_a
     # The same network with the 8 kHz one in an If branch (as silero-vad has it): that branch
     # keeps dynamic shapes, so the model loads fixed and the engine is built at the job's shapes.
     run = job_run(tmp_path, lstm_in_nested_ifs(), {
-        "backend": "onnxruntime", "ort_optimization_level": "all", "input_shapes": _VAD_SHAPES})
+        "backend": "onnxruntime", "ort_optimization_level": "all", "input_shapes": _VAD_SHAPES,
+        "input_ranges": _VAD_RATE})
 
     loaded = load_model(run)
 
@@ -182,6 +184,26 @@ def test_a_model_whose_unused_if_branch_cannot_run_at_the_jobs_shapes_is_fused_a
     assert loaded.fusion_source == loaded.static_path
     assert [_dims(value) for value in onnx.load(loaded.static_path).graph.input] == [
         [1, 16], [2, 1, 16], []]
+
+
+def test_a_model_that_does_not_run_on_made_up_inputs_fails_naming_the_options_that_fix_it(
+        tmp_path: Path) -> None:
+    # Without a range, the rate input "sr" is drawn from [0, 10): never 16000, so the model
+    # runs its 8 kHz network, which cannot take a rank-2 input (silero-vad fails alike). The
+    # job's validation would run the original on these very inputs: the load stage says so.
+    run = job_run(tmp_path, lstm_in_nested_ifs(), {"backend": "onnxruntime"})
+
+    with pytest.raises(InferenceError) as refused:
+        load_model(run)
+
+    message = str(refused.value)
+    assert message.startswith("Model 'model.onnx' does not run on the random inputs the job "
+                              "made for it (input shapes input=[1, 16], state=[2, 1, 16], sr=[]): ")
+    assert "its dynamic dims were set to input=[1, 16] (declared [?, 16])" in message
+    assert "(fuseforge submit --input-shape input=D1,D2,...)" in message
+    assert "its integer inputs were drawn at random (sr from [0, 10))" in message
+    assert "(fuseforge submit --input-range sr=LOW,HIGH)" in message
+    assert not (run.scratch_dir / "model.static.onnx").exists()
 
 
 def test_a_model_that_loads_with_fixed_inputs_is_fused_at_the_jobs_shapes(
@@ -201,7 +223,8 @@ def test_a_static_model_loads_where_the_job_runs_it_without_graph_optimizations(
         tmp_path: Path, config: dict[str, Any]) -> None:
     # ONNX Runtime only inlines If branches (and so only type-checks the unused one at the
     # fixed shapes) when it optimizes the graph.
-    run = job_run(tmp_path, lstm_in_nested_ifs(), {**config, "input_shapes": _VAD_SHAPES})
+    run = job_run(tmp_path, lstm_in_nested_ifs(), {**config, "input_shapes": _VAD_SHAPES,
+                                                   "input_ranges": _VAD_RATE})
 
     loaded = load_model(run)
 
