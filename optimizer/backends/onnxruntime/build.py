@@ -46,7 +46,9 @@ __all__ = [
     "OrtEngine",
     "build_ort_engine",
     "engine_session_options",
+    "manifest_head",
     "runner_for_engine",
+    "write_manifest",
 ]
 
 ENGINE_FILE = "engine.onnx"
@@ -151,12 +153,7 @@ def build_ort_engine(
     engine_stats = _graph_stats(engine_model)
     flush, why_flush = _flush_denormals(options.flush_denormals, engine_model)
     manifest = {
-        "manifest_version": MANIFEST_VERSION,
-        "backend": BACKEND,
-        "onnxruntime_version": ort.__version__,
-        "providers": list(PROVIDERS),
-        "engine_file": ENGINE_FILE,
-        "engine_data_file": ENGINE_DATA_FILE if external else None,
+        **manifest_head(external=external),
         "requested_optimization_level": requested,
         "saved_optimization_level": saved_level,
         "load_optimization_level": requested,
@@ -174,7 +171,7 @@ def build_ort_engine(
         "engine_model": engine_stats,
     }
     manifest_path = out_dir / MANIFEST_FILE
-    _write_json(manifest_path, manifest)
+    write_manifest(manifest_path, manifest)
     return OrtEngine(model_path=engine_path, manifest_path=manifest_path, manifest=manifest,
                      data_path=out_dir / ENGINE_DATA_FILE if external else None)
 
@@ -310,8 +307,20 @@ def _graph_stats(model: onnx.ModelProto) -> dict[str, Any]:
     return {"node_count": sum(histogram.values()), "op_histogram": histogram}
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    # Write then rename, so a reader never sees half a manifest.
+def manifest_head(*, external: bool) -> dict[str, Any]:
+    """The fields every engine manifest opens with: format, runtime, engine file names."""
+    return {
+        "manifest_version": MANIFEST_VERSION,
+        "backend": BACKEND,
+        "onnxruntime_version": ort.__version__,
+        "providers": list(PROVIDERS),
+        "engine_file": ENGINE_FILE,
+        "engine_data_file": ENGINE_DATA_FILE if external else None,
+    }
+
+
+def write_manifest(path: Path, data: dict[str, Any]) -> None:
+    """Write a manifest as JSON, then rename it into place: a reader never sees half of one."""
     partial = path.with_name(path.name + ".partial")
     partial.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     os.replace(partial, path)

@@ -11,24 +11,22 @@ and the graph's tensors point there.
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import onnx
-import onnxruntime as ort
 from google.protobuf.message import DecodeError
 
 from optimizer.backends.onnxruntime.build import (
     ENGINE_DATA_FILE,
     ENGINE_FILE,
     MANIFEST_FILE,
-    MANIFEST_VERSION,
     OrtEngine,
+    manifest_head,
+    write_manifest,
 )
-from optimizer.backends.onnxruntime.runner import BACKEND, PROVIDERS, OnnxRuntimeRunner
+from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
 from optimizer.errors import EngineBuildError
 from optimizer.model.external_data import external_tensors
 from optimizer.model.file import write_model_file
@@ -70,12 +68,7 @@ def original_as_engine(model_path: Path, out_dir: Path, *, intra_op_threads: int
     histogram = op_histogram(model)
     stats = {"node_count": sum(histogram.values()), "op_histogram": histogram}
     manifest = {
-        "manifest_version": MANIFEST_VERSION,
-        "backend": BACKEND,
-        "onnxruntime_version": ort.__version__,
-        "providers": list(PROVIDERS),
-        "engine_file": ENGINE_FILE,
-        "engine_data_file": ENGINE_DATA_FILE if external else None,
+        **manifest_head(external=external),
         "original": True,  # the user's model unchanged: nothing beat it
         "requested_optimization_level": DEFAULT_ORT_LEVEL,
         "saved_optimization_level": None,  # not optimized offline: saved as uploaded
@@ -90,8 +83,6 @@ def original_as_engine(model_path: Path, out_dir: Path, *, intra_op_threads: int
         "engine_model": stats,
     }
     manifest_path = out_dir / MANIFEST_FILE
-    partial = manifest_path.with_name(manifest_path.name + ".partial")
-    partial.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-    os.replace(partial, manifest_path)
+    write_manifest(manifest_path, manifest)
     return OrtEngine(model_path=engine_path, manifest_path=manifest_path, manifest=manifest,
                      data_path=data_path if external else None)
