@@ -66,7 +66,9 @@ class Shipped(BaseModel):
     what: Literal["engine", "original"]
     backend: str
     precision: str
-    passes: list[str] = Field(description="the fusion passes the shipped engine ran")
+    passes: list[str] = Field(
+        description="the fusion passes that rewrote the shipped engine's graph, in run order "
+                    "(a pass that ran and matched nothing is not listed)")
     label: str = Field(description='e.g. "onnxruntime fp32 engine", "original model"')
 
 
@@ -164,8 +166,8 @@ def job_outcome(*, config: Mapping[str, Any], status: str,
         headline = f"Shipped your original model unchanged ({_asked_words(asked)} asked): {reason}"
         return Outcome(asked=asked, shipped=shipped, why=reason, headline=headline)
     fusion = reports.get("fusion_report") or {}
-    passes = [str(p) for p in fusion.get("passes_run") or []]
-    shipped = Shipped(what="engine", backend=backend, precision=precision, passes=passes,
+    shipped = Shipped(what="engine", backend=backend, precision=precision,
+                      passes=_rewriting_passes(fusion),
                       label=f"{backend} {precision} engine")
     speedup = _speedup(engine_record)
     accuracy = _accuracy(validation, accuracy_report)
@@ -309,3 +311,14 @@ def _sentence(text: str) -> str:
     if len(text) > _FIRST_SENTENCE_CHARS:
         return text[:_FIRST_SENTENCE_CHARS - 1].rstrip() + "…"
     return text.rstrip(". ") + "." if text else text
+
+
+def _rewriting_passes(fusion: Mapping[str, Any]) -> list[str]:
+    """The passes of the fusion report whose rules applied at least once, in run order; every
+    pass run where the report has no rule counts (a report from before them)."""
+    run = [str(name) for name in fusion.get("passes_run") or []]
+    rules = fusion.get("rules")
+    if not rules:
+        return run
+    rewrote = {str(rule.get("pass_name")) for rule in rules if (rule.get("applied") or 0) > 0}
+    return [name for name in run if name in rewrote]

@@ -43,6 +43,20 @@ def test_an_engine_that_shipped_faster_says_so_with_its_interval() -> None:
                                 "accuracy passed.")
 
 
+def test_shipped_lists_only_the_passes_that_rewrote_the_graph() -> None:
+    fusion = {**_FUSED, "passes_run": ["cleanup", "fold_batch_norm", "fuse_gelu"],
+              "rules": [{"pass_name": "cleanup", "rule": "cleanup", "applied": 3},
+                        {"pass_name": "fold_batch_norm", "rule": "FoldBatchNormIntoConv",
+                         "applied": 0},
+                        {"pass_name": "fuse_gelu", "rule": "FuseGelu", "applied": 2}]}
+    outcome = job_outcome(
+        config={"backend": "onnxruntime", "precision": "fp32", "passes": "all"},
+        status="succeeded", reports={"fusion_report": fusion},
+        engine_record=_record(1.2, 1.1, 1.3, "faster"), validation=_validation())
+
+    assert outcome.shipped is not None and outcome.shipped.passes == ["cleanup", "fuse_gelu"]
+
+
 def test_int8_asked_fp32_shipped_names_the_quantizers_reason() -> None:
     why = ("the quantizer found no op it quantizes in this model (it has Cos, Exp): no int8 "
            "form exists; the fp32 model ships")
