@@ -223,7 +223,8 @@ def _measure(name: str, path: Path, model: onnx.ModelProto,
         if args.inputs == "random":
             return random_feeds(fixed, count=count, seed=seed)
         [spec] = fixed
-        return _text_images(spec.name, [int(d) for d in spec.shape], count, seed)
+        dims = [d for d in spec.shape if isinstance(d, int)]  # all of them: the shape is fixed
+        return _text_images(spec.name, dims, count, seed)
 
     [timing_feed] = feeds(1, TIMING_SEED)
     validation = feeds(args.samples, VALIDATION_SEED)
