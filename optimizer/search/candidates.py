@@ -177,7 +177,7 @@ def _quantized(space: SearchSpace, precision: Precision, candidates: list[Candid
 
 def _reference_candidates(space: SearchSpace) -> Iterable[Candidate]:
     fp32 = REFERENCE_PRECISION
-    levels = space.ort_levels if space.backend == Backend.ONNXRUNTIME and space.ort_levels \
+    levels = space.ort_levels if _takes_ort_levels(space) and space.ort_levels \
         else (_default_level(space),)
     for level in levels:
         suffix = "" if level in (None, _ORT_DEFAULT_LEVEL) else f"@ort-{level}"
@@ -204,5 +204,10 @@ def _families(space: SearchSpace) -> list[FusionPass]:
     return [p for p in families if p.name in space.firing_passes]
 
 
+def _takes_ort_levels(space: SearchSpace) -> bool:
+    """Whether the backend's jobs take an ONNX Runtime optimization level (its spec's options)."""
+    return "ort_optimization_level" in BACKENDS[space.backend].options
+
+
 def _default_level(space: SearchSpace) -> str | None:
-    return _ORT_DEFAULT_LEVEL if space.backend == Backend.ONNXRUNTIME else None
+    return _ORT_DEFAULT_LEVEL if _takes_ort_levels(space) else None

@@ -113,3 +113,14 @@ def test_the_search_tries_precisions_in_the_order_the_backend_spec_gives(
                         MappingProxyType({**BACKENDS, "stand-in": stand_in}))
     space = SearchSpace("stand-in", pass_sets=False)  # type: ignore[arg-type]
     assert _names(space) == ["fp16/all", "fp32/all", "int8-dynamic/all"]
+
+
+def test_a_backend_whose_spec_takes_no_ort_level_gets_candidates_without_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    stand_in = replace(BACKENDS[Backend.ONNXRUNTIME], name="stand-in", options=frozenset())
+    monkeypatch.setattr("optimizer.search.candidates.BACKENDS",
+                        MappingProxyType({**BACKENDS, "stand-in": stand_in}))
+    space = SearchSpace("stand-in", precisions=(Precision.FP32,),  # type: ignore[arg-type]
+                        pass_sets=False, ort_levels=("basic", "all"))
+    assert [(c.name, c.ort_level) for c in plan_candidates(space).candidates] == [
+        ("fp32/all", None)]
