@@ -18,7 +18,9 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from optimizer.registries.precisions import Precision
+from optimizer.registries.ort_levels import DEFAULT_ORT_LEVEL, OrtLevel
+from optimizer.registries.precisions import PRECISIONS, Precision
+from optimizer.registries.quantization import QuantFlavour
 
 if TYPE_CHECKING:
     from optimizer.capabilities import HostCapabilities
@@ -45,6 +47,11 @@ class BackendSpec:
     `options` are the job-config fields only some backends take; a job on a backend whose spec
     does not list a field it sets is refused, and `why_not` says why for that backend (keyed by
     the field, or by a precision it does not run), so the 422 names the reason, not a rule.
+
+    The stages read the rest instead of asking which backend a job is on: the order a search
+    tries its precisions in, the Q/DQ flavours of each quantized precision, whether ONNX
+    Runtime runs its engines (and so must load the models a job writes at the engine's level),
+    and how its int8 engine's per-node precisions are read.
     """
 
     name: Backend
@@ -63,6 +70,34 @@ class BackendSpec:
     host_check: str | None = None
     # What a host needs to run it, in words, for the messages that say why none is taking its jobs.
     host_needs: str | None = None
+    # The order a search tries its precisions in, the likeliest winner first
+    # (optimizer/search/candidates.py); every precision in `precisions`, each once.
+    precision_order: tuple[Precision, ...] = field(kw_only=True)
+    # The Q/DQ flavours each quantized precision's engine is written in, all tried by the
+    # quantization search (worker/pipeline/steps/quantize.py); every quantized precision in
+    # `precisions` has one or more.
+    quant_flavours: Mapping[Precision, tuple[QuantFlavour, ...]] = field(
+        kw_only=True, default_factory=dict)
+    # Its engines are ONNX Runtime sessions: the models a job writes must load in ONNX Runtime
+    # at the engine's level (`model_check_level`), and ONNX Runtime's CPU time of a quantized
+    # candidate is the engine's speed, so the quantization search times candidates on the
+    # worker. False: ONNX Runtime only runs its models as the reference, at level "disabled",
+    # and the benchmark stage times the engine on the backend's own device.
+    ort_runs_engines: bool = field(kw_only=True, default=False)
+    # "module:function" reporting the precision each node runs at in its quantized engine
+    # (optimizer/quantization/node_precision.py's signature); None: no report.
+    node_precisions: str | None = field(kw_only=True, default=None)
+
+    def __post_init__(self) -> None:
+        if sorted(self.precision_order) != sorted(self.precisions):
+            raise ValueError(
+                f"backend {self.name!r}: precision_order {[str(p) for p in self.precision_order]} "
+                f"must list each of its precisions {[str(p) for p in self.precisions]} once")
+        unflavoured = [str(p) for p in self.precisions
+                       if PRECISIONS[p].quantizes and not self.quant_flavours.get(p)]
+        if unflavoured:
+            raise ValueError(f"backend {self.name!r} runs {', '.join(unflavoured)} but names no "
+                             "quant_flavours for it (optimizer/registries/quantization.py)")
 
     @property
     def needs_gpu(self) -> bool:
@@ -72,11 +107,30 @@ class BackendSpec:
         """Whether a host with `capabilities` can build and run this backend's engines."""
         return self.host_check is None or bool(getattr(capabilities, self.host_check))
 
+    @property
+    def times_quantized_candidates(self) -> bool:
+        """Whether the quantization search times its candidates on the worker's CPU."""
+        return self.ort_runs_engines
+
+    def model_check_level(self, engine_level: OrtLevel | None) -> OrtLevel:
+        """The ONNX Runtime level the models a job writes must load at: the engine's
+        (`engine_level`, else the default) where ONNX Runtime runs the engine; else
+        "disabled", the level ONNX Runtime runs them at as the reference."""
+        if self.ort_runs_engines:
+            return engine_level or DEFAULT_ORT_LEVEL
+        return "disabled"
+
 
 BACKENDS: Mapping[Backend, BackendSpec] = MappingProxyType({
     Backend.ONNXRUNTIME: BackendSpec(
         Backend.ONNXRUNTIME, "ONNX Runtime", QueueKind.CPU, queue_name="cpu",
         precisions=(Precision.FP32, Precision.FP16, Precision.INT8),
+        precision_order=(Precision.INT8, Precision.FP32, Precision.FP16),
+        # Picked by measurement on the worker's own CPU (uint8 activations win on x86 with
+        # VNNI, int8 ones elsewhere).
+        quant_flavours={Precision.INT8: (QuantFlavour.ORT_U8S8, QuantFlavour.ORT_S8S8)},
+        ort_runs_engines=True,
+        node_precisions="optimizer.quantization.node_precision:engine_node_precisions",
         runner="optimizer.backends.onnxruntime.runner:OnnxRuntimeRunner",
         engine_builder="optimizer.backends.onnxruntime.build:build_ort_engine",
         options=frozenset({"ort_optimization_level", "ort_flush_denormals",
@@ -93,6 +147,10 @@ BACKENDS: Mapping[Backend, BackendSpec] = MappingProxyType({
         Backend.TENSORRT, "TensorRT", QueueKind.GPU, queue_name="gpu",
         precisions=(Precision.FP32, Precision.FP16, Precision.BF16, Precision.INT8,
                     Precision.FP8),
+        precision_order=(Precision.FP8, Precision.INT8, Precision.FP16, Precision.BF16,
+                         Precision.FP32),
+        quant_flavours={Precision.INT8: (QuantFlavour.TENSORRT,),
+                        Precision.FP8: (QuantFlavour.TENSORRT_FP8,)},
         runner="optimizer.backends.tensorrt.runner:TensorRTRunner",
         engine_builder="optimizer.backends.tensorrt.build:build_trt_engine",
         options=frozenset({"target_gpu", "profiles"}),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
 
@@ -40,6 +40,9 @@ class PrecisionSpec:
     # exported (no conversion, outputs compared one for one).
     onnx_type: str | None
     hardware: str  # where it runs at speed, for the API and the docs
+    # How faithful to fp32 its outputs are, higher the closer: a search's tie goes to the most
+    # faithful precision (optimizer/search/decision.py). Gaps leave room for new precisions.
+    fidelity: int = field(kw_only=True)
     # Integer precisions are reached by quantization (optimizer/quantization), not conversion:
     # a Q/DQ graph from calibrated scales, judged on the backend that runs it.
     quantizes: bool = False
@@ -74,15 +77,15 @@ REFERENCE_PRECISION = Precision.FP32
 PRECISIONS: Mapping[Precision, PrecisionSpec] = MappingProxyType({
     Precision.FP32: PrecisionSpec(
         Precision.FP32, "float32", {"atol": 1e-4, "rtol": 1e-3, "min_cosine": 0.9999},
-        onnx_type=None, hardware="any CPU or GPU"),
+        onnx_type=None, hardware="any CPU or GPU", fidelity=100),
     Precision.FP16: PrecisionSpec(
         Precision.FP16, "float16", {"atol": 1e-2, "rtol": 1e-2, "min_cosine": 0.999},
         onnx_type="FLOAT16", hardware="NVIDIA GPUs (tensor cores from compute capability 7.0); "
-        "CPUs run it emulated or slowly"),
+        "CPUs run it emulated or slowly", fidelity=70),
     Precision.BF16: PrecisionSpec(
         Precision.BF16, "bfloat16", {"atol": 5e-2, "rtol": 5e-2, "min_cosine": 0.995},
         onnx_type="BFLOAT16", hardware="NVIDIA GPUs of compute capability 8.0 or later",
-        min_compute_capability="8.0"),
+        min_compute_capability="8.0", fidelity=80),
     # Elementwise limits do not bind: int8 moves every value by up to half a scale step; the
     # cosine and the top-1 agreement of class scores judge it.
     Precision.INT8: PrecisionSpec(
@@ -90,14 +93,15 @@ PRECISIONS: Mapping[Precision, PrecisionSpec] = MappingProxyType({
         {"atol": math.inf, "rtol": 0.0, "min_cosine": 0.99, "min_top1_agreement": 0.99},
         onnx_type=None, quantizes=True,
         hardware="CPUs with 8-bit dot products (x86 VNNI, ARM dot-product); NVIDIA GPUs "
-        "(TensorRT explicit quantization)"),
+        "(TensorRT explicit quantization)", fidelity=40),
     # float8 e4m3: the same calibration as int8's symmetric flavour, rescaled (3 mantissa bits:
     # a little less exact than calibrated int8, with a wider dynamic range).
     Precision.FP8: PrecisionSpec(
         Precision.FP8, "float8 e4m3 (calibrated Q/DQ)",
         {"atol": math.inf, "rtol": 0.0, "min_cosine": 0.99, "min_top1_agreement": 0.99},
         onnx_type=None, quantizes=True, min_compute_capability="8.9",
-        hardware="NVIDIA GPUs of compute capability 8.9 or later (Ada, Hopper and newer)"),
+        hardware="NVIDIA GPUs of compute capability 8.9 or later (Ada, Hopper and newer)",
+        fidelity=30),
 })
 
 

@@ -13,7 +13,7 @@ budget has already measured the likely winners.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -27,12 +27,6 @@ __all__ = ["ALL_PASSES", "NO_PASSES", "Candidate", "CandidatePlan", "Refusal", "
 
 ALL_PASSES, NO_PASSES = "all", "none"
 
-# The order precisions are tried in on each backend: the likeliest winner first.
-_PRECISION_ORDER: Mapping[Backend, tuple[Precision, ...]] = {
-    Backend.ONNXRUNTIME: (Precision.INT8, Precision.FP32, Precision.FP16),
-    Backend.TENSORRT: (Precision.FP8, Precision.INT8, Precision.FP16, Precision.BF16,
-                       Precision.FP32),
-}
 _ORT_DEFAULT_LEVEL = "all"
 
 
@@ -156,7 +150,7 @@ def _with_threads(space: SearchSpace, candidates: list[Candidate]) -> Iterable[C
 
 
 def _precisions_asked(space: SearchSpace, refused: list[Refusal]) -> list[Precision]:
-    order = _PRECISION_ORDER[space.backend]
+    order = BACKENDS[space.backend].precision_order  # the likeliest winner first
     if space.precisions is None:
         return [p for p in order if p in BACKENDS[space.backend].precisions]
     asked = list(dict.fromkeys(space.precisions))
@@ -183,7 +177,7 @@ def _quantized(space: SearchSpace, precision: Precision, candidates: list[Candid
 
 def _reference_candidates(space: SearchSpace) -> Iterable[Candidate]:
     fp32 = REFERENCE_PRECISION
-    levels = space.ort_levels if space.backend == Backend.ONNXRUNTIME and space.ort_levels \
+    levels = space.ort_levels if _takes_ort_levels(space) and space.ort_levels \
         else (_default_level(space),)
     for level in levels:
         suffix = "" if level in (None, _ORT_DEFAULT_LEVEL) else f"@ort-{level}"
@@ -210,5 +204,10 @@ def _families(space: SearchSpace) -> list[FusionPass]:
     return [p for p in families if p.name in space.firing_passes]
 
 
+def _takes_ort_levels(space: SearchSpace) -> bool:
+    """Whether the backend's jobs take an ONNX Runtime optimization level (its spec's options)."""
+    return "ort_optimization_level" in BACKENDS[space.backend].options
+
+
 def _default_level(space: SearchSpace) -> str | None:
-    return _ORT_DEFAULT_LEVEL if space.backend == Backend.ONNXRUNTIME else None
+    return _ORT_DEFAULT_LEVEL if _takes_ort_levels(space) else None

@@ -15,16 +15,12 @@ from enum import StrEnum
 from typing import Any
 
 from optimizer.measure.stats import NO_DIFFERENCE, speedup_verdict
-from optimizer.registries.precisions import Precision
+from optimizer.registries.precisions import PRECISIONS
 from optimizer.search.candidates import Candidate, Refusal
 from optimizer.search.race import Standing
 from optimizer.search.strategy import Strategy
 
 __all__ = ["CandidateOutcome", "Outcome", "SearchDecision", "Strategy", "decide"]
-
-# Ties in the race go to the most faithful precision: the earlier in this order.
-_FIDELITY = (Precision.FP32, Precision.BF16, Precision.FP16, Precision.INT8, Precision.FP8)
-
 
 class Outcome(StrEnum):
     WON = "won"
@@ -82,11 +78,10 @@ def decide(outcomes: Sequence[CandidateOutcome], standings: Mapping[str, Standin
 
 
 def _tie_key(outcome: CandidateOutcome, planned_at: int) -> tuple[int, float, int]:
-    """The most faithful precision, then the higher cosine (to 4 places: below that it is
-    rounding noise), then the earlier in the plan (the default pass set before its variants,
-    so a tie keeps what a plain job would have built)."""
-    precision = outcome.candidate.precision
-    rank = _FIDELITY.index(precision) if precision in _FIDELITY else len(_FIDELITY)
+    """The most faithful precision (`PrecisionSpec.fidelity`), then the higher cosine (to 4
+    places: below that it is rounding noise), then the earlier in the plan (the default pass
+    set before its variants, so a tie keeps what a plain job would have built)."""
+    rank = -PRECISIONS[outcome.candidate.precision].fidelity
     cosine = round(float(outcome.accuracy.get("cosine", 1.0)), 4)
     return rank, -cosine, planned_at
 

@@ -18,7 +18,7 @@ __all__ = ["BOTH", "FAKE_GPU", "FAKE_GPU_ONLY", "FakeGpuHost", "TENSORRT_ONLY", 
 # Not a `Backend` member (the enum is closed); every lookup by name compares equal to the string.
 FAKE_GPU = BackendSpec(
     "fakegpu", "FakeGPU", QueueKind.GPU, queue_name="fakegpu",  # type: ignore[arg-type]
-    precisions=(Precision.FP32,),
+    precisions=(Precision.FP32,), precision_order=(Precision.FP32,),
     runner="tests.support.fake_gpu_backend:NeverLoaded",  # routing tests never build or run
     engine_builder="tests.support.fake_gpu_backend:never_loaded",
     options=frozenset({"target_gpu"}),

@@ -25,7 +25,7 @@ from optimizer.model.input_ranges import InputRange
 from optimizer.model.tensor_specs import TensorSpec
 from optimizer.optimize import OptimizeOptions
 from optimizer.quantization.calibration import CalibrationTable
-from optimizer.registries.backends import Backend
+from optimizer.registries.backends import BACKENDS
 from optimizer.registries.precisions import Precision
 from optimizer.registries.quantization import CalibrationMethod
 from optimizer.validation import ValidationReport
@@ -89,12 +89,11 @@ class JobRun:
     @property
     def ort_check_level(self) -> OrtLevel:
         """The ONNX Runtime level the models this run writes must load at
-        (`model_writer.save_model`): the engine's for an onnxruntime job; "disabled" for a
-        tensorrt job, whose models ONNX Runtime only runs as the reference and the emulated
-        engine, at that level."""
-        if self.config.backend == Backend.ONNXRUNTIME:
-            return self.config.ort_optimization_level or "all"
-        return "disabled"
+        (`model_writer.save_model`), as the job's backend says (`BackendSpec.model_check_level`):
+        the engine's where ONNX Runtime runs the engine; "disabled" elsewhere (TensorRT), whose
+        models ONNX Runtime only runs as the reference and the emulated engine, at that level."""
+        return BACKENDS[self.config.backend].model_check_level(
+            self.config.ort_optimization_level)
 
 
 @dataclass(frozen=True)

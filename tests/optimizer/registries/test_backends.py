@@ -3,6 +3,7 @@ exists, and the vocabulary loads no backend library."""
 
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 
@@ -10,6 +11,7 @@ from optimizer.capabilities import HostCapabilities
 from optimizer.passes import DEFAULT_PASSES
 from optimizer.registries.backends import BACKENDS, Backend, QueueKind, backends_for, load_dotted
 from optimizer.registries.precisions import PRECISIONS, REFERENCE_PRECISION, Precision, reduced_precisions
+from optimizer.registries.quantization import QuantFlavour
 
 
 def test_every_backend_has_a_spec_named_after_it() -> None:
@@ -75,3 +77,34 @@ def test_each_host_check_is_a_host_capability() -> None:
             assert isinstance(getattr(HostCapabilities, spec.host_check), property), spec.name
     bare = HostCapabilities()
     assert [spec.name for spec in BACKENDS.values() if spec.runs_on(bare)] == [Backend.ONNXRUNTIME]
+
+
+def test_a_backend_whose_precision_order_misses_a_precision_is_refused() -> None:
+    onnxruntime = BACKENDS[Backend.ONNXRUNTIME]
+    with pytest.raises(ValueError, match="precision_order .* must list each of its precisions"):
+        replace(onnxruntime, precision_order=(Precision.INT8, Precision.FP32))
+
+
+def test_a_backend_running_a_quantized_precision_without_flavours_is_refused() -> None:
+    tensorrt = BACKENDS[Backend.TENSORRT]
+    with pytest.raises(ValueError, match="runs fp8 but names no quant_flavours"):
+        replace(tensorrt, quant_flavours={Precision.INT8: (QuantFlavour.TENSORRT,)})
+    for spec in BACKENDS.values():
+        assert set(spec.quant_flavours) == {p for p in spec.precisions if PRECISIONS[p].quantizes}
+
+
+def test_models_are_load_checked_at_the_engines_level_only_where_onnxruntime_runs_it() -> None:
+    onnxruntime, tensorrt = BACKENDS[Backend.ONNXRUNTIME], BACKENDS[Backend.TENSORRT]
+    assert onnxruntime.model_check_level(None) == "all"
+    assert onnxruntime.model_check_level("basic") == "basic"
+    assert onnxruntime.times_quantized_candidates and not tensorrt.times_quantized_candidates
+    assert tensorrt.model_check_level("basic") == "disabled"
+    stand_in = replace(onnxruntime, name="stand-in", ort_runs_engines=False, node_precisions=None)
+    assert stand_in.model_check_level("extended") == "disabled"
+    assert not stand_in.times_quantized_candidates
+
+
+def test_every_node_precisions_reader_resolves() -> None:
+    for spec in BACKENDS.values():
+        if spec.node_precisions is not None:
+            assert callable(load_dotted(spec.node_precisions))

@@ -1,8 +1,13 @@
 """The search's candidates come from the registries, likeliest winner first, and what cannot
 run is refused with its reason."""
 
+from dataclasses import replace
+from types import MappingProxyType
+
+import pytest
+
 from optimizer.passes import DEFAULT_PASSES
-from optimizer.registries.backends import Backend
+from optimizer.registries.backends import BACKENDS, Backend
 from optimizer.registries.precisions import Precision
 from optimizer.registries.quantization import QuantizationMode
 from optimizer.search.candidates import SearchSpace, plan_candidates, plan_search
@@ -97,3 +102,25 @@ def test_a_search_of_two_backends_names_each_candidate_after_its_backend() -> No
                                      pass_sets=False)])
     assert [(c.name, "backend" in c.overrides()) for c in alone.candidates] == [
         ("fp32/all", False)]
+
+
+def test_the_search_tries_precisions_in_the_order_the_backend_spec_gives(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A stand-in third backend (ONNX Runtime's spec under another name) that tries fp16 first.
+    stand_in = replace(BACKENDS[Backend.ONNXRUNTIME], name="stand-in",
+                       precision_order=(Precision.FP16, Precision.FP32, Precision.INT8))
+    monkeypatch.setattr("optimizer.search.candidates.BACKENDS",
+                        MappingProxyType({**BACKENDS, "stand-in": stand_in}))
+    space = SearchSpace("stand-in", pass_sets=False)  # type: ignore[arg-type]
+    assert _names(space) == ["fp16/all", "fp32/all", "int8-dynamic/all"]
+
+
+def test_a_backend_whose_spec_takes_no_ort_level_gets_candidates_without_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    stand_in = replace(BACKENDS[Backend.ONNXRUNTIME], name="stand-in", options=frozenset())
+    monkeypatch.setattr("optimizer.search.candidates.BACKENDS",
+                        MappingProxyType({**BACKENDS, "stand-in": stand_in}))
+    space = SearchSpace("stand-in", precisions=(Precision.FP32,),  # type: ignore[arg-type]
+                        pass_sets=False, ort_levels=("basic", "all"))
+    assert [(c.name, c.ort_level) for c in plan_candidates(space).candidates] == [
+        ("fp32/all", None)]

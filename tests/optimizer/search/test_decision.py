@@ -1,7 +1,12 @@
 """The winner: the fastest once the race separated them, the most faithful of a tie; every
 other candidate says why it lost, and the Pareto front is marked."""
 
-from optimizer.registries.precisions import Precision
+from dataclasses import replace
+from types import MappingProxyType
+
+import pytest
+
+from optimizer.registries.precisions import PRECISIONS, Precision
 from optimizer.registries.quantization import QuantizationMode
 from optimizer.search.candidates import Candidate, Refusal
 from optimizer.search.decision import CandidateOutcome, Outcome, decide
@@ -65,3 +70,15 @@ def test_candidates_out_of_the_accuracy_budget_or_failed_keep_their_reason() -> 
 def test_nothing_timed_means_no_winner_and_says_so() -> None:
     decision = decide([CandidateOutcome(INT8, Outcome.FAILED, reason="x")], {})
     assert decision.winner is None and "no candidate" in decision.why
+
+
+def test_a_tie_goes_to_the_precision_whose_spec_says_it_is_more_faithful(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A registry where int8 outranks fp32 in fidelity: the same tie now goes to int8.
+    monkeypatch.setattr("optimizer.search.decision.PRECISIONS", MappingProxyType({
+        **PRECISIONS, Precision.INT8: replace(PRECISIONS[Precision.INT8], fidelity=200)}))
+    outcomes = [CandidateOutcome(FP32, Outcome.TIMED, accuracy={"cosine": 1.0}),
+                CandidateOutcome(INT8, Outcome.TIMED, accuracy={"cosine": 0.995})]
+    standings = {"int8-static/all": _standing("int8-static/all", 8.8, 1.04, (0.98, 1.1)),
+                 "fp32/all": _standing("fp32/all", 9.0, 1.02, (0.99, 1.05))}
+    assert decide(outcomes, standings).winner == "int8-static/all"

@@ -27,7 +27,6 @@ from optimizer.model.non_finite import non_finite_weights
 from optimizer.model.shapes import fix_input_shapes_except
 from optimizer.model.tensor_specs import TensorSpec, summarize_model
 from optimizer.model_writer import check_model_runs, save_model
-from optimizer.registries.backends import Backend
 from optimizer.static_model import static_model
 from worker.pipeline.results import JobRun, LoadedModel
 from worker.pipeline.steps.calibration_feeds import calibration_split
@@ -158,7 +157,7 @@ def _why_inputs_stay_dynamic(run: JobRun, model: onnx.ModelProto,
     optimizations then type-check control-flow branches at those shapes, and a branch the
     model never takes there may not fit them). Raises `refusal` when that is not the case."""
     level = run.ort_check_level
-    if run.config.backend != Backend.ONNXRUNTIME or level == "disabled":
+    if level == "disabled":  # ONNX Runtime does not run the engine (`model_check_level`)
         raise refusal
     try:
         check_model_runs(model, what="the uploaded model", optimization_level=level,

@@ -12,7 +12,7 @@ from optimizer.model.file import write_model_file
 from optimizer.model_writer import save_model
 from optimizer.optimize import optimize_model
 from optimizer.precision import AccuracyBudget, convert_precision, search_precision
-from optimizer.registries.backends import Backend
+from optimizer.registries.backends import BACKENDS
 from optimizer.registries.precisions import PRECISIONS, REFERENCE_PRECISION, Precision
 from worker.pipeline.results import Attempt, JobRun, LoadedModel, OptimizedModel, PendingArtifact
 from worker.pipeline.steps.quantize import quantize_graph
@@ -60,12 +60,13 @@ def optimize_graph(run: JobRun, loaded: LoadedModel, attempt: Attempt, *,
     converted, accuracy = _at_precision(run, loaded, fused, precision)
     engine_source = run.scratch_dir / f"model.{precision}.onnx"
     location = data_location(run, engine_source)
-    if run.config.backend == Backend.ONNXRUNTIME:
+    if BACKENDS[run.config.backend].ort_runs_engines:
         save(converted, engine_source, what=f"the fused model at {precision}",
              data_location=location)
     else:
-        # TensorRT builds this graph; ONNX Runtime's CPU kernels lack most bf16/fp16 ops, so
-        # loading it there proves nothing (fused.onnx, its fp32 form, was checked).
+        # The backend's own builder compiles this graph (TensorRT's); ONNX Runtime's CPU
+        # kernels lack most bf16/fp16 ops, so loading it there proves nothing (fused.onnx,
+        # its fp32 form, was checked).
         write_model_file(converted, engine_source, data_location=location)
     return OptimizedModel(
         fused_path=fused_path, fusion_report=report, engine_source=engine_source,

@@ -17,23 +17,15 @@ from core.reports import AccuracyReport
 from optimizer.model.file import write_model_file
 from optimizer.precision import run_outputs
 from optimizer.quantization.calibration import CalibrationTable, calibrate, graph_sha256
-from optimizer.quantization.node_precision import engine_node_precisions
 from optimizer.quantization.search import QuantizationRequest, quantize_within_budget
-from optimizer.registries.backends import Backend
+from optimizer.registries.backends import BACKENDS, load_dotted
 from optimizer.registries.precisions import Precision
-from optimizer.registries.quantization import CalibrationMethod, QuantFlavour
+from optimizer.registries.quantization import CalibrationMethod
 from worker.pipeline.results import JobRun, LoadedModel, PendingArtifact
 from worker.pipeline.steps.validate import job_tolerances
 from worker.pipeline.weights_files import data_location, with_data_artifact
 
 __all__ = ["QuantizedGraph", "quantize_graph"]
-
-# The flavours each backend's engine is timed in: ONNX Runtime picks by measurement on the
-# worker's own CPU (uint8 activations win on x86 with VNNI, int8 ones elsewhere).
-_FLAVOURS = {(Backend.ONNXRUNTIME, Precision.INT8): (QuantFlavour.ORT_U8S8,
-                                                     QuantFlavour.ORT_S8S8),
-             (Backend.TENSORRT, Precision.INT8): (QuantFlavour.TENSORRT,),
-             (Backend.TENSORRT, Precision.FP8): (QuantFlavour.TENSORRT_FP8,)}
 
 
 class QuantizedGraph:
@@ -51,17 +43,18 @@ def quantize_graph(run: JobRun, loaded: LoadedModel, fused: onnx.ModelProto, fus
     """The int8 engine source of `fused` (saved as fused_path), or fused_path itself when int8
     is out of budget or not faster; each step of the search goes to `note` (the job's events)."""
     settings = quantization_of(run.config)
+    backend = BACKENDS[run.config.backend]
     request = QuantizationRequest(
         mode=settings.mode, method=settings.method, per_channel=settings.per_channel,
         keep_nodes=tuple(settings.keep_nodes), keep_op_types=tuple(settings.keep_op_types),
-        flavours=_FLAVOURS[run.config.backend, run.config.precision],
+        flavours=backend.quant_flavours[run.config.precision],
         max_kept_nodes=settings.max_kept_nodes,
         allow_dynamic=run.config.precision == Precision.INT8, precision=run.config.precision,
         # Timed at the threads the engine will run at: int8's gain differs with them.
         level=run.ort_check_level, threads=run.config.ort_intra_op_threads,
-        # A TensorRT engine's speed is its GPU's: the benchmark stage times it against the
-        # fp16 engine of the unfused model; ONNX Runtime's CPU time says nothing of it.
-        time_candidates=run.config.backend == Backend.ONNXRUNTIME)
+        # An engine ONNX Runtime does not run (TensorRT's) is as fast as its own device: the
+        # benchmark stage times it there; ONNX Runtime's CPU time says nothing of it.
+        time_candidates=backend.times_quantized_candidates)
     calibration = loaded.calibration.calibration if loaded.calibration else None
     tables: list[CalibrationTable] = []
 
@@ -110,8 +103,8 @@ def quantize_graph(run: JobRun, loaded: LoadedModel, fused: onnx.ModelProto, fus
                          data_location=data_location(run, engine_source))
         artifacts.extend(with_data_artifact(run, PendingArtifact(
             engine_source.name, "optimized_model", engine_source)))
-        if run.config.backend == Backend.ONNXRUNTIME:
-            report["node_precisions"] = engine_node_precisions(
+        if backend.node_precisions is not None:
+            report["node_precisions"] = load_dotted(backend.node_precisions)(
                 fused, engine_source, level=run.ort_check_level,
                 kept=result.kept_reasons).to_dict()
     note(f"{run.config.precision}: {result.shipped} ships: {result.why}")
