@@ -68,7 +68,8 @@ def registry_without_bf16_on_tensorrt(monkeypatch: pytest.MonkeyPatch) -> Iterat
     """The registry as if TensorRT lost bf16: the rule must follow it, not a branch of its own."""
     trt = BACKENDS[Backend.TENSORRT]
     changed = {**BACKENDS, Backend.TENSORRT: dataclasses.replace(
-        trt, precisions=(Precision.FP32, Precision.FP16))}
+        trt, precisions=(Precision.FP32, Precision.FP16),
+        precision_order=(Precision.FP16, Precision.FP32))}
     monkeypatch.setattr(job_config, "BACKENDS", MappingProxyType(changed))
     monkeypatch.setattr("optimizer.registries.backends.BACKENDS", MappingProxyType(changed))
     yield
