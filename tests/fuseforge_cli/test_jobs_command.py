@@ -20,7 +20,7 @@ from pathlib import Path
 
 import onnx
 import pytest
-from sqlalchemy import Engine, create_engine, select
+from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from core.db.models import Job as JobRow
@@ -30,7 +30,7 @@ from core.storage import LocalArtifactStore
 from fuseforge_cli.service_records import recorded_service
 from fuseforge_client import FuseForgeClient
 from optimizer.testing.models import small_cnn
-from tests.support.api_server import ApiServer, running_api
+from tests.support.api_server import ApiServer, running_api, server_database
 from tests.support.broker import TEST_REDIS_URL
 from tests.support.finished_jobs import timed
 from worker.pipeline.records.recorder import JobRecorder
@@ -48,9 +48,8 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
 
 @pytest.fixture(scope="module")
 def database(api: ApiServer) -> Iterator[Engine]:
-    engine = create_engine(f"sqlite:///{api.data_dir / 'fuseforge.sqlite'}")
-    yield engine
-    engine.dispose()
+    with server_database(api) as engine:
+        yield engine
 
 
 @pytest.fixture(scope="module")

@@ -18,12 +18,12 @@ from pathlib import Path
 
 import onnx
 import pytest
-from sqlalchemy import Engine, create_engine, select
+from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from core.db.models import Job, JobStatus
 from optimizer.testing.models import small_cnn
-from tests.support.api_server import ApiServer, running_api
+from tests.support.api_server import ApiServer, running_api, server_database
 from tests.support.broker import TEST_REDIS_URL
 from tests.support.finished_jobs import ORIGINAL_P50, finish_with_engine_timing
 
@@ -38,9 +38,8 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
 
 @pytest.fixture(scope="module")
 def database(api: ApiServer) -> Iterator[Engine]:
-    engine = create_engine(f"sqlite:///{api.data_dir / 'fuseforge.sqlite'}")
-    yield engine
-    engine.dispose()
+    with server_database(api) as engine:
+        yield engine
 
 
 @pytest.fixture(scope="module")

@@ -9,10 +9,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from sqlalchemy import Engine, create_engine
+
 from tests.support.databases import migrated_sqlite_file
 from tests.support.processes import FUSEFORGE, Service, free_port, fuseforge_env, wait_healthy
 
-__all__ = ["ApiServer", "raw_request", "running_api"]
+__all__ = ["ApiServer", "raw_request", "running_api", "server_database"]
 
 
 @dataclass(frozen=True)
@@ -58,3 +60,13 @@ def raw_request(server: ApiServer, head: str) -> socket.socket:
     sock = socket.create_connection((server.host, server.port), timeout=30)
     sock.sendall(head.replace("\n", "\r\n").encode() + b"\r\n\r\n")
     return sock
+
+
+@contextmanager
+def server_database(server: ApiServer) -> Iterator[Engine]:
+    """An engine on the running server's own SQLite database, to read or plant its rows."""
+    engine = create_engine(f"sqlite:///{server.data_dir / 'fuseforge.sqlite'}")
+    try:
+        yield engine
+    finally:
+        engine.dispose()
