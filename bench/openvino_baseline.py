@@ -73,7 +73,8 @@ from optimizer.model.inputs import random_feeds
 from optimizer.model.shapes import fix_input_shapes, resolve_input_shapes
 from optimizer.model.tensor_specs import summarize_model
 
-__all__ = ["MODELS", "main"]
+__all__ = ["MODELS", "fixed_model", "main", "output_accuracy", "ov_compile", "ov_outputs",
+           "runtime_precision", "text_images"]
 
 Feed = dict[str, np.ndarray]
 
@@ -116,7 +117,7 @@ class Variant:
     ratios: dict[str, LatencyRatio] = field(default_factory=dict)
 
 
-def _fixed_model(name: str, spec: WheelSpec, shape: tuple[int, ...], cache: Path,
+def fixed_model(name: str, spec: WheelSpec, shape: tuple[int, ...], cache: Path,
                  work: Path) -> tuple[Path, onnx.ModelProto]:
     """The model's file with its one input fixed at `shape`, saved under `work`."""
     cache.mkdir(parents=True, exist_ok=True)
@@ -130,7 +131,7 @@ def _fixed_model(name: str, spec: WheelSpec, shape: tuple[int, ...], cache: Path
     return path, model
 
 
-def _text_images(name: str, shape: Sequence[int], count: int, seed: int) -> list[Feed]:
+def text_images(name: str, shape: Sequence[int], count: int, seed: int) -> list[Feed]:
     """`count` synthetic text images [1, 3, H, W], normalized as PP-OCR's pre-processing does.
 
     Light noisy paper with dark glyph-like blocks (random widths, gaps and greys) in lines: a
@@ -166,7 +167,7 @@ def _ort_run(path: Path, feed: Feed, threads: int | None) -> tuple[Callable[[], 
     return partial(session.run, None, feed), session
 
 
-def _ov_compile(core: object, model: object, threads: int | None, f32: bool) -> object:
+def ov_compile(core: object, model: object, threads: int | None, f32: bool) -> object:
     """`model` (a path, or an openvino.Model) compiled for the CPU at one stream."""
     config: dict[str, object] = {"PERFORMANCE_HINT": "LATENCY"}
     if f32:
@@ -178,7 +179,7 @@ def _ov_compile(core: object, model: object, threads: int | None, f32: bool) -> 
     return core.compile_model(model, "CPU", config)  # type: ignore[attr-defined]
 
 
-def _runtime_precision(compiled: object) -> tuple[str, str]:
+def runtime_precision(compiled: object) -> tuple[str, str]:
     """The compiled model's inference precision, and how many of its compute layers run at
     each precision other than f32 ("bf16 74, u8 3 of 84")."""
     precision = str(compiled.get_property("INFERENCE_PRECISION_HINT"))  # type: ignore[attr-defined]
@@ -192,7 +193,7 @@ def _runtime_precision(compiled: object) -> tuple[str, str]:
         f"{low} of {sum(counts.values())}"
 
 
-def _ov_outputs(compiled: object, feed: Feed, names: Sequence[str]) -> list[np.ndarray]:
+def ov_outputs(compiled: object, feed: Feed, names: Sequence[str]) -> list[np.ndarray]:
     """The compiled model's outputs on `feed`, in the order of the ONNX outputs `names`."""
     result = compiled.create_infer_request().infer(feed)  # type: ignore[attr-defined]
     by_name: dict[str, np.ndarray] = {}
@@ -202,7 +203,7 @@ def _ov_outputs(compiled: object, feed: Feed, names: Sequence[str]) -> list[np.n
     return [by_name[n] for n in names]
 
 
-def _accuracy(got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> tuple[float, float]:
+def output_accuracy(got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> tuple[float, float]:
     """The worst cosine and the largest absolute error over outputs."""
     cosine, max_abs = 1.0, 0.0
     for g, w in zip(got, want, strict=True):
@@ -224,7 +225,7 @@ def _measure(name: str, path: Path, model: onnx.ModelProto,
             return random_feeds(fixed, count=count, seed=seed)
         [spec] = fixed
         dims = [d for d in spec.shape if isinstance(d, int)]  # all of them: the shape is fixed
-        return _text_images(spec.name, dims, count, seed)
+        return text_images(spec.name, dims, count, seed)
 
     [timing_feed] = feeds(1, TIMING_SEED)
     validation = feeds(args.samples, VALIDATION_SEED)
@@ -247,19 +248,19 @@ def _measure(name: str, path: Path, model: onnx.ModelProto,
         run, session = _ort_run(path, dict(timing_feed), count)
         original.runs[setting] = run
         for variant, source, force_f32 in compiles:
-            compiled = _ov_compile(core, source, count, force_f32)
+            compiled = ov_compile(core, source, count, force_f32)
             request = compiled.create_infer_request()  # type: ignore[attr-defined]
             variant.runs[setting] = partial(request.infer, dict(timing_feed))
             if setting == threads[0][0]:  # accuracy and precision once per variant
-                variant.precision, variant.bf16_layers = _runtime_precision(compiled)
+                variant.precision, variant.bf16_layers = runtime_precision(compiled)
                 names = [o.name for o in session.get_outputs()]
                 # Each output over all samples at once: a sample whose output is ~0 everywhere
                 # (a page where the detector finds nothing) must not decide the cosine alone.
                 want = [np.stack(o) for o in zip(*(session.run(None, dict(f))
                                                    for f in validation), strict=True)]
-                got = [np.stack(o) for o in zip(*(_ov_outputs(compiled, dict(f), names)
+                got = [np.stack(o) for o in zip(*(ov_outputs(compiled, dict(f), names)
                                                   for f in validation), strict=True)]
-                variant.cosine, variant.max_abs = _accuracy(got, want)
+                variant.cosine, variant.max_abs = output_accuracy(got, want)
                 variant.reference_abs = max(float(np.max(np.abs(w))) for w in want)
     for setting, _ in threads:
         print(f"  {name}: timing {len(variants)} variants, {args.rounds} rounds, "
@@ -334,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
             if name not in names:
                 continue
             try:
-                path, model = _fixed_model(name, spec, shape, args.cache.expanduser(), Path(tmp))
+                path, model = fixed_model(name, spec, shape, args.cache.expanduser(), Path(tmp))
                 results.append((name, _measure(name, path, model, threads, args)))
             except Exception as err:  # one model failing must not stop the others
                 first = (str(err).strip().splitlines() or [""])[0][:300]

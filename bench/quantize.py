@@ -126,7 +126,7 @@ class Variant:
 # Models and samples
 
 
-def _code_feeds(name: str, count: int, seed: int) -> Feeds:
+def code_feeds(name: str, count: int, seed: int) -> Feeds:
     rng = np.random.default_rng(seed)
     if name == "resnet50":
         return [{"input": rng.standard_normal((1, 3, 224, 224)).astype(np.float32)}
@@ -148,8 +148,8 @@ def _subjects(names: Sequence[str], cache: Path, calibration: int,
     for name in names:
         if name in CODE_BUILT:
             subjects.append(Subject(name, CODE_BUILT[name](),
-                                    _code_feeds(name, calibration, CALIBRATION_SEED),
-                                    _code_feeds(name, validation, VALIDATION_SEED),
+                                    code_feeds(name, calibration, CALIBRATION_SEED),
+                                    code_feeds(name, validation, VALIDATION_SEED),
                                     TARGETS[name]))
             continue
         [corpus] = by_name([name])
@@ -231,7 +231,7 @@ class _Samples:
         pass
 
 
-def _peer(label: str, original: Path, calibration: Feeds, out: Path) -> Variant:
+def ort_quantizer_peer(label: str, original: Path, calibration: Feeds, out: Path) -> Variant:
     """ONNX Runtime's quantizer on the original; 'invalid model: ...' when it raises or writes
     a model ONNX Runtime cannot load."""
     from onnxruntime.quantization import (  # noqa: PLC0415  # after optimizer's imports
@@ -301,7 +301,7 @@ def _measure(subject: Subject, args: argparse.Namespace, threads: list[tuple[str
     variants = [baseline, fuseforge]
     for label in PEERS:
         print(f"  {subject.name}: {label} ...", file=sys.stderr, flush=True)
-        variants.append(_peer(label, original, subject.calibration,
+        variants.append(ort_quantizer_peer(label, original, subject.calibration,
                               work / f"{subject.name}.{label.replace(' ', '-')}.onnx"))
     for variant in variants[1:]:
         if variant.path is not None:

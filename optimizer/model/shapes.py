@@ -135,10 +135,11 @@ def _with_input_dims(
     try:
         inferred = _infer(fixed)
         relaxed, dead = relax_dead_branches(inferred)
-        if not dead:
-            return inferred
-        _forget_inferred_shapes(relaxed.graph)  # the relaxed branches' shapes are dynamic now
-        return _infer(relaxed)
+        if dead:
+            _forget_inferred_shapes(relaxed.graph)  # the relaxed branches' shapes are dynamic now
+            inferred = _infer(relaxed)
+        _restore_uninferred_outputs(inferred.graph, model.graph)
+        return inferred
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as err:
         shown = ", ".join(f"{name}={_show(shape)}" for name, shape in dims.items())
         raise InvalidModelError(
@@ -149,6 +150,21 @@ def _with_input_dims(
 def _infer(model: onnx.ModelProto) -> onnx.ModelProto:
     return onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True,
                                              data_prop=True)
+
+
+def _restore_uninferred_outputs(graph: onnx.GraphProto, declared: onnx.GraphProto) -> None:
+    """Give each graph output inference could not shape its declared rank back, every dim
+    symbolic: the checker requires a main-graph output's shape, and the exporter's sizes are
+    claims for the old inputs (a Reshape whose target is computed, as Paddle2ONNX writes,
+    leaves inference nothing to go on)."""
+    ranks = {value.name: value.type.tensor_type.shape for value in declared.output
+             if value.type.tensor_type.HasField("shape")}
+    for value in graph.output:
+        tensor = value.type.tensor_type
+        if value.type.HasField("tensor_type") and not tensor.HasField("shape") \
+                and value.name in ranks:
+            for axis, dim in enumerate(ranks[value.name].dim):
+                tensor.shape.dim.add().dim_param = dim.dim_param or f"{value.name}_dim{axis}"
 
 
 def _drop_initializer_inputs(model: onnx.ModelProto) -> None:

@@ -86,6 +86,31 @@ def test_fix_input_shapes_makes_a_dynamic_batch_static_throughout():
     onnx.checker.check_model(fixed, full_check=True)
 
 
+def test_fix_input_shapes_keeps_an_output_inference_cannot_shape_valid():
+    # Paddle2ONNX's pattern: a Reshape whose target is computed (here sliced at an end that
+    # inference cannot evaluate), so the output's rank is unknown to shape inference.
+    nodes = [helper.make_node("Shape", ["x"], ["dims"]),
+             helper.make_node("ReduceMax", ["two"], ["end_f"], keepdims=1),
+             helper.make_node("Cast", ["end_f"], ["end"], to=TensorProto.INT64),
+             helper.make_node("Slice", ["dims", "one", "end"], ["tail"]),
+             helper.make_node("Concat", ["minus_one", "tail"], ["target"], axis=0),
+             helper.make_node("Reshape", ["x", "target"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "computed_reshape", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                  ["N", 2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["rows", 2])],
+        [helper.make_tensor("two", TensorProto.FLOAT, [1], [2.0]),
+         helper.make_tensor("one", TensorProto.INT64, [1], [1]),
+         helper.make_tensor("minus_one", TensorProto.INT64, [1], [-1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+    fixed = fix_input_shapes(model, {"x": [4, 2, 3]})
+
+    onnx.checker.check_model(fixed, full_check=True)
+    # The declared rank, every dim symbolic: the exporter's sizes were for other inputs.
+    assert summarize_model(fixed).outputs[0].shape == ("rows", "y_dim1")
+
+
 def test_fix_input_shapes_defaults_inputs_it_is_not_given():
     fixed = fix_input_shapes(models.mlp(), {})
 
