@@ -49,6 +49,7 @@ from typing import Any
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 
 from bench.corpus.cache import build_model
 from bench.corpus.catalog import by_name
@@ -174,6 +175,8 @@ def _search(client: FuseForgeClient, subject: Subject, threads: int, work: Path,
     search: dict[str, Any] = {"time_budget_s": args.time_budget_s}
     if backends is not None:
         search["backends"] = backends
+    if args.no_bf16:  # what a worker on a CPU without bf16 would try
+        search["precisions"] = ["fp32", "fp16", "int8"]
     fields: dict[str, Any] = {
         "search": search, "ort_intra_op_threads": threads,
         "quantization": {"calibration": client.upload_dataset(data, role="calibration").id}}
@@ -348,7 +351,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--ort-only", action="store_true",
                         help="also run the search on ONNX Runtime only (FuseForge before OpenVINO)")
     parser.add_argument("--no-bf16", action="store_true",
-                        help="the worker refuses bf16, as on a CPU without it")
+                        help="search without bf16, as a worker on a CPU without it does")
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "fuseforge")
     parser.add_argument("--log", type=Path, default=Path("openvino-targets.log"))
     parser.add_argument("--out", type=Path, default=None)
@@ -361,16 +364,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         import openvino  # noqa: F401, PLC0415
     except ImportError:
         parser.error("openvino is not installed: .venv/bin/python -m pip install -e '.[openvino]'")
+    ort.set_default_logger_severity(3)  # Paddle exports' unused initializers, one line each
     thread_counts = [int(t) for t in args.threads.split(",")]
     rows: list[Row] = []
     verdicts: list[str] = []
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="fuseforge-openvino-targets-") as tmp:
         work = Path(tmp)
-        env = fuseforge_env(work / "data", port)
-        if args.no_bf16:
-            env["FUSEFORGE_WORKER_REFUSED_PRECISIONS"] = "bf16"
-        server = start_fuseforge("run", env, args.log)
+        server = start_fuseforge("run", fuseforge_env(work / "data", port), args.log)
         try:
             wait_healthy(f"http://127.0.0.1:{port}/healthz", server)
             with FuseForgeClient(f"http://127.0.0.1:{port}") as client:
