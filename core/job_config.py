@@ -14,7 +14,7 @@ from pydantic_core import PydanticCustomError
 from core.callbacks.urls import callback_url_problem
 from optimizer.capabilities import normalize_compute_capability
 from optimizer.passes import PASSES_BY_NAME
-from optimizer.registries.backends import BACKENDS, Backend, backends_for
+from optimizer.registries.backends import BACKENDS, DEFAULT_BACKEND, Backend, backends_for
 from optimizer.registries.ort_levels import DEFAULT_ORT_LEVEL, OrtLevel
 from optimizer.registries.precisions import (
     PRECISIONS,
@@ -226,7 +226,7 @@ class JobConfig(BaseModel):
     model_config = _STRICT
 
     backend: Backend = Field(
-        default=Backend.ONNXRUNTIME,
+        default=DEFAULT_BACKEND,
         description='"onnxruntime" runs on CPU workers; "tensorrt" builds a TensorRT engine on a '
         "GPU worker",
     )
@@ -570,12 +570,14 @@ def _quantization_problem(config: JobConfig) -> str | None:
     if not quantizes:
         return None
     quantization = quantization_of(config)
-    if config.precision == Precision.FP8 and quantization.calibration is None:
-        return ("quantization.calibration: fp8 needs a calibration dataset (POST "
-                "/v1/datasets?role=calibration): it has no dynamic form, its scales come from "
-                "calibration")
-    if config.precision == Precision.FP8 and quantization.mode is QuantizationMode.DYNAMIC:
-        return "quantization.mode: fp8 has no dynamic form; use 'static' or 'auto'"
+    spec = PRECISIONS[config.precision]
+    if spec.needs_calibration and quantization.calibration is None:
+        return (f"quantization.calibration: {config.precision} needs a calibration dataset "
+                "(POST /v1/datasets?role=calibration): it has no dynamic form, its scales come "
+                "from calibration")
+    if not spec.has_dynamic_form and quantization.mode is QuantizationMode.DYNAMIC:
+        return (f"quantization.mode: {config.precision} has no dynamic form; use 'static' or "
+                "'auto'")
     if config.quantization is None:
         return None
     if quantization.mode is QuantizationMode.STATIC and quantization.calibration is None:

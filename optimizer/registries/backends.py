@@ -25,7 +25,8 @@ from optimizer.registries.quantization import QuantFlavour
 if TYPE_CHECKING:
     from optimizer.capabilities import HostCapabilities
 
-__all__ = ["BACKENDS", "Backend", "BackendSpec", "QueueKind", "backends_for", "load_dotted"]
+__all__ = ["BACKENDS", "DEFAULT_BACKEND", "Backend", "BackendSpec", "QueueKind", "backends_for",
+           "load_dotted"]
 
 
 class Backend(StrEnum):
@@ -100,6 +101,11 @@ class BackendSpec:
                              "quant_flavours for it (optimizer/registries/quantization.py)")
 
     @property
+    def quantized_precisions(self) -> tuple[Precision, ...]:
+        """Its precisions reached by quantization (int8, fp8), in `precisions`' order."""
+        return tuple(p for p in self.precisions if PRECISIONS[p].quantizes)
+
+    @property
     def needs_gpu(self) -> bool:
         return self.queue is QueueKind.GPU
 
@@ -161,6 +167,9 @@ BACKENDS: Mapping[Backend, BackendSpec] = MappingProxyType({
             "ort_intra_op_threads": "a TensorRT engine runs on the GPU, not on CPU threads.",
         }),
 })
+
+# The backend a job, the CLI and a library call run on when they name none: any host has it.
+DEFAULT_BACKEND = Backend.ONNXRUNTIME
 
 
 def backends_for(option_or_precision: str) -> tuple[Backend, ...]:
