@@ -461,7 +461,7 @@ def _cross_field_problem(config: JobConfig) -> str | None:
         if getattr(config, option) is not None and option not in spec.options:
             allowed = _names(backends_for(option))
             return (f"{option}: applies to backend {allowed} only; "
-                    f"{spec.why_not.get(option, f'backend {config.backend!r} does not use it.')} "
+                    f"{spec.why_not.get(option, f'backend {str(config.backend)!r} does not use it.')} "
                     f"Drop {option} or set backend to {allowed}.")
     if config.target_gpu is not None and normalize_compute_capability(config.target_gpu):
         refusal = PRECISIONS[config.precision].gpu_refusal(config.target_gpu)
@@ -469,7 +469,7 @@ def _cross_field_problem(config: JobConfig) -> str | None:
             return f"target_gpu: {refusal}. Pick a newer GPU or another precision."
     if config.precision not in spec.precisions:
         allowed = _names(backends_for(config.precision))
-        why = spec.why_not.get(config.precision, f"backend {config.backend!r} does not run it.")
+        why = spec.why_not.get(config.precision, f"backend {str(config.backend)!r} does not run it.")
         return (f"precision: {config.precision} needs backend {allowed}; {why} Use "
                 f"{' or '.join(spec.precisions)} with {config.backend}.")
     return _quantization_problem(config)
@@ -516,9 +516,12 @@ def _search_problem(config: JobConfig, search: SearchConfig) -> str | None:
     if unsupported:
         which = (f"backend {_names(tuple(backends))} does not" if len(backends) == 1
                  else f"none of backends {', '.join(map(repr, map(str, backends)))}")
+        reasons = "; ".join(dict.fromkeys(
+            BACKENDS[b].why_not[p].rstrip(".") for b in backends for p in unsupported
+            if p in BACKENDS[b].why_not))
         return (f"search.precisions: {which} build {', '.join(unsupported)}; "
                 f"{'it builds' if len(backends) == 1 else 'they build'} "
-                f"{', '.join(dict.fromkeys(built))}")
+                f"{', '.join(dict.fromkeys(built))}" + (f" ({reasons})" if reasons else ""))
     if config.precision_search and not any(p in reduced_precisions()
                                            for p in search.precisions or built):
         return "precision_search: the search tries no fp16/bf16 candidate for it to apply to"

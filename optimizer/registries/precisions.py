@@ -18,7 +18,7 @@ from enum import StrEnum
 from types import MappingProxyType
 
 __all__ = ["PRECISIONS", "REFERENCE_PRECISION", "Precision", "PrecisionSpec", "is_quantized",
-           "reduced_precisions"]
+           "reduced_precisions", "register_precision", "unregister_precision"]
 
 
 class Precision(StrEnum):
@@ -27,6 +27,11 @@ class Precision(StrEnum):
     BF16 = "bf16"
     INT8 = "int8"
     FP8 = "fp8"
+
+    @classmethod
+    def _missing_(cls, value: object) -> Precision | None:
+        # A precision a plug-in registered (`register_precision`): its name is no member above.
+        return next((name for name in PRECISIONS if name == value), None)
 
 
 @dataclass(frozen=True)
@@ -114,6 +119,36 @@ PRECISIONS: Mapping[Precision, PrecisionSpec] = MappingProxyType({
         hardware="NVIDIA GPUs of compute capability 8.9 or later (Ada, Hopper and newer)",
         fidelity=30),
 })
+
+# PRECISIONS is a read-only view of this dict: a precision `register_precision` adds is seen by
+# every module that imported PRECISIONS, and no reader can change it.
+_REGISTERED: dict[Precision, PrecisionSpec] = dict(PRECISIONS)
+PRECISIONS = MappingProxyType(_REGISTERED)
+
+
+def register_precision(spec: PrecisionSpec) -> None:
+    """Add a precision declared outside this module: a plug-in's, named by
+    `plug_in_member(Precision, "...")` (optimizer/registries/plug_ins.py); the backends that
+    run it list it in their specs. Registering an equal spec again does nothing.
+
+    Raises:
+        ValueError: another spec has that name.
+    """
+    known = _REGISTERED.get(spec.name)
+    if known is not None and known != spec:
+        raise ValueError(f"precision {str(spec.name)!r} is registered already, with another spec")
+    _REGISTERED[spec.name] = spec
+
+
+def unregister_precision(name: Precision) -> None:
+    """Remove a precision `register_precision` added (a test's stand-in, when the test ends).
+
+    Raises:
+        ValueError: `name` is one of `Precision`'s own members, or was not registered.
+    """
+    if name in Precision.__members__.values() or name not in _REGISTERED:
+        raise ValueError(f"precision {str(name)!r} was not registered by register_precision")
+    del _REGISTERED[name]
 
 
 def _cc_key(compute_capability: str) -> tuple[int, ...]:

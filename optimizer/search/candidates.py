@@ -122,7 +122,7 @@ def plan_candidates(space: SearchSpace) -> CandidatePlan:
     for precision in _precisions_asked(space, refused):
         if precision not in spec.precisions:
             refused.append(Refusal(str(precision), spec.why_not.get(
-                precision, f"backend {space.backend!r} does not run {precision}.")))
+                precision, f"backend {str(space.backend)!r} does not run {precision}.")))
             continue
         refusal = PRECISIONS[precision].gpu_refusal(space.target_gpu)
         if refusal is not None:
