@@ -4,7 +4,8 @@
 (which options and precisions a backend takes), queue routing (its queue), the worker's
 runner lookup (its runner's dotted path), `/v1/backends`, the CLI's and the dashboard's choices
 all read the spec, so adding a backend is its package plus one entry here (and its worker-side
-strategy, worker/pipeline/backends/registry.py).
+strategy, worker/pipeline/backends/registry.py); a plug-in's registers at start-up instead
+(`register_backend`, core/plugins.py).
 
 Importing this module loads no backend library (the CLI's --help reads it).
 """
@@ -101,7 +102,7 @@ class BackendSpec:
                 f"must list each of its precisions {[str(p) for p in self.precisions]} once")
         unknown = [str(p) for p in self.precisions if p not in PRECISIONS]
         if unknown:
-            raise ValueError(f"backend {self.name!r} runs {', '.join(unknown)}, which no "
+            raise ValueError(f"backend {str(self.name)!r} runs {', '.join(unknown)}, which no "
                              "PrecisionSpec declares: register_precision it first "
                              "(optimizer/registries/precisions.py)")
         unflavoured = [str(p) for p in self.precisions

@@ -72,8 +72,8 @@ def test_a_declared_name_cannot_be_made_again_or_unregistered() -> None:
 
 
 def test_a_backend_running_an_unregistered_precision_is_refused_naming_it() -> None:
-    with pytest.raises(ValueError, match="runs half, which no PrecisionSpec declares: "
-                                         "register_precision it first"):
+    with pytest.raises(ValueError, match="backend 'stand-in' runs half, which no PrecisionSpec "
+                                         "declares: register_precision it first"):
         stand_in_spec()
 
 
