@@ -26,6 +26,7 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 	$(BIN)/python scripts/check_test_imports.py
+	$(BIN)/python scripts/check_registry_names.py
 
 typecheck: install
 	$(BIN)/python -m mypy

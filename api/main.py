@@ -47,6 +47,7 @@ from core.artifact_refs import ArtifactStoreUnavailable
 from core.db.outage import is_database_outage
 from core.job_config import JOB_CONFIG_ERROR
 from core.logging_setup import request_id_var
+from core.plugins import load_plugins
 from core.settings import Settings, get_settings
 
 __all__ = ["app", "create_app"]
@@ -152,6 +153,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     request body deadline, the job, health and verified-key caches, the upload model checker
     and whether GET /metrics is served. Requests read their settings through SettingsDep."""
     settings = settings or get_settings()
+    load_plugins(settings.plugins)  # before the first job config is read
     app = FastAPI(
         title="FuseForge",
         summary="Upload ONNX models; get fused, validated and benchmarked inference engines.",

@@ -14,7 +14,7 @@ from pydantic_core import PydanticCustomError
 from core.callbacks.urls import callback_url_problem
 from optimizer.capabilities import normalize_compute_capability
 from optimizer.passes import PASSES_BY_NAME
-from optimizer.registries.backends import BACKENDS, Backend, backends_for
+from optimizer.registries.backends import BACKENDS, DEFAULT_BACKEND, Backend, backends_for
 from optimizer.registries.ort_levels import DEFAULT_ORT_LEVEL, OrtLevel
 from optimizer.registries.precisions import (
     PRECISIONS,
@@ -226,7 +226,7 @@ class JobConfig(BaseModel):
     model_config = _STRICT
 
     backend: Backend = Field(
-        default=Backend.ONNXRUNTIME,
+        default=DEFAULT_BACKEND,
         description='"onnxruntime" runs on CPU workers; "tensorrt" builds a TensorRT engine on a '
         "GPU worker",
     )
@@ -461,7 +461,7 @@ def _cross_field_problem(config: JobConfig) -> str | None:
         if getattr(config, option) is not None and option not in spec.options:
             allowed = _names(backends_for(option))
             return (f"{option}: applies to backend {allowed} only; "
-                    f"{spec.why_not.get(option, f'backend {config.backend!r} does not use it.')} "
+                    f"{spec.why_not.get(option, f'backend {str(config.backend)!r} does not use it.')} "
                     f"Drop {option} or set backend to {allowed}.")
     if config.target_gpu is not None and normalize_compute_capability(config.target_gpu):
         refusal = PRECISIONS[config.precision].gpu_refusal(config.target_gpu)
@@ -469,7 +469,7 @@ def _cross_field_problem(config: JobConfig) -> str | None:
             return f"target_gpu: {refusal}. Pick a newer GPU or another precision."
     if config.precision not in spec.precisions:
         allowed = _names(backends_for(config.precision))
-        why = spec.why_not.get(config.precision, f"backend {config.backend!r} does not run it.")
+        why = spec.why_not.get(config.precision, f"backend {str(config.backend)!r} does not run it.")
         return (f"precision: {config.precision} needs backend {allowed}; {why} Use "
                 f"{' or '.join(spec.precisions)} with {config.backend}.")
     return _quantization_problem(config)
@@ -516,9 +516,12 @@ def _search_problem(config: JobConfig, search: SearchConfig) -> str | None:
     if unsupported:
         which = (f"backend {_names(tuple(backends))} does not" if len(backends) == 1
                  else f"none of backends {', '.join(map(repr, map(str, backends)))}")
+        reasons = "; ".join(dict.fromkeys(
+            BACKENDS[b].why_not[p].rstrip(".") for b in backends for p in unsupported
+            if p in BACKENDS[b].why_not))
         return (f"search.precisions: {which} build {', '.join(unsupported)}; "
                 f"{'it builds' if len(backends) == 1 else 'they build'} "
-                f"{', '.join(dict.fromkeys(built))}")
+                f"{', '.join(dict.fromkeys(built))}" + (f" ({reasons})" if reasons else ""))
     if config.precision_search and not any(p in reduced_precisions()
                                            for p in search.precisions or built):
         return "precision_search: the search tries no fp16/bf16 candidate for it to apply to"
@@ -570,12 +573,14 @@ def _quantization_problem(config: JobConfig) -> str | None:
     if not quantizes:
         return None
     quantization = quantization_of(config)
-    if config.precision == Precision.FP8 and quantization.calibration is None:
-        return ("quantization.calibration: fp8 needs a calibration dataset (POST "
-                "/v1/datasets?role=calibration): it has no dynamic form, its scales come from "
-                "calibration")
-    if config.precision == Precision.FP8 and quantization.mode is QuantizationMode.DYNAMIC:
-        return "quantization.mode: fp8 has no dynamic form; use 'static' or 'auto'"
+    spec = PRECISIONS[config.precision]
+    if spec.needs_calibration and quantization.calibration is None:
+        return (f"quantization.calibration: {config.precision} needs a calibration dataset "
+                "(POST /v1/datasets?role=calibration): it has no dynamic form, its scales come "
+                "from calibration")
+    if not spec.has_dynamic_form and quantization.mode is QuantizationMode.DYNAMIC:
+        return (f"quantization.mode: {config.precision} has no dynamic form; use 'static' or "
+                "'auto'")
     if config.quantization is None:
         return None
     if quantization.mode is QuantizationMode.STATIC and quantization.calibration is None:

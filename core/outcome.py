@@ -23,6 +23,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from optimizer.measure.stats import FASTER, NO_DIFFERENCE, SLOWER
+from optimizer.registries.backends import DEFAULT_BACKEND
+from optimizer.registries.precisions import REFERENCE_PRECISION, is_quantized
 
 __all__ = [
     "ACCURACY_FAILED",
@@ -199,13 +201,13 @@ def speedup_words(speedup: Speedup | None) -> str:
 
 
 def _asked(config: Mapping[str, Any]) -> Asked:
-    precision = str(config.get("precision") or "fp32")
+    precision = str(config.get("precision") or REFERENCE_PRECISION)
     quantization = config.get("quantization") or {}
     mode = quantization.get("mode") if isinstance(quantization, Mapping) else None
-    if mode is None and precision == "int8":
+    if mode is None and is_quantized(precision):
         mode = "auto"  # QuantizationConfig's default
     passes = config.get("passes", "all")
-    return Asked(backend=str(config.get("backend") or "onnxruntime"), precision=precision,
+    return Asked(backend=str(config.get("backend") or DEFAULT_BACKEND), precision=precision,
                  mode=None if mode is None else str(mode),
                  passes=passes if isinstance(passes, str) else [str(p) for p in passes],
                  search=config.get("search") is not None)

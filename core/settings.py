@@ -361,6 +361,10 @@ class Settings(BaseSettings):
     # "module:attribute" of the TensorRT toolkit GPU workers use (optimizer/backends/tensorrt/toolkit.py);
     # unset means TensorRT itself. The test suite names its FakeTensorRT here.
     tensorrt_toolkit: str | None = None
+    # "module:function" of each plug-in, called once at start-up by the API, the worker and every
+    # job's process to register its backends and precisions (core/plugins.py). The test suite's
+    # stand-in backend is one: FUSEFORGE_PLUGINS='["tests.support.stand_in:register"]'.
+    plugins: tuple[str, ...] = ()
 
     @model_validator(mode="after")
     def _refuse_embedded_defaults_in_prod(self) -> "Settings":

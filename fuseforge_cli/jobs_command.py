@@ -16,6 +16,7 @@ from fuseforge_cli.job_lines import headline, job_table, show_lines
 from fuseforge_cli.server_target import server_url
 from fuseforge_cli.submit_command import cli_failure, follow_job
 from fuseforge_client import FuseForgeClient, FuseForgeError, Job, NotFoundError
+from optimizer.registries.precisions import is_quantized
 
 __all__ = ["run_jobs"]
 
@@ -60,8 +61,9 @@ def _list(args: argparse.Namespace, client: FuseForgeClient) -> int:
 
 def _whole(client: FuseForgeClient, job: Job) -> Job:
     """`job` as the list has it, or, from a server whose list predates `outcome`, a finished
-    int8 job read whole: only its report says whether int8 or fp32 shipped."""
-    if job.status != "succeeded" or "outcome" in job.data or job.data.get("precision") != "int8":
+    quantized job read whole: only its report says whether it or fp32 shipped."""
+    if (job.status != "succeeded" or "outcome" in job.data
+            or not is_quantized(str(job.data.get("precision")))):
         return job
     return client.get_job(job.id)
 

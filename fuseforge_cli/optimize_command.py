@@ -17,8 +17,8 @@ from optimizer.model_check import load_checked_model
 from optimizer.model_writer import data_file_name, save_model
 from optimizer.optimize import OptimizeOptions, optimize_model, select_passes
 from optimizer.passes import DEFAULT_PASSES
-from optimizer.registries.backends import Backend
-from optimizer.registries.precisions import Precision
+from optimizer.registries.backends import BACKENDS, DEFAULT_BACKEND, Backend
+from optimizer.registries.precisions import PRECISIONS, Precision
 from optimizer.static_model import static_model
 
 __all__ = ["run_optimize"]
@@ -32,15 +32,18 @@ def run_optimize(args: argparse.Namespace) -> int:
     """
     quiet_onnxruntime(debug=args.debug)
     reuse_freed_memory()  # one model, then the process ends: see fuseforge_cli/memory_reuse.py
-    int8 = args.precision == Precision.INT8
-    if not int8 and (args.calibration or args.validation):
-        raise CliFailure("UsageError", "--calibration and --validation go with --precision int8.",
+    quantizes = PRECISIONS[Precision(args.precision)].quantizes
+    if not quantizes and (args.calibration or args.validation):
+        raise CliFailure("UsageError", "--calibration and --validation go with a quantized "
+                         f"--precision ({', '.join(BACKENDS[DEFAULT_BACKEND].quantized_precisions)}).",
                          EXIT_USAGE)
-    if int8 and args.backend != Backend.ONNXRUNTIME:
-        raise CliFailure("UsageError", "--precision int8 runs locally on the onnxruntime backend; "
-                         "submit a tensorrt int8 job to a server with a GPU worker.", EXIT_USAGE)
+    if quantizes and not BACKENDS[Backend(args.backend)].ort_runs_engines:
+        local = ", ".join(b for b, spec in BACKENDS.items() if spec.ort_runs_engines)
+        raise CliFailure("UsageError", f"--precision {args.precision} runs locally on ONNX "
+                         f"Runtime (backend {local}); submit a {args.backend} {args.precision} "
+                         "job to a server with a worker for it.", EXIT_USAGE)
     options = OptimizeOptions(backend=args.backend, passes=args.passes,
-                              catalog=args.catalog or DEFAULT_PASSES, for_quantization=int8)
+                              catalog=args.catalog or DEFAULT_PASSES, for_quantization=quantizes)
     try:
         select_passes(options)  # unknown pass names: bad usage, refused before any work
     except PassError as err:
@@ -49,13 +52,13 @@ def run_optimize(args: argparse.Namespace) -> int:
     # External data (checked to stay in the model's folder) stays on disk through the passes;
     # int8 calibration runs the model from memory, so it is read in whole for that.
     data_folder = args.model.parent if summary.external_data is not None else None
-    if data_folder is not None and int8:
+    if data_folder is not None and quantizes:
         onnx.load_external_data_for_model(original, str(data_folder))
         data_folder = None
     model = (static_model(original, dict(args.input_shape), data_folder=data_folder).model
              if args.input_shape else original)
     fused, report = optimize_model(model, options, data_folder=data_folder)
-    quantized = quantize_locally(model, fused, args) if int8 else None
+    quantized = quantize_locally(model, fused, args) if quantizes else None
     if quantized is not None and quantized.model is not None:
         fused = quantized.model
     try:

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 from fuseforge_cli.arguments import add_output_options, input_shape, pass_selection
 from fuseforge_cli.failures import EXIT_CODES_HELP
-from optimizer.registries.backends import BACKENDS, Backend
-from optimizer.registries.precisions import Precision
+from optimizer.registries.backends import BACKENDS, DEFAULT_BACKEND
+from optimizer.registries.precisions import REFERENCE_PRECISION
 from optimizer.registries.quantization import CalibrationMethod, QuantizationMode
 
 if TYPE_CHECKING:
@@ -30,21 +30,26 @@ def add_optimize_parser(sub: argparse._SubParsersAction,  # type: ignore[type-ar
     parser.add_argument("-o", "--output", type=Path, required=True, help="where to write the result")
     parser.add_argument("--passes", type=pass_selection, default="all",
                         help="all | none | comma-separated pass names (default: all)")
-    parser.add_argument("--backend", choices=list(BACKENDS), default=Backend.ONNXRUNTIME)
+    parser.add_argument("--backend", choices=list(BACKENDS), default=DEFAULT_BACKEND)
     parser.add_argument("--input-shape", type=input_shape, action="append", default=[],
                         metavar="NAME=D1,D2,...",
                         help="fix an input's shape (repeatable); dynamic dims (named, unknown or "
                              "-1 in the model) default to 1")
     parser.add_argument("--report", type=Path, help="write the fusion report as JSON here")
-    parser.add_argument("--precision", choices=[Precision.FP32, Precision.INT8],
-                        default=Precision.FP32,
-                        help="int8: quantize the fused model (onnxruntime flavours), written only "
-                        "when within int8's accuracy limits and faster; else the fp32 one is")
+    # Quantized locally as the default backend's jobs are: calibrated, judged and timed in ONNX
+    # Runtime on this CPU.
+    local = BACKENDS[DEFAULT_BACKEND].quantized_precisions
+    quantized = "/".join(local)
+    parser.add_argument("--precision", choices=[REFERENCE_PRECISION, *local],
+                        default=REFERENCE_PRECISION,
+                        help=f"{quantized}: quantize the fused model (onnxruntime flavours), "
+                        "written only when within its accuracy limits and faster; else the "
+                        f"{REFERENCE_PRECISION} one is")
     parser.add_argument("--calibration", type=Path, metavar="DATA.npz",
-                        help="with --precision int8: the calibration samples")
+                        help=f"with --precision {quantized}: the calibration samples")
     parser.add_argument("--validation", type=Path, metavar="DATA.npz",
-                        help="with --precision int8: held-apart samples to judge it on (default: "
-                        "the last fifth of --calibration)")
+                        help=f"with --precision {quantized}: held-apart samples to judge it on "
+                        "(default: the last fifth of --calibration)")
     parser.add_argument("--quantization-mode", choices=list(QuantizationMode))
     parser.add_argument("--calibration-method", choices=list(CalibrationMethod))
     add_output_options(parser)

@@ -35,7 +35,7 @@ from optimizer.model.tensor_specs import TensorSpec
 from optimizer.model_check import check_model_file, load_checked_model
 from optimizer.optimize import OptimizeOptions, select_passes
 from optimizer.passes import DEFAULT_PASSES, FusionPass
-from optimizer.registries.backends import Backend
+from optimizer.registries.backends import DEFAULT_BACKEND
 from optimizer.validation.compare import OutputComparison, ValidationReport, validate_against
 from optimizer.validation.datasets import load_dataset
 from optimizer.validation.localize import Divergence, localize_divergence
@@ -206,7 +206,7 @@ def run_validate(args: argparse.Namespace) -> int:
         raise CliFailure("UsageError", "--passes and --backend say how CANDIDATE was optimized, "
                          "for --bisect to optimize ORIGINAL the same way; add --bisect or drop "
                          "them.", EXIT_USAGE)
-    options = OptimizeOptions(backend=args.backend or Backend.ONNXRUNTIME,
+    options = OptimizeOptions(backend=args.backend or DEFAULT_BACKEND,
                               passes="all" if args.passes is None else args.passes,
                               catalog=args.catalog or DEFAULT_PASSES)
     if args.bisect:

@@ -15,7 +15,7 @@ from optimizer.fusion_report import FusionReport
 from optimizer.passes import DEFAULT_PASSES, FusionPass
 from optimizer.passes.engine import run_passes
 from optimizer.passes.origins import tag_origins
-from optimizer.registries.backends import Backend
+from optimizer.registries.backends import DEFAULT_BACKEND
 
 __all__ = ["OptimizeOptions", "PassSelection", "optimize_model", "select_passes"]
 
@@ -28,7 +28,7 @@ class OptimizeOptions:
     ablation, `fuseforge validate --bisect`) takes these options whole, so it runs the same
     passes as the first optimization did."""
 
-    backend: str = Backend.ONNXRUNTIME
+    backend: str = DEFAULT_BACKEND
     passes: PassSelection = "all"
     excluded_rules: tuple[str, ...] = ()  # rule names never to apply (see passes.engine)
     # The passes `passes` selects from, in the order they run. A caller with passes of its own

@@ -22,6 +22,7 @@ from celery.signals import (
 )
 
 from core.logging_setup import configure_logging, job_id_var
+from core.plugins import load_plugins
 from core.queues import (
     CPU_QUEUE,
     DELIVER_WEBHOOK_TASK,
@@ -44,6 +45,7 @@ _SQL_BROKER_POLL_S = 0.02
 
 def make_celery_app(settings: Settings) -> Celery:
     """The consuming app for `settings`' broker, with the worker's task modules."""
+    load_plugins(settings.plugins)  # before the queues are chosen from the backends' specs
     app = Celery("fuseforge", broker=settings.resolved_broker_url,
                  include=["worker.tasks.run_job", "worker.tasks.deliver_webhook"])
     app.conf.update(

@@ -62,15 +62,4 @@ def _layer_bytes(layer: EngineLayer | None) -> int:
     """Bytes the layer's inputs and outputs hold, where the inspector gave their dims and type."""
     if layer is None:
         return 0
-    total = 0
-    for tensor in (*layer.inputs, *layer.outputs):
-        if tensor.shape is None or tensor.dtype is None:
-            continue
-        size = _DTYPE_BYTES.get(tensor.dtype)
-        if size is not None:
-            total += size * int(np.prod([max(d, 0) for d in tensor.shape]))
-    return total
-
-
-_DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1, "fp8": 1, "int32": 4, "int64": 8,
-                "bool": 1, "uint8": 1}
+    return sum(tensor.size_bytes or 0 for tensor in (*layer.inputs, *layer.outputs))

@@ -22,8 +22,9 @@ Integer and bool values are never touched, nor are the bodies of If/Loop/Scan.
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -48,22 +49,40 @@ from optimizer.registries.precisions import PRECISIONS, Precision
 __all__ = ["KeptNode", "LOW_DTYPES", "Precision", "PrecisionReport", "convert_precision",
            "low_type_limits"]
 
+class _LowDtypes(Mapping[str, ir.DataType]):
+    """Precision -> the ONNX type its registry entry says this step converts to, read from the
+    registry on each use (a precision a plug-in registers later converts too)."""
+
+    def __getitem__(self, precision: str) -> ir.DataType:
+        for name, spec in PRECISIONS.items():
+            if name == precision and spec.onnx_type is not None:
+                return ir.DataType[spec.onnx_type]
+        raise KeyError(precision)
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for name, spec in PRECISIONS.items() if spec.onnx_type is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
 # The precisions this step converts to, each to the ONNX type its registry entry names.
-LOW_DTYPES: dict[str, ir.DataType] = {
-    precision: ir.DataType[spec.onnx_type] for precision, spec in PRECISIONS.items()
-    if spec.onnx_type is not None}
-_NUMPY_LOW = {low: np.dtype(low.numpy()) for low in LOW_DTYPES.values()}  # ml_dtypes' bfloat16
+LOW_DTYPES: Mapping[str, ir.DataType] = _LowDtypes()
 
 
+@functools.cache
 def low_type_limits(low: ir.DataType) -> tuple[float, float]:
     """(largest finite value, unit roundoff: half the spacing just above 1) of a low type:
     float16 65504 and 2**-11, bfloat16 (2 - 2**-7) * 2**127 and 2**-8."""
-    info = ml_dtypes.finfo(_NUMPY_LOW[low])  # type: ignore[no-untyped-call]  # ml_dtypes has no stubs
+    info = ml_dtypes.finfo(np.dtype(low.numpy()))  # type: ignore[no-untyped-call]  # ml_dtypes has no stubs
     return float(info.max), float(info.eps) / 2
 
 
-_LOW_MAX = {low: low_type_limits(low)[0] for low in _NUMPY_LOW}
-_SUFFIX = {**{low: str(name) for name, low in LOW_DTYPES.items()}, ir.DataType.FLOAT: "fp32"}
+def _suffix(dtype: ir.DataType) -> str:
+    """The name tensors converted to `dtype` end in: the first precision converting to it."""
+    return next((str(name) for name, low in LOW_DTYPES.items() if low == dtype), "fp32")
+
+
 FLOAT = ir.DataType.FLOAT
 
 
@@ -256,7 +275,7 @@ class _Rewriter:
             if source.dtype == dtype:
                 self.casts[key] = source
                 return source
-        name = self.names.fresh(f"{value.name}_{_SUFFIX[dtype]}")
+        name = self.names.fresh(f"{value.name}_{_suffix(dtype)}")
         output = ir.Value(name=name, type=ir.TensorType(dtype),
                           shape=ir.Shape(value.shape) if value.shape is not None else None)
         cast = ir.Node("", "Cast", [source], [ir.AttrInt64("to", dtype)], outputs=[output],
@@ -274,17 +293,17 @@ class _Rewriter:
         if dtype in copies:
             return copies[dtype]
         array = _constant_array(value)
-        if dtype in _NUMPY_LOW:
+        if dtype in LOW_DTYPES.values():
             # Clamp rather than overflow: a finite float32 constant (a -3.4e38 mask fill) must
             # not turn into an infinity that later meets another one as NaN.
-            limit = _LOW_MAX[dtype]
+            limit = low_type_limits(dtype)[0]
             if (np.isfinite(array) & (np.abs(array) > limit)).any():
                 array = np.clip(array, -limit, limit)
                 self.saturated.append(value.name or "")
-            converted = array.astype(_NUMPY_LOW[dtype])
+            converted = array.astype(np.dtype(dtype.numpy()))  # ml_dtypes' for bfloat16
         else:
             converted = array
-        name = self.names.fresh(f"{value.name}_{_SUFFIX[dtype]}")
+        name = self.names.fresh(f"{value.name}_{_suffix(dtype)}")
         copy = ir.Value(name=name, type=ir.TensorType(dtype), shape=ir.Shape(array.shape),
                         const_value=ir.tensor(converted, dtype=dtype, name=name))
         self.graph.register_initializer(copy)
@@ -300,7 +319,7 @@ class _Rewriter:
             if value.dtype == want:
                 continue
             name = value.name or ""
-            value.name = self.names.fresh(f"{name}_{_SUFFIX[value.dtype or FLOAT]}")
+            value.name = self.names.fresh(f"{name}_{_suffix(value.dtype or FLOAT)}")
             output = ir.Value(name=name, type=ir.TensorType(want),
                               shape=ir.Shape(value.shape) if value.shape is not None else None)
             cast = ir.Node("", "Cast", [value], [ir.AttrInt64("to", want)], outputs=[output],

@@ -49,8 +49,6 @@ __all__ = ["AMPLIFY", "SensitivityProbe", "SensitivityUnit"]
 AMPLIFY = 4.0  # added error (in units of rounding) and output/input error ratio of an amplifier
 CHUNK_SIZE = 32  # tensors read at once from each model
 FLOATS = frozenset({ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16})
-# Largest finite value and unit roundoff (half the spacing just above 1) of each low type.
-_LIMITS: dict[str, tuple[float, float]] = {name: low_type_limits(low) for name, low in LOW_DTYPES.items()}
 # Ops whose low-precision output is exactly their input's values: keeping them in float32 helps
 # only together with what produces their input.
 EXACT_OPS = frozenset({"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Identity",
@@ -86,7 +84,8 @@ class SensitivityProbe:
         self.reader = IntermediateReader(original, directory, "original")
         self.order = {name: index for index, node in enumerate(topological_nodes(original.graph))
                       for name in node.output if name}
-        self.low_max, self.unit_roundoff = _LIMITS[precision]
+        # Largest finite value and unit roundoff (half the spacing just above 1) of the low type.
+        self.low_max, self.unit_roundoff = low_type_limits(LOW_DTYPES[precision])
         self.low_name = LOW_DTYPES[precision].name.lower()
         self.input_absmax = {name: max(float(np.max(np.abs(np.asarray(feed[name], np.float64)),
                                                     initial=0.0)) for feed in feeds)

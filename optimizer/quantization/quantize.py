@@ -44,17 +44,17 @@ def quantize_static_model(model: onnx.ModelProto, table: CalibrationTable, flavo
         raise QuantizationError(
             "the calibration table was computed on another graph than the one quantized "
             f"({table.graph_sha256[:12]} vs {graph_sha256(model)[:12]}); calibrate this graph")
-    if flavour is QuantFlavour.TENSORRT_FP8:  # the symmetric int8 graph, rescaled
+    spec = FLAVOURS[flavour]
+    if spec.rescaled_from is not None:  # the symmetric int8 graph, rescaled
         return int8_to_fp8(quantize_static_model(
-            model, table, QuantFlavour.TENSORRT, per_channel=per_channel,
+            model, table, spec.rescaled_from, per_channel=per_channel,
             exclude_nodes=exclude_nodes, exclude_op_types=exclude_op_types))
     from onnxruntime.quantization import QuantFormat, quantize_static  # noqa: PLC0415
 
-    spec = FLAVOURS[flavour]
     extra: dict[str, Any] = {"ActivationSymmetric": spec.symmetric_activations,
                              "WeightSymmetric": True}
-    if flavour is QuantFlavour.TENSORRT:
-        # TensorRT's explicit quantization: float weights behind their own Q/DQ pair, one pair
+    if spec.weights_behind_qdq:
+        # Explicit quantization (TensorRT's): float weights behind their own Q/DQ pair, one pair
         # per consumer so each layer's scales are its own, and biases left in float (TensorRT
         # quantizes only int8/fp8 tensors and folds the bias into the layer itself).
         extra |= {"AddQDQPairToWeight": True, "DedicatedQDQPair": True, "QuantizeBias": False}

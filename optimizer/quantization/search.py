@@ -45,6 +45,7 @@ from optimizer.quantization.sensitivity import rank_nodes
 from optimizer.quantization.timing import LatencyRatio, interleaved_ratios
 from optimizer.registries.quantization import (
     CALIBRATION_METHODS_TRIED,
+    DEFAULT_FLAVOURS,
     CalibrationMethod,
     QuantFlavour,
     QuantizationMode,
@@ -71,7 +72,7 @@ class QuantizationRequest:
     per_channel: bool = True
     keep_nodes: tuple[str, ...] = ()
     keep_op_types: tuple[str, ...] = ()
-    flavours: tuple[QuantFlavour, ...] = (QuantFlavour.ORT_U8S8, QuantFlavour.ORT_S8S8)
+    flavours: tuple[QuantFlavour, ...] = DEFAULT_FLAVOURS
     max_kept_nodes: int = 16
     level: OptimizationLevel = "all"  # the ONNX Runtime level candidates are judged and timed at
     threads: int | None = None

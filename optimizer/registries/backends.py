@@ -4,7 +4,8 @@
 (which options and precisions a backend takes), queue routing (its queue), the worker's
 runner lookup (its runner's dotted path), `/v1/backends`, the CLI's and the dashboard's choices
 all read the spec, so adding a backend is its package plus one entry here (and its worker-side
-strategy, worker/pipeline/backends/registry.py).
+strategy, worker/pipeline/backends/registry.py); a plug-in's registers at start-up instead
+(`register_backend`, core/plugins.py).
 
 Importing this module loads no backend library (the CLI's --help reads it).
 """
@@ -25,12 +26,18 @@ from optimizer.registries.quantization import QuantFlavour
 if TYPE_CHECKING:
     from optimizer.capabilities import HostCapabilities
 
-__all__ = ["BACKENDS", "Backend", "BackendSpec", "QueueKind", "backends_for", "load_dotted"]
+__all__ = ["BACKENDS", "DEFAULT_BACKEND", "Backend", "BackendSpec", "QueueKind", "backends_for",
+           "load_dotted", "register_backend", "unregister_backend"]
 
 
 class Backend(StrEnum):
     ONNXRUNTIME = "onnxruntime"
     TENSORRT = "tensorrt"
+
+    @classmethod
+    def _missing_(cls, value: object) -> Backend | None:
+        # A backend a plug-in registered (`register_backend`): its name is no member above.
+        return next((name for name in BACKENDS if name == value), None)
 
 
 class QueueKind(StrEnum):
@@ -93,11 +100,21 @@ class BackendSpec:
             raise ValueError(
                 f"backend {self.name!r}: precision_order {[str(p) for p in self.precision_order]} "
                 f"must list each of its precisions {[str(p) for p in self.precisions]} once")
+        unknown = [str(p) for p in self.precisions if p not in PRECISIONS]
+        if unknown:
+            raise ValueError(f"backend {str(self.name)!r} runs {', '.join(unknown)}, which no "
+                             "PrecisionSpec declares: register_precision it first "
+                             "(optimizer/registries/precisions.py)")
         unflavoured = [str(p) for p in self.precisions
                        if PRECISIONS[p].quantizes and not self.quant_flavours.get(p)]
         if unflavoured:
             raise ValueError(f"backend {self.name!r} runs {', '.join(unflavoured)} but names no "
                              "quant_flavours for it (optimizer/registries/quantization.py)")
+
+    @property
+    def quantized_precisions(self) -> tuple[Precision, ...]:
+        """Its precisions reached by quantization (int8, fp8), in `precisions`' order."""
+        return tuple(p for p in self.precisions if PRECISIONS[p].quantizes)
 
     @property
     def needs_gpu(self) -> bool:
@@ -161,6 +178,39 @@ BACKENDS: Mapping[Backend, BackendSpec] = MappingProxyType({
             "ort_intra_op_threads": "a TensorRT engine runs on the GPU, not on CPU threads.",
         }),
 })
+
+# BACKENDS is a read-only view of this dict: a backend `register_backend` adds is seen by every
+# module that imported BACKENDS, and no reader can change it.
+_REGISTERED: dict[Backend, BackendSpec] = dict(BACKENDS)
+BACKENDS = MappingProxyType(_REGISTERED)
+
+# The backend a job, the CLI and a library call run on when they name none: any host has it.
+DEFAULT_BACKEND = Backend.ONNXRUNTIME
+
+
+def register_backend(spec: BackendSpec) -> None:
+    """Add a backend declared outside this module: a plug-in's (core/plugins.py calls it at
+    start-up in every process), named by `plug_in_member(Backend, "...")`
+    (optimizer/registries/plug_ins.py). Registering an equal spec again does nothing.
+
+    Raises:
+        ValueError: another spec has that name.
+    """
+    known = _REGISTERED.get(spec.name)
+    if known is not None and known != spec:
+        raise ValueError(f"backend {str(spec.name)!r} is registered already, with another spec")
+    _REGISTERED[spec.name] = spec
+
+
+def unregister_backend(name: Backend) -> None:
+    """Remove a backend `register_backend` added (a test's stand-in, when the test ends).
+
+    Raises:
+        ValueError: `name` is one of `Backend`'s own members, or was not registered.
+    """
+    if name in Backend.__members__.values() or name not in _REGISTERED:
+        raise ValueError(f"backend {str(name)!r} was not registered by register_backend")
+    del _REGISTERED[name]
 
 
 def backends_for(option_or_precision: str) -> tuple[Backend, ...]:

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
 
-__all__ = ["PRECISIONS", "REFERENCE_PRECISION", "Precision", "PrecisionSpec", "reduced_precisions"]
+__all__ = ["PRECISIONS", "REFERENCE_PRECISION", "Precision", "PrecisionSpec", "is_quantized",
+           "reduced_precisions", "register_precision", "unregister_precision"]
 
 
 class Precision(StrEnum):
@@ -26,6 +27,11 @@ class Precision(StrEnum):
     BF16 = "bf16"
     INT8 = "int8"
     FP8 = "fp8"
+
+    @classmethod
+    def _missing_(cls, value: object) -> Precision | None:
+        # A precision a plug-in registered (`register_precision`): its name is no member above.
+        return next((name for name in PRECISIONS if name == value), None)
 
 
 @dataclass(frozen=True)
@@ -46,6 +52,10 @@ class PrecisionSpec:
     # Integer precisions are reached by quantization (optimizer/quantization), not conversion:
     # a Q/DQ graph from calibrated scales, judged on the backend that runs it.
     quantizes: bool = False
+    # A quantized precision whose activation scales can also be computed at run time
+    # (QuantizationMode.DYNAMIC: weights quantized, no calibration dataset). False: its scales
+    # come only from calibration, so a job or search on it needs a calibration dataset.
+    has_dynamic_form: bool = field(kw_only=True, default=False)
     # The oldest NVIDIA compute capability with kernels for it ("8.0"); None: any.
     min_compute_capability: str | None = None
 
@@ -63,6 +73,12 @@ class PrecisionSpec:
     def converts(self) -> bool:
         """Whether the optimize stage converts the graph's float type to this precision."""
         return self.onnx_type is not None
+
+    @property
+    def needs_calibration(self) -> bool:
+        """Whether every engine of this precision takes its scales from a calibration dataset
+        (a quantized precision with no dynamic form)."""
+        return self.quantizes and not self.has_dynamic_form
 
     @property
     def rewrites(self) -> bool:
@@ -91,7 +107,7 @@ PRECISIONS: Mapping[Precision, PrecisionSpec] = MappingProxyType({
     Precision.INT8: PrecisionSpec(
         Precision.INT8, "int8 (calibrated Q/DQ)",
         {"atol": math.inf, "rtol": 0.0, "min_cosine": 0.99, "min_top1_agreement": 0.99},
-        onnx_type=None, quantizes=True,
+        onnx_type=None, quantizes=True, has_dynamic_form=True,
         hardware="CPUs with 8-bit dot products (x86 VNNI, ARM dot-product); NVIDIA GPUs "
         "(TensorRT explicit quantization)", fidelity=40),
     # float8 e4m3: the same calibration as int8's symmetric flavour, rescaled (3 mantissa bits:
@@ -104,6 +120,36 @@ PRECISIONS: Mapping[Precision, PrecisionSpec] = MappingProxyType({
         fidelity=30),
 })
 
+# PRECISIONS is a read-only view of this dict: a precision `register_precision` adds is seen by
+# every module that imported PRECISIONS, and no reader can change it.
+_REGISTERED: dict[Precision, PrecisionSpec] = dict(PRECISIONS)
+PRECISIONS = MappingProxyType(_REGISTERED)
+
+
+def register_precision(spec: PrecisionSpec) -> None:
+    """Add a precision declared outside this module: a plug-in's, named by
+    `plug_in_member(Precision, "...")` (optimizer/registries/plug_ins.py); the backends that
+    run it list it in their specs. Registering an equal spec again does nothing.
+
+    Raises:
+        ValueError: another spec has that name.
+    """
+    known = _REGISTERED.get(spec.name)
+    if known is not None and known != spec:
+        raise ValueError(f"precision {str(spec.name)!r} is registered already, with another spec")
+    _REGISTERED[spec.name] = spec
+
+
+def unregister_precision(name: Precision) -> None:
+    """Remove a precision `register_precision` added (a test's stand-in, when the test ends).
+
+    Raises:
+        ValueError: `name` is one of `Precision`'s own members, or was not registered.
+    """
+    if name in Precision.__members__.values() or name not in _REGISTERED:
+        raise ValueError(f"precision {str(name)!r} was not registered by register_precision")
+    del _REGISTERED[name]
+
 
 def _cc_key(compute_capability: str) -> tuple[int, ...]:
     return tuple(int(part) for part in compute_capability.split("."))
@@ -112,3 +158,9 @@ def _cc_key(compute_capability: str) -> tuple[int, ...]:
 def reduced_precisions() -> tuple[Precision, ...]:
     """The precisions the optimize stage converts to (what `precision_search` can search)."""
     return tuple(p for p, spec in PRECISIONS.items() if spec.converts)
+
+
+def is_quantized(name: str) -> bool:
+    """Whether the precision called `name` (as a stored job or the wire says it) is reached by
+    quantization; False for a name this version does not know."""
+    return any(precision == name and spec.quantizes for precision, spec in PRECISIONS.items())

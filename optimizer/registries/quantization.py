@@ -8,12 +8,12 @@ without loading onnx or onnxruntime.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
 
-__all__ = ["CALIBRATION_METHODS_TRIED", "FLAVOURS", "CalibrationMethod", "FlavourSpec",
-           "QuantFlavour", "QuantizationMode"]
+__all__ = ["CALIBRATION_METHODS_TRIED", "DEFAULT_FLAVOURS", "FLAVOURS", "CalibrationMethod",
+           "FlavourSpec", "QuantFlavour", "QuantizationMode"]
 
 
 class QuantizationMode(StrEnum):
@@ -58,6 +58,12 @@ class FlavourSpec:
     activations: str  # the ONNX type of quantized activations: "uint8" or "int8"
     symmetric_activations: bool  # zero point 0 (TensorRT reads only that)
     why: str
+    # Weights stay float behind a Q/DQ pair of their own, one pair per consumer, and biases stay
+    # float: explicit quantization as a builder that folds the scales itself reads it.
+    weights_behind_qdq: bool = field(kw_only=True, default=False)
+    # Written as this (symmetric int8) flavour, then rescaled to the float8 type of
+    # `activations` (optimizer/quantization/fp8.py); None: written directly.
+    rescaled_from: QuantFlavour | None = field(kw_only=True, default=None)
 
 
 FLAVOURS: Mapping[QuantFlavour, FlavourSpec] = MappingProxyType({
@@ -72,10 +78,15 @@ FLAVOURS: Mapping[QuantFlavour, FlavourSpec] = MappingProxyType({
     QuantFlavour.TENSORRT: FlavourSpec(
         QuantFlavour.TENSORRT, "int8", True,
         "int8 activations and weights, symmetric (zero point 0), Q/DQ on weights: the explicit "
-        "quantization TensorRT 10 and 11 build from (they have no implicit INT8 calibration)"),
+        "quantization TensorRT 10 and 11 build from (they have no implicit INT8 calibration)",
+        weights_behind_qdq=True),
     QuantFlavour.TENSORRT_FP8: FlavourSpec(
         QuantFlavour.TENSORRT_FP8, "float8e4m3fn", True,
         "float8 e4m3 activations and weights, zero point 0, from the symmetric int8 flavour's "
         "scales rescaled by 127/448 (optimizer/quantization/fp8.py): TensorRT on compute "
-        "capability 8.9 and later"),
+        "capability 8.9 and later", rescaled_from=QuantFlavour.TENSORRT),
 })
+
+# The flavours a library call quantizes in when its caller names no backend's
+# (`QuantizationRequest`: the CLI's local int8, the benches): ONNX Runtime's on this CPU.
+DEFAULT_FLAVOURS = (QuantFlavour.ORT_U8S8, QuantFlavour.ORT_S8S8)

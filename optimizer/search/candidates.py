@@ -122,7 +122,7 @@ def plan_candidates(space: SearchSpace) -> CandidatePlan:
     for precision in _precisions_asked(space, refused):
         if precision not in spec.precisions:
             refused.append(Refusal(str(precision), spec.why_not.get(
-                precision, f"backend {space.backend!r} does not run {precision}.")))
+                precision, f"backend {str(space.backend)!r} does not run {precision}.")))
             continue
         refusal = PRECISIONS[precision].gpu_refusal(space.target_gpu)
         if refusal is not None:
@@ -162,7 +162,7 @@ def _quantized(space: SearchSpace, precision: Precision, candidates: list[Candid
     forms = [(QuantizationMode.STATIC, space.has_calibration,
               "static quantization needs a calibration dataset (quantization.calibration); "
               "FuseForge never calibrates on random inputs")]
-    if precision != Precision.FP8:  # fp8 has no dynamic form
+    if PRECISIONS[precision].has_dynamic_form:
         forms.append((QuantizationMode.DYNAMIC, space.has_matrix_products,
                       "dynamic quantization quantizes MatMul/Gemm only, and this model has "
                       "none (dynamic convolutions run several times slower than fp32 on CPU)"))

@@ -15,7 +15,7 @@ from optimizer.passes.base import FusionPass
 from optimizer.passes.engine import run_passes
 from optimizer.passes.fuse_layer_norm import FUSE_LAYER_NORM
 from optimizer.passes.fuse_to_plugins import FUSE_TO_PLUGINS
-from optimizer.registries.backends import Backend
+from optimizer.registries.backends import DEFAULT_BACKEND
 
 __all__ = [
     "apply_pass", "assert_outputs_close", "op_types", "random_inputs", "run_model", "tensorrt_passes",
@@ -23,7 +23,7 @@ __all__ = [
 
 
 def apply_pass(
-    model: onnx.ModelProto, fusion_pass: FusionPass, *, backend: str = Backend.ONNXRUNTIME,
+    model: onnx.ModelProto, fusion_pass: FusionPass, *, backend: str = DEFAULT_BACKEND,
     expect_count: int | None = None,
 ) -> tuple[onnx.ModelProto, FusionReport]:
     """Run one pass on a copy of `model`; check it fired `expect_count` times when given."""

@@ -77,20 +77,17 @@ _LIMIT_RANGES = {
     "max_accuracy_drop": (0.0, 1.0),
 }
 
-# Each precision's defaults are its registry entry's (optimizer/registries/precisions.py).
-_DEFAULT_TOLERANCES: dict[str, Tolerances] = {precision: Tolerances(**spec.tolerances)
-                       for precision, spec in PRECISIONS.items()}
-
-
 def default_tolerances(precision: str) -> Tolerances:
-    """The tolerances for an engine built at `precision` (a `Precision`, or its name).
+    """The tolerances for an engine built at `precision` (a `Precision`, or its name): its
+    registry entry's (optimizer/registries/precisions.py), read on each call so a precision
+    registered later has them too.
 
     Raises:
         ValueError: any other precision.
     """
-    try:
-        return _DEFAULT_TOLERANCES[precision]
-    except KeyError:
-        raise ValueError(
-            f"No default tolerances for precision {precision!r}; expected one of "
-            f"{', '.join(_DEFAULT_TOLERANCES)}.") from None
+    for name, spec in PRECISIONS.items():
+        if name == precision:
+            return Tolerances(**spec.tolerances)
+    raise ValueError(
+        f"No default tolerances for precision {precision!r}; expected one of "
+        f"{', '.join(PRECISIONS)}.")

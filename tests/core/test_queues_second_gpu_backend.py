@@ -1,6 +1,8 @@
 """A second GPU backend gets queues of its own, from its spec: its jobs never reach a TensorRT
 worker, and a host that runs only one of the two consumes only that one's queues."""
 
+from collections.abc import Iterator
+
 import pytest
 
 from core.job_config import JobConfig
@@ -18,15 +20,16 @@ from tests.support.fake_gpu_backend import (
     FAKE_GPU,
     FAKE_GPU_ONLY,
     TENSORRT_ONLY,
-    plant_fake_gpu_backend,
+    fake_gpu_registered,
 )
 
 pytestmark = pytest.mark.usefixtures("fake_gpu_backend")
 
 
 @pytest.fixture
-def fake_gpu_backend(monkeypatch: pytest.MonkeyPatch) -> None:
-    plant_fake_gpu_backend(monkeypatch)
+def fake_gpu_backend() -> Iterator[None]:
+    with fake_gpu_registered():
+        yield
 
 
 @pytest.mark.parametrize(

@@ -23,6 +23,7 @@ from tests.dashboard.html_tree import Element, parse
 from tests.dashboard.uploads import browser_headers, start_job, token_model, upload_model
 from tests.support.api_keys import bearer, new_key
 from tests.support.npz_files import npz_bytes
+from tests.support.stand_in import registered
 
 
 @pytest.fixture
@@ -376,3 +377,18 @@ def test_a_gpu_search_may_also_race_onnxruntime_and_run_again_keeps_that(
     again = _form(signed_in_site, tokens["id"], from_job=job["id"])
     assert "checked" in _control(again, "search.backends").attrs
     assert "hidden" not in again.by_id("job-search").one(data_backend_only="tensorrt").attrs
+
+
+def test_a_backend_and_precision_registered_by_a_plug_in_are_offered(
+        signed_in_site: TestClient, tokens: dict[str, Any]) -> None:
+    with registered():
+        form = _form(signed_in_site, tokens["id"]).by_id("new-job")
+
+    backend = form.one("select", name="backend")
+    assert [o.attrs["value"] for o in backend.find_all("option")] == [
+        "onnxruntime", "tensorrt", "stand-in"]
+    precision = form.one("select", name="precision")
+    offered = {o.attrs["value"]: o.text.strip() for o in precision.find_all("option")}
+    assert list(offered) == ["fp32", "fp16", "bf16", "int8", "fp8", "half"]
+    assert offered["half"] == "half (Stand-in only)"
+    assert offered["bf16"] == "bf16 (TensorRT only)"

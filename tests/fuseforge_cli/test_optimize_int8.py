@@ -45,8 +45,8 @@ def test_int8_with_a_calibration_file_writes_a_quantized_model_and_says_what_it_
 
 @pytest.mark.parametrize(("extra", "message"), [
     (["--precision", "int8", "--quantization-mode", "static"], "needs --calibration"),
-    (["--calibration", "x.npz"], "go with --precision int8"),
-    (["--precision", "int8", "--backend", "tensorrt"], "onnxruntime backend"),
+    (["--calibration", "x.npz"], "go with a quantized --precision (int8)"),
+    (["--precision", "int8", "--backend", "tensorrt"], "ONNX Runtime (backend onnxruntime)"),
 ])
 def test_int8_usage_errors_exit_3_and_write_nothing(
         convnet: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],

@@ -68,6 +68,13 @@ class EmbeddedWorker:
         with use_runtime(replace(self.runtime, settings=settings)):
             yield
 
+    @contextmanager
+    def settings(self, **fields: Any) -> Iterator[None]:
+        """Run jobs with these top-level settings (e.g. plugins=(...)) in the block."""
+        settings = self.runtime.settings.model_copy(update=fields)
+        with use_runtime(replace(self.runtime, settings=settings)):
+            yield
+
     def wait(self, job_id: str, timeout_s: float = _JOB_TIMEOUT_S) -> dict[str, Any]:
         """The job once it has finished (succeeded, failed or cancelled)."""
         deadline = time.monotonic() + timeout_s

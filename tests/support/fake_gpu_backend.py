@@ -1,23 +1,29 @@
-"""A second GPU backend, "fakegpu", planted in the backend registry beside TensorRT, and hosts
-that can run one, the other or both: what the queue routing must tell apart without a line
+"""A second GPU backend, "fakegpu", registered beside TensorRT as a plug-in registers one, and
+hosts that can run one, the other or both: what the queue routing must tell apart without a line
 naming either backend."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from types import MappingProxyType
-
-import pytest
 
 from optimizer.capabilities import GpuInfo, HostCapabilities
-from optimizer.registries.backends import BACKENDS, BackendSpec, QueueKind
+from optimizer.registries.backends import (
+    Backend,
+    BackendSpec,
+    QueueKind,
+    register_backend,
+    unregister_backend,
+)
+from optimizer.registries.plug_ins import plug_in_member
 from optimizer.registries.precisions import Precision
 
-__all__ = ["BOTH", "FAKE_GPU", "FAKE_GPU_ONLY", "FakeGpuHost", "TENSORRT_ONLY", "plant_fake_gpu_backend"]
+__all__ = ["BOTH", "FAKE_GPU", "FAKE_GPU_ONLY", "FakeGpuHost", "TENSORRT_ONLY",
+           "fake_gpu_registered"]
 
-# Not a `Backend` member (the enum is closed); every lookup by name compares equal to the string.
 FAKE_GPU = BackendSpec(
-    "fakegpu", "FakeGPU", QueueKind.GPU, queue_name="fakegpu",  # type: ignore[arg-type]
+    plug_in_member(Backend, "fakegpu"), "FakeGPU", QueueKind.GPU, queue_name="fakegpu",
     precisions=(Precision.FP32,), precision_order=(Precision.FP32,),
     runner="tests.support.fake_gpu_backend:NeverLoaded",  # routing tests never build or run
     engine_builder="tests.support.fake_gpu_backend:never_loaded",
@@ -43,9 +49,11 @@ FAKE_GPU_ONLY = FakeGpuHost(gpus=(_H200,), fakegpu_installed=True)
 BOTH = FakeGpuHost(gpus=(_H200,), tensorrt_version="10.16.1", fakegpu_installed=True)
 
 
-def plant_fake_gpu_backend(monkeypatch: pytest.MonkeyPatch, *readers: str) -> None:
-    """Register FAKE_GPU for this test in the registry and in each module of `readers` (and
-    core.queues) that imported BACKENDS by name."""
-    planted = MappingProxyType({**BACKENDS, FAKE_GPU.name: FAKE_GPU})
-    for module in ("optimizer.registries.backends", "core.queues", *readers):
-        monkeypatch.setattr(f"{module}.BACKENDS", planted)
+@contextmanager
+def fake_gpu_registered() -> Iterator[None]:
+    """FAKE_GPU registered in the backend registry for the block."""
+    register_backend(FAKE_GPU)
+    try:
+        yield
+    finally:
+        unregister_backend(FAKE_GPU.name)

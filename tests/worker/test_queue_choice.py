@@ -3,12 +3,13 @@ own, and logs which backend's jobs it leaves queued and why: at INFO, since a ho
 backend's GPU is an expected state, and at WARNING only when that leaves it no job queue."""
 
 import logging
+from collections.abc import Iterator
 from types import SimpleNamespace
 
 import pytest
 from celery import Celery
 
-from tests.support.fake_gpu_backend import FAKE_GPU_ONLY, TENSORRT_ONLY, plant_fake_gpu_backend
+from tests.support.fake_gpu_backend import FAKE_GPU_ONLY, TENSORRT_ONLY, fake_gpu_registered
 from worker import celery_app as worker_app
 from worker.celery_app import _choose_queues
 
@@ -22,8 +23,9 @@ def _chosen(monkeypatch: pytest.MonkeyPatch, asked: list[str], host: object) -> 
 
 
 @pytest.fixture(autouse=True)
-def fake_gpu_backend(monkeypatch: pytest.MonkeyPatch) -> None:
-    plant_fake_gpu_backend(monkeypatch)
+def fake_gpu_backend() -> Iterator[None]:
+    with fake_gpu_registered():
+        yield
 
 
 def test_a_tensorrt_host_keeps_tensorrts_queues_and_drops_the_other_backends(

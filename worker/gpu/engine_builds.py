@@ -25,7 +25,12 @@ import onnx
 from core.isolation import ChildLimits, run_isolated
 from core.settings import Settings
 from core.storage import ArtifactStore
-from optimizer.backends.tensorrt import TimingCacheKey, TrtBuildOptions, TrtEngine
+from optimizer.backends.tensorrt import (
+    QUANTIZED_JOB_REFERENCE,
+    TimingCacheKey,
+    TrtBuildOptions,
+    TrtEngine,
+)
 from optimizer.backends.tensorrt.toolkit import load_toolkit
 from optimizer.capabilities import GpuInfo
 from optimizer.model.external_data import external_tensors
@@ -132,7 +137,7 @@ class EngineBuilds:
         """The precision unfused reference engines are built at: the job's, except that an int8
         job is compared with fp16, what a GPU user runs without calibration data."""
         if self.precision is not None and PRECISIONS[self.precision].quantizes:
-            return Precision.FP16
+            return QUANTIZED_JOB_REFERENCE
         return self.precision
 
     def at_job_precision(self, model_path: Path) -> Path:

@@ -7,11 +7,13 @@ is handed, runs the pipeline and records how the job ended. It can be killed at 
 the supervisor then records what happened and cleans up.
 """
 
+import pickle
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 from core.logging_setup import configure_logging, job_context
+from core.plugins import load_plugins
 from core.settings import Settings
 from optimizer.backends.onnxruntime.run_limits import set_first_run_limit
 from optimizer.capabilities import HostCapabilities
@@ -38,8 +40,12 @@ class JobProcessSpec:
     memory_bandwidth_gb_s: float | None = None  # measured when its worker started
 
 
-def run_job_process(spec: JobProcessSpec) -> None:
-    """Run the claimed job to its end (module-level: the child imports it by name)."""
+def run_job_process(plugins: tuple[str, ...], pickled_spec: bytes) -> None:
+    """Register the worker's plug-ins (`Settings.plugins`), then run the claimed job to its end
+    (module-level: the child imports it by name). `pickled_spec` is the `JobProcessSpec`, read
+    only once the plug-ins are in: its config may name their backends and precisions."""
+    load_plugins(plugins)
+    spec: JobProcessSpec = pickle.loads(pickled_spec)  # our own worker's bytes
     configure_logging(spec.settings.log_format, role="job")
     with job_context(spec.job_id):  # every line of this process is the job's
         _run(spec)

@@ -21,6 +21,7 @@ takes its next job.
 
 import logging
 import os
+import pickle
 import shutil
 import socket
 import time
@@ -161,11 +162,16 @@ def _job_child(spec: JobProcessSpec, temp: Path) -> IsolatedChild:
     template = job_template()
     if template is not None:
         try:
-            return IsolatedChild(run_job_process, (spec,), env=env, template=template)
+            return IsolatedChild(run_job_process, _job_args(spec), env=env, template=template)
         except TemplateUnavailable as err:
             logger.warning("job %s: %s; starting the job's process from a fresh interpreter",
                            spec.job_id, err)
-    return IsolatedChild(run_job_process, (spec,), env=env)
+    return IsolatedChild(run_job_process, _job_args(spec), env=env)
+
+
+def _job_args(spec: JobProcessSpec) -> tuple[tuple[str, ...], bytes]:
+    """`run_job_process`'s arguments: the plug-ins to register, then the spec they may name."""
+    return spec.settings.plugins, pickle.dumps(spec)
 
 
 def _announce_end(runtime: WorkerRuntime, job_id: uuid.UUID) -> None:

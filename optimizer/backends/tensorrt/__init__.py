@@ -13,7 +13,11 @@ from optimizer.backends.tensorrt.build import (
     plugin_ops,
     save_engine,
 )
-from optimizer.backends.tensorrt.builder_config import TrtBuildOptions, builder_config
+from optimizer.backends.tensorrt.builder_config import (
+    QUANTIZED_JOB_REFERENCE,
+    TrtBuildOptions,
+    builder_config,
+)
 from optimizer.backends.tensorrt.inspector import (
     EngineLayer,
     EngineReport,
@@ -34,7 +38,6 @@ from optimizer.backends.tensorrt.metadata import (
 )
 from optimizer.backends.tensorrt.model_precision import (
     ModelPrecision,
-    Precision,
     check_model_precision,
     model_precision,
 )
@@ -57,6 +60,7 @@ from optimizer.backends.tensorrt.timing_cache import (
 __all__ = [
     "ENGINE_FILE",
     "METADATA_FILE",
+    "QUANTIZED_JOB_REFERENCE",
     "REPORT_FILE",
     "BuildLog",
     "BuildProgress",
@@ -72,7 +76,6 @@ __all__ = [
     "ModelPrecision",
     "OptimizationProfileSpec",
     "ParserIssue",
-    "Precision",
     "TensorRTRunner",
     "TimingCacheKey",
     "TimingCacheLoad",

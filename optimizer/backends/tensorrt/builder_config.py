@@ -20,7 +20,12 @@ from optimizer.registries.precisions import Precision
 if TYPE_CHECKING:
     import tensorrt as trt
 
-__all__ = ["TrtBuildOptions", "add_optimization_profile", "builder_config"]
+__all__ = ["QUANTIZED_JOB_REFERENCE", "TrtBuildOptions", "add_optimization_profile",
+           "builder_config"]
+
+# The precision a quantized job's unfused reference engines are built at: what a GPU user runs
+# without calibration data (worker/gpu/engine_builds.py).
+QUANTIZED_JOB_REFERENCE = Precision.FP16
 
 
 @dataclass(frozen=True)

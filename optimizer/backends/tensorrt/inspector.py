@@ -26,6 +26,7 @@ ends of a Myelin region for the last. Layers of optimization profile N > 0 are n
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -33,6 +34,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 import onnx
+import onnx_ir as ir
 
 from optimizer.backends.tensorrt.profiles import OptimizationProfileSpec
 from optimizer.errors import InternalError
@@ -69,6 +71,14 @@ _DTYPE_WORDS = {
     "bool": "bool", "uint8": "uint8", "int4": "int4", "fp4": "fp4", "e8m0": "e8m0",
     "double": "fp64", "int16": "int16",
 }
+# FuseForge dtype names -> ONNX element types, whose bit widths onnx-ir knows.
+_DATA_TYPES = {
+    "fp32": ir.DataType.FLOAT, "fp16": ir.DataType.FLOAT16, "bf16": ir.DataType.BFLOAT16,
+    "int8": ir.DataType.INT8, "fp8": ir.DataType.FLOAT8E4M3FN, "int32": ir.DataType.INT32,
+    "int64": ir.DataType.INT64, "bool": ir.DataType.BOOL, "uint8": ir.DataType.UINT8,
+    "int4": ir.DataType.INT4, "fp4": ir.DataType.FLOAT4E2M1, "e8m0": ir.DataType.FLOAT8E8M0,
+    "fp64": ir.DataType.DOUBLE, "int16": ir.DataType.INT16,
+}
 # Types a layer computes in, preferred over indices and masks when naming its precision.
 _COMPUTE_DTYPES = ("fp32", "fp16", "bf16", "int8", "fp8", "int4", "fp4", "fp64")
 _PATTERN_MAX_OPS = 8  # longer fusions (Myelin regions) are summarized by op counts
@@ -82,6 +92,21 @@ class LayerTensor:
     dtype: str | None  # "fp32", "fp16", "bf16", "int8", "fp8", "int32", "int64", "bool", ...
     format: str | None  # TensorRT's layout text, e.g. "Channel major FP16 format where ..."
     shape: tuple[int, ...] | None
+
+    @property
+    def data_type(self) -> ir.DataType | None:
+        """The ONNX element type of `dtype`; None where TensorRT named none we know."""
+        return _DATA_TYPES.get(self.dtype) if self.dtype else None
+
+    @property
+    def size_bytes(self) -> int | None:
+        """Bytes the tensor holds (sub-byte types packed, rounded up); None where its shape or
+        type is unknown."""
+        data_type = self.data_type
+        if self.shape is None or data_type is None:
+            return None
+        elements = math.prod(max(d, 0) for d in self.shape)
+        return -(-elements * data_type.bitwidth // 8)
 
 
 @dataclass(frozen=True)

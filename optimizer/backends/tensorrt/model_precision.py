@@ -12,17 +12,16 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Literal, get_args
 
 import onnx
 from onnx import TensorProto
 
 from optimizer.errors import EngineBuildError
 from optimizer.model.graphs import iter_nodes, iter_tensors
+from optimizer.registries.backends import BACKENDS, Backend
+from optimizer.registries.precisions import PRECISIONS, Precision
 
-__all__ = ["Precision", "ModelPrecision", "check_model_precision", "model_precision"]
-
-Precision = Literal["fp32", "fp16", "bf16", "int8", "fp8"]
+__all__ = ["ModelPrecision", "check_model_precision", "model_precision"]
 
 _NAMES: dict[int, str] = {
     TensorProto.FLOAT: "fp32", TensorProto.FLOAT16: "fp16", TensorProto.BFLOAT16: "bf16",
@@ -30,10 +29,12 @@ _NAMES: dict[int, str] = {
     TensorProto.FLOAT8E4M3FN: "fp8", TensorProto.INT4: "int4", TensorProto.UINT4: "uint4",
     TensorProto.FLOAT4E2M1: "fp4",
 }
-_FLOATS = frozenset({"fp32", "fp16", "bf16"})
+# The type names below are the registry's precision names where one exists (Precision is a
+# StrEnum: Precision.FP16 == "fp16"), and TensorProto's otherwise.
+_FLOATS = frozenset({Precision.FP32, Precision.FP16, Precision.BF16})
 _QDQ_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
 _ONNX_DOMAINS = frozenset({"", "ai.onnx"})
-_ONNX_NAME = {"fp16": "float16", "bf16": "bfloat16"}
+_ONNX_NAME = {Precision.FP16: "float16", Precision.BF16: "bfloat16"}
 
 
 @dataclass(frozen=True)
@@ -87,45 +88,46 @@ def check_model_precision(model: onnx.ModelProto, precision: str, *,
         EngineBuildError: `precision` is not one of fp32, fp16, bf16, int8, fp8, or the model
             does not carry it; the message names what was found and what would work.
     """
-    choices = get_args(Precision)
+    choices = BACKENDS[Backend.TENSORRT].precisions
     if precision not in choices:
         raise EngineBuildError(
             f"TensorRT precision {precision!r} is not supported; choose one of "
             f"{', '.join(choices)}.")
+    asked = Precision(precision)
     found = model_precision(model)
-    reduced = sorted(found.float_types - {"fp32"})
-    if precision in ("fp32", "fp16", "bf16") and found.qdq_nodes:
+    reduced = sorted(found.float_types - {Precision.FP32})
+    if not PRECISIONS[asked].quantizes and found.qdq_nodes:
         raise EngineBuildError(
             f"Model {model_name!r} carries {found.qdq_nodes} QuantizeLinear/DequantizeLinear "
             f"node(s) ({_types(found)}), so TensorRT would build a quantized engine, but the "
             f"job asks for {precision}. Set the job's precision to "
-            f"{'fp8' if found.qdq_types.get('fp8') else 'int8'}, or upload the model without "
-            "Q/DQ nodes.")
-    if precision == "fp32" and reduced:
+            f"{Precision.FP8 if found.qdq_types.get(Precision.FP8) else Precision.INT8}, or "
+            "upload the model without Q/DQ nodes.")
+    if asked is Precision.FP32 and reduced:
         example = found.examples[reduced[0]]
         raise EngineBuildError(
             f"Model {model_name!r} has {'/'.join(reduced)} tensors (e.g. {example!r}), and "
             "TensorRT computes in the types the graph declares, so the engine would not be "
             f"fp32. Set the job's precision to {reduced[0]}, or upload a float32 model.")
-    if precision in ("fp16", "bf16") and precision not in found.float_types:
+    if asked in _ONNX_NAME and asked not in found.float_types:
         raise EngineBuildError(
-            f"Model {model_name!r} has no {_ONNX_NAME[precision]} tensors, and TensorRT "
+            f"Model {model_name!r} has no {_ONNX_NAME[asked]} tensors, and TensorRT "
             "builds strongly typed (precision comes from the ONNX types; there is no "
             f"{precision} builder flag), so it would build an fp32 engine. Build from the "
             f"model converted to {precision} by FuseForge's precision pass (the job's "
             f"optimize step does this when its precision is {precision}).")
-    if precision in ("int8", "fp8") and not found.qdq_nodes:
+    if PRECISIONS[asked].quantizes and not found.qdq_nodes:
         raise EngineBuildError(
             f"Model {model_name!r} has no QuantizeLinear/DequantizeLinear nodes, and TensorRT "
             f"builds {precision} only from explicitly quantized models (no calibration). "
             f"Quantize the model first (e.g. with NVIDIA ModelOpt), or choose fp32, fp16 or "
             "bf16.")
-    if precision == "fp8" and not found.qdq_types.get("fp8"):
+    if asked is Precision.FP8 and not found.qdq_types.get(Precision.FP8):
         raise EngineBuildError(
             f"Model {model_name!r} has Q/DQ nodes of type(s) {_types(found)} but none of "
             "float8e4m3fn, so TensorRT would not build fp8. Choose int8, or quantize to "
             "float8e4m3fn.")
-    if precision == "int8" and set(found.qdq_types) == {"fp8"}:
+    if asked is Precision.INT8 and set(found.qdq_types) == {Precision.FP8}:
         raise EngineBuildError(
             f"Model {model_name!r} quantizes only to float8e4m3fn ({found.qdq_nodes} Q/DQ "
             "nodes); choose fp8, or quantize to int8.")

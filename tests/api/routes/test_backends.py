@@ -3,6 +3,7 @@
 from fastapi.testclient import TestClient
 
 from optimizer.registries.backends import BACKENDS
+from tests.support.stand_in import registered
 
 
 def test_backends_are_listed_from_the_registry(client: TestClient) -> None:
@@ -28,3 +29,16 @@ def test_backends_are_in_the_openapi_document(client: TestClient) -> None:
 
 def test_backends_need_an_api_key(anonymous_client: TestClient) -> None:
     assert anonymous_client.get("/v1/backends").status_code == 401
+
+
+def test_a_backend_registered_by_a_plug_in_is_listed_from_its_spec(client: TestClient) -> None:
+    with registered():
+        response = client.get("/v1/backends")
+
+    assert response.status_code == 200, response.text
+    listed = {b["name"]: b for b in response.json()}
+    assert list(listed) == ["onnxruntime", "tensorrt", "stand-in"]
+    assert listed["stand-in"] == {
+        "name": "stand-in", "label": "Stand-in", "precisions": ["fp32", "half", "int8"],
+        "queue": "cpu", "needs_gpu": False,
+        "options": ["ort_flush_denormals", "ort_intra_op_threads", "ort_optimization_level"]}

@@ -24,7 +24,6 @@ from optimizer.backends.runner import Runner
 from optimizer.model.file import write_model_file
 from optimizer.optimize import optimize_model
 from optimizer.precision import convert_precision
-from optimizer.registries.backends import Backend
 from optimizer.registries.precisions import PRECISIONS
 from optimizer.static_model import static_model
 from worker.pipeline.backends.base import SweepEngine
@@ -55,7 +54,7 @@ def ort_sweep_engine(run: JobRun, loaded: LoadedModel, engine: BuiltEngine[OrtEn
         return SweepEngine(input_shapes=shapes, open=open_built)
     attempt = engine.attempt or Attempt.the_jobs_own(run.config)
     fused, _ = optimize_model(static_model(model, shapes, data_folder=folder).model,
-                              attempt.optimize_options(Backend.ONNXRUNTIME), data_folder=folder)
+                              attempt.optimize_options(run.config.backend), data_folder=folder)
     if PRECISIONS[run.config.precision].converts:
         if folder is not None:  # the conversion reads every weight
             onnx.load_external_data_for_model(fused, str(folder))

@@ -1,7 +1,8 @@
 """The worker-side strategy of each backend: `Backend` → the factory of its `JobBackend`.
 
 The optimizer's registry (optimizer/registries/backends.py) says what a backend is; this says how
-a job runs on it here. A new backend adds its strategy module and one entry below.
+a job runs on it here. A new backend adds its strategy module and one entry below; a plug-in's
+registers its factory at start-up (`register_job_backend`, from core/plugins.py's call).
 """
 
 from collections.abc import Callable, Mapping
@@ -17,7 +18,7 @@ from worker.pipeline.records.recorder import JobRecorder
 from worker.pipeline.results import JobRun
 from worker.runtime import WorkerRuntime
 
-__all__ = ["JOB_BACKENDS", "JobBackendFactory"]
+__all__ = ["JOB_BACKENDS", "JobBackendFactory", "register_job_backend", "unregister_job_backend"]
 
 JobBackendFactory = Callable[[JobRun, WorkerRuntime, JobRecorder, StageProgress], JobBackend[Any]]
 
@@ -37,3 +38,31 @@ JOB_BACKENDS: Mapping[Backend, JobBackendFactory] = MappingProxyType({
     Backend.ONNXRUNTIME: _onnxruntime,
     Backend.TENSORRT: _tensorrt,
 })
+
+# JOB_BACKENDS is a read-only view of this dict, as BACKENDS is of the optimizer's registry.
+_REGISTERED: dict[Backend, JobBackendFactory] = dict(JOB_BACKENDS)
+JOB_BACKENDS = MappingProxyType(_REGISTERED)
+
+
+def register_job_backend(name: Backend, factory: JobBackendFactory) -> None:
+    """Add the strategy of a backend a plug-in registered (optimizer/registries/backends.py's
+    `register_backend`). Registering the same factory again does nothing.
+
+    Raises:
+        ValueError: another factory is registered for `name`.
+    """
+    known = _REGISTERED.get(name)
+    if known is not None and known is not factory:
+        raise ValueError(f"backend {str(name)!r} has a job strategy registered already")
+    _REGISTERED[name] = factory
+
+
+def unregister_job_backend(name: Backend) -> None:
+    """Remove a strategy `register_job_backend` added (a test's stand-in, when it ends).
+
+    Raises:
+        ValueError: `name` is one of `Backend`'s own members, or was not registered.
+    """
+    if name in Backend.__members__.values() or name not in _REGISTERED:
+        raise ValueError(f"backend {str(name)!r} has no job strategy registered at run time")
+    del _REGISTERED[name]

@@ -19,7 +19,7 @@ from optimizer.precision import run_outputs
 from optimizer.quantization.calibration import CalibrationTable, calibrate, graph_sha256
 from optimizer.quantization.search import QuantizationRequest, quantize_within_budget
 from optimizer.registries.backends import BACKENDS, load_dotted
-from optimizer.registries.precisions import Precision
+from optimizer.registries.precisions import PRECISIONS
 from optimizer.registries.quantization import CalibrationMethod
 from worker.pipeline.results import JobRun, LoadedModel, PendingArtifact
 from worker.pipeline.steps.validate import job_tolerances
@@ -49,7 +49,7 @@ def quantize_graph(run: JobRun, loaded: LoadedModel, fused: onnx.ModelProto, fus
         keep_nodes=tuple(settings.keep_nodes), keep_op_types=tuple(settings.keep_op_types),
         flavours=backend.quant_flavours[run.config.precision],
         max_kept_nodes=settings.max_kept_nodes,
-        allow_dynamic=run.config.precision == Precision.INT8, precision=run.config.precision,
+        allow_dynamic=PRECISIONS[run.config.precision].has_dynamic_form, precision=run.config.precision,
         # Timed at the threads the engine will run at: int8's gain differs with them.
         level=run.ort_check_level, threads=run.config.ort_intra_op_threads,
         # An engine ONNX Runtime does not run (TensorRT's) is as fast as its own device: the

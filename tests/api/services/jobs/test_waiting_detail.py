@@ -1,23 +1,25 @@
 """A queued GPU job's status detail names what its backend needs, in its spec's words: a second
 GPU backend's job waits for a worker of its own, not for a TensorRT one."""
 
+from collections.abc import Iterator
+
 import pytest
 from sqlalchemy.orm import Session
 
 from api.services.jobs import commands
 from core.job_config import Backend, JobConfig
-from tests.support.fake_gpu_backend import FAKE_GPU_ONLY, TENSORRT_ONLY, plant_fake_gpu_backend
+from tests.support.fake_gpu_backend import FAKE_GPU_ONLY, TENSORRT_ONLY, fake_gpu_registered
 from tests.support.worker_heartbeats import beat
 
 
 @pytest.fixture(autouse=True)
-def fake_gpu_backend(monkeypatch: pytest.MonkeyPatch) -> None:
-    plant_fake_gpu_backend(monkeypatch, "api.services.jobs.commands")
+def fake_gpu_backend() -> Iterator[None]:
+    with fake_gpu_registered():
+        yield
 
 
 def _fake_gpu_job(target_gpu: str | None = None) -> JobConfig:
-    # JobConfig's backend field takes only `Backend` members; the routing reads the name alone.
-    return JobConfig.model_construct(backend="fakegpu", target_gpu=target_gpu)
+    return JobConfig.model_validate({"backend": "fakegpu", "target_gpu": target_gpu})
 
 
 def test_with_no_worker_online_it_names_the_backend_its_needs_and_its_queue(

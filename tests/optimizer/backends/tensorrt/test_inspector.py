@@ -314,3 +314,22 @@ def test_node_op_types_names_ops_and_domains():
 
     assert node_op_types(model) == {"/relu/Relu": "Relu", "/sln": "fuseforge.SkipLayerNorm"}
     assert isinstance(model, onnx.ModelProto)
+
+
+@pytest.mark.parametrize(("dtype", "shape", "size"), [
+    ("fp32", (1, 3, 4, 4), 192), ("fp16", (2, 8), 32), ("bf16", (2, 8), 32),
+    ("fp8", (16,), 16), ("int64", (3,), 24), ("int4", (3,), 2),  # packed, rounded up
+    ("fp4", (4, 4), 8), ("fp32", (-1, 8), 0),  # a dynamic dim counts no elements
+])
+def test_a_layer_tensors_size_comes_from_the_onnx_types_bit_width(
+        dtype: str, shape: tuple[int, ...], size: int) -> None:
+    tensor = LayerTensor("t", dtype, None, shape)
+
+    assert tensor.size_bytes == size
+
+
+@pytest.mark.parametrize("tensor", [LayerTensor("t", None, None, (4,)),
+                                    LayerTensor("t", "fp32", None, None),
+                                    LayerTensor("t", "mystery", None, (4,))])
+def test_a_layer_tensor_of_unknown_type_or_shape_has_no_size(tensor: LayerTensor) -> None:
+    assert tensor.size_bytes is None
