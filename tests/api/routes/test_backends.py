@@ -13,7 +13,8 @@ def test_backends_are_listed_from_the_registry(client: TestClient) -> None:
     assert listed["onnxruntime"] == {
         "name": "onnxruntime", "label": "ONNX Runtime", "precisions": ["fp32", "fp16", "int8"],
         "queue": "cpu", "needs_gpu": False,
-        "options": ["ort_flush_denormals", "ort_intra_op_threads", "ort_optimization_level"]}
+        "options": ["intra_op_threads", "ort_flush_denormals", "ort_intra_op_threads",
+                    "ort_optimization_level"]}
     assert listed["tensorrt"]["precisions"] == ["fp32", "fp16", "bf16", "int8", "fp8"]
     assert listed["tensorrt"]["queue"] == "gpu" and listed["tensorrt"]["needs_gpu"] is True
 
