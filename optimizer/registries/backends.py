@@ -16,14 +16,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from optimizer.registries.ort_levels import DEFAULT_ORT_LEVEL, OrtLevel
 from optimizer.registries.precisions import PRECISIONS, Precision
 from optimizer.registries.quantization import QuantFlavour
-
-if TYPE_CHECKING:
-    from optimizer.capabilities import HostCapabilities
 
 __all__ = ["BACKENDS", "Backend", "BackendSpec", "QueueKind", "backends_for", "load_dotted"]
 
@@ -113,8 +110,10 @@ class BackendSpec:
     def needs_gpu(self) -> bool:
         return self.queue is QueueKind.GPU
 
-    def runs_on(self, capabilities: HostCapabilities) -> bool:
-        """Whether a host with `capabilities` can build and run this backend's engines."""
+    def runs_on(self, capabilities: object) -> bool:
+        """Whether a host with `capabilities` (optimizer.capabilities.HostCapabilities, which
+        reads the precision registry, so it is not imported here) can build and run this
+        backend's engines."""
         return self.host_check is None or bool(getattr(capabilities, self.host_check))
 
     @property

@@ -9,7 +9,7 @@ thread count, where given, is the job's.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -86,21 +86,31 @@ class OpenVinoRunner(ClosesOnExit, LoadedIO):
     """
 
     def __init__(self, model_path: Path | str, *, inference_precision: str = "f32",
-                 threads: int | None = None, profiling: bool = False) -> None:
+                 threads: int | None = None, profiling: bool = False,
+                 input_shapes: Mapping[str, Sequence[int]] | None = None) -> None:
         self.model_path = Path(model_path).resolve()
         self.inference_precision = inference_precision
         self.threads = threads
         self.profiling = profiling
+        # Each named input reshaped to this before compiling (a benchmark sweep's batch sizes);
+        # None: the shapes the model declares.
+        self.input_shapes = ({name: [int(d) for d in shape] for name, shape in input_shapes.items()}
+                             if input_shapes else None)
         options = compile_options(inference_precision, threads, profiling=profiling)
         core = ov.Core()
         try:
-            self._compiled: ov.CompiledModel | None = core.compile_model(
-                core.read_model(str(self.model_path)), DEVICE, options)
+            model = core.read_model(str(self.model_path))
+            if self.input_shapes:
+                model.reshape({name: ov.PartialShape(shape)
+                               for name, shape in self.input_shapes.items()})
+            self._compiled: ov.CompiledModel | None = core.compile_model(model, DEVICE, options)
         # OpenVINO's errors are RuntimeError subclasses and its frontends' own types.
         except Exception as err:
             raise EngineBuildError(
                 f"OpenVINO could not compile model {self.model_path.name!r} for {DEVICE} at "
-                f"inference precision {inference_precision!r}: {err}") from err
+                f"inference precision {inference_precision!r}"
+                f"{'' if not self.input_shapes else f' at input shapes {self.input_shapes}'}: "
+                f"{err}") from err
         self._request: ov.InferRequest | None = self._compiled.create_infer_request()
         self._inputs = tuple(_tensor_spec(port) for port in self._compiled.inputs)
         self._output_names = tuple(port.get_any_name() for port in self._compiled.outputs)
@@ -147,7 +157,8 @@ class OpenVinoRunner(ClosesOnExit, LoadedIO):
     def spec(self) -> RunnerSpec:
         return RunnerSpec(backend=BACKEND, model_path=str(self.model_path),
                           options={"inference_precision": self.inference_precision,
-                                   "threads": self.threads, "profiling": self.profiling})
+                                   "threads": self.threads, "profiling": self.profiling,
+                                   "input_shapes": self.input_shapes})
 
     def close(self) -> None:
         """Release the compiled model; `infer` raises afterwards. Safe to call twice."""

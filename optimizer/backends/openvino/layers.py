@@ -1,0 +1,101 @@
+"""What OpenVINO's CPU plugin made of a model, layer by layer: each executed layer's type, the
+precision it runs at, its time from the per-layer performance counters, and the ONNX nodes it
+computes.
+
+A compiled layer names the IR ops it fused (its runtime graph's `originalLayersNames`); an IR op
+is traced to the ONNX node it came from by the tensors it writes (OpenVINO keeps the ONNX output
+names on them) or by its own name (the ONNX node's, or that name with a "/suffix" where the
+frontend split a node into several ops). An IR op OpenVINO's own transformations made (a Conv
+with a BatchNormalization folded into its weights) names neither, and maps to no ONNX node: the
+layer's time goes to the nodes of the ops it fused that do map.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+import openvino as ov
+
+from optimizer.backends.openvino.runner import OpenVinoRunner
+from optimizer.errors import InternalError
+
+__all__ = ["RuntimeLayer", "ir_node_origins", "layer_times", "runtime_layers"]
+
+# Runtime-graph layers that compute nothing (the performance counters list them as not run).
+_NOT_COMPUTED = frozenset({"Input", "Output", "Const"})
+
+
+@dataclass(frozen=True)
+class RuntimeLayer:
+    name: str  # the compiled layer's name (the performance counters' node_name)
+    layer_type: str  # the CPU plugin's layer type ("Convolution", "Eltwise", "Reorder")
+    precision: str  # what it runs at ("bf16", "f32", "u8"...)
+    ir_ops: tuple[str, ...]  # the IR ops it fused (empty for the plugin's own Reorders)
+
+
+def runtime_layers(compiled: ov.CompiledModel) -> tuple[RuntimeLayer, ...]:
+    """The compiled model's executed layers in execution order (inputs, outputs and constants
+    left out)."""
+    layers = []
+    for op in compiled.get_runtime_model().get_ordered_ops():
+        info = op.get_rt_info()
+        kind = info["layerType"].astype(str)
+        if kind in _NOT_COMPUTED:
+            continue
+        fused = info["originalLayersNames"].astype(str)
+        layers.append(RuntimeLayer(
+            name=op.get_friendly_name(), layer_type=kind,
+            precision=info["runtimePrecision"].astype(str),
+            ir_ops=tuple(name for name in fused.split(",") if name)))
+    return tuple(layers)
+
+
+def layer_times(runner: OpenVinoRunner, feeds: Mapping[str, np.ndarray], *, runs: int
+                ) -> tuple[dict[str, float], float]:
+    """Each executed layer's median milliseconds over `runs` runs of `feeds` (from the
+    performance counters), and the median wall-clock milliseconds of a run.
+
+    Raises:
+        InternalError: the runner was not compiled with `profiling`.
+        InferenceError: OpenVINO fails to run the model.
+    """
+    if not runner.profiling:
+        raise InternalError(f"the runner of {runner.model_path.name!r} was compiled without "
+                            "profiling: its layers have no times")
+    runner.infer(feeds)  # the first run allocates and primes; not counted
+    per_layer: dict[str, list[float]] = {}
+    walls = []
+    for _ in range(max(1, runs)):
+        started = time.perf_counter()
+        runner.infer(feeds)
+        walls.append((time.perf_counter() - started) * 1e3)
+        for info in runner.request.get_profiling_info():
+            if info.status == ov.ProfilingInfo.Status.EXECUTED:
+                per_layer.setdefault(info.node_name, []).append(
+                    info.real_time.total_seconds() * 1e3)
+    return ({name: statistics.median(times) for name, times in per_layer.items()},
+            statistics.median(walls))
+
+
+def ir_node_origins(ir_path: Path, graph: onnx.GraphProto) -> dict[str, tuple[str, ...]]:
+    """Each IR op's ONNX nodes (of `graph`, the model the IR was converted from), by the tensors
+    it writes and by its name; ops that trace to none are left out."""
+    producers = {output: node.name for node in graph.node for output in node.output if output}
+    names = {node.name for node in graph.node if node.name}
+    origins: dict[str, tuple[str, ...]] = {}
+    for op in ov.Core().read_model(str(ir_path)).get_ordered_ops():
+        name = op.get_friendly_name()
+        found = [producers[tensor] for port in op.outputs() for tensor in port.get_names()
+                 if tensor in producers]
+        for candidate in (name, name.split("/")[0]):
+            if candidate in names:
+                found.append(candidate)
+        if found:
+            origins[name] = tuple(dict.fromkeys(found))
+    return origins
