@@ -100,7 +100,8 @@ def test_backend_and_precision_offer_what_the_job_config_accepts(
     form = _form(signed_in_site, tokens["id"]).by_id("new-job")
 
     backend = form.one("select", name="backend")
-    assert [o.attrs["value"] for o in backend.find_all("option")] == ["onnxruntime", "tensorrt"]
+    assert [o.attrs["value"] for o in backend.find_all("option")] == [
+        "onnxruntime", "tensorrt", "openvino"]  # the registry's, in its order
     assert _selected(backend) == "onnxruntime"
     precision = form.one("select", name="precision")
     assert [o.attrs["value"] for o in precision.find_all("option")] == ["fp32", "fp16", "bf16",
