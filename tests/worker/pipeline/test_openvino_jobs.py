@@ -73,3 +73,59 @@ def test_an_openvino_job_on_the_ppocrv5_detector(embedded: EmbeddedWorker, tmp_p
     assert outcome["accuracy"]["verdict"] == "passed"
     assert (outcome["shipped"]["what"], outcome["shipped"]["backend"]) == ("engine", "openvino")
     assert IR_FILES <= {a["name"] for a in job["artifacts"]}
+
+
+def test_an_openvino_job_no_attempt_validates_ships_the_original_as_onnx_runtimes(
+        embedded: EmbeddedWorker) -> None:
+    uploaded = model_bytes(small_cnn(seed=32))
+    model_id = embedded.upload(uploaded, "cnn.onnx")
+
+    job = embedded.wait(embedded.submit(
+        model_id, backend="openvino", on_validation_failure="fallback",
+        validation={"atol": 1e-12, "rtol": 0, "samples": 2}, benchmark=FAST_BENCHMARK))
+
+    assert job["status"] == "succeeded", job["error"]
+    events = [e["message"] for e in job["events"]]
+    assert "stage build_engine started (fallback: no fusion passes: OpenVINO's engine of the " \
+           "unfused model)" in events
+    assert any(e.startswith("the original model ships unchanged: every attempt failed "
+                            "validation") for e in events)
+    # What ships is what its user runs today: the upload's bytes at ONNX Runtime's default level.
+    names = {a["name"] for a in job["artifacts"]}
+    assert "engine.onnx" in names and not names & {"engine.xml", "engine.bin"}
+    assert embedded.client.get(f"/v1/jobs/{job['id']}/artifacts/engine.onnx").content == uploaded
+    manifest = embedded.client.get(f"/v1/jobs/{job['id']}/artifacts/manifest.json").json()
+    assert (manifest["backend"], manifest["original"]) == ("onnxruntime", True)
+    assert job["outcome"]["shipped"]["what"] == "original"
+
+
+def test_an_openvino_job_times_its_ablation_and_its_batch_sweep(embedded: EmbeddedWorker
+                                                                ) -> None:
+    model_id = embedded.upload(model_bytes(small_cnn(seed=33)), "cnn.onnx")
+
+    job = embedded.wait(embedded.submit(
+        model_id, backend="openvino", intra_op_threads=1, ablation=True,
+        input_shapes={"input": [2, 3, 32, 32]},
+        benchmark={**FAST_BENCHMARK, "batch_sizes": [1, 4]}))
+
+    assert job["status"] == "succeeded", job["error"]
+    suites = {(b["suite"], b["variant"], b["batch_size"]) for b in job["benchmarks"]}
+    assert {("sweep", "engine", 1), ("sweep", "engine", 4)} <= suites, suites
+    ablation = {variant for suite, variant, _ in suites if suite == "ablation"}
+    assert {"none", "all"} <= ablation, suites
+
+
+def test_an_openvino_search_races_its_precisions_and_ships_one(embedded: EmbeddedWorker
+                                                               ) -> None:
+    model_id = embedded.upload(model_bytes(small_cnn(seed=34)), "cnn.onnx")
+
+    job = embedded.wait(embedded.submit(
+        model_id, backend="openvino", input_shapes={"input": [2, 3, 32, 32]},
+        search={"time_budget_s": 60, "pass_sets": False}, benchmark=FAST_BENCHMARK))
+
+    assert job["status"] == "succeeded", job["error"]
+    report = job["search_report"]
+    rows = {row["name"]: row for row in report["rows"]}
+    assert {"bf16/all", "fp32/all"} <= set(rows), report
+    assert report["winner"] in rows and report["recipe"]["backend"] == "openvino"
+    assert job["outcome"]["shipped"]["backend"] == "openvino"
