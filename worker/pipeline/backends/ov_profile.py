@@ -10,7 +10,12 @@ from typing import Any
 import numpy as np
 
 from optimizer.backends.openvino.build import OvEngine, runner_for_engine
-from optimizer.backends.openvino.layers import ir_node_origins, layer_times, runtime_layers
+from optimizer.backends.openvino.layers import (
+    ir_node_origins,
+    layer_nodes,
+    layer_times,
+    runtime_layers,
+)
 from optimizer.measure.node_profile import NodeProfile, NodeTime
 from optimizer.measure.provenance import Provenance, compose, named_graph, node_provenance
 from worker.pipeline.backends.base import PROFILE_RUNS, NodeProfiles
@@ -37,11 +42,7 @@ def openvino_node_profiles(run: JobRun, loaded: LoadedModel, optimized: Optimize
     nodes = sorted((NodeTime(layer.name, layer.layer_type, times[layer.name], 1)
                     for layer in layers if layer.name in times), key=lambda n: -n.time_ms)
     fused = named_graph(optimized.engine_source)
-    origins = ir_node_origins(engine.model_path, fused)
-    layer_nodes: Provenance = {
-        layer.name: tuple(dict.fromkeys(node for op in layer.ir_ops
-                                        for node in origins.get(op, ())))
-        for layer in layers}
+    traced: Provenance = layer_nodes(layers, ir_node_origins(engine.model_path, fused))
     threads = engine.manifest.get("threads")
     return NodeProfiles(
         original=original,
@@ -49,7 +50,7 @@ def openvino_node_profiles(run: JobRun, loaded: LoadedModel, optimized: Optimize
                            runs=runs),
         original_provenance=original_provenance,
         engine_provenance=compose(node_provenance(named_graph(loaded.fusion_source), fused),
-                                  layer_nodes),
+                                  traced),
         profiler=(f"OpenVINO's per-layer performance counters ({engine.manifest['precision']}), "
                   f"{runs} runs, {'default' if threads is None else threads} threads; the "
                   "original: ONNX Runtime's profiler"))
