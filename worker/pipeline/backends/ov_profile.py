@@ -5,6 +5,8 @@ rewrote in three hops: the layer's fused IR ops, each IR op's ONNX node of the f
 (optimizer/backends/openvino/layers.py), the fused model's origin tags
 (optimizer/measure/provenance.py)."""
 
+import statistics
+import time
 from typing import Any
 
 import numpy as np
@@ -16,6 +18,7 @@ from optimizer.backends.openvino.layers import (
     layer_times,
     runtime_layers,
 )
+from optimizer.backends.openvino.runner import OpenVinoRunner
 from optimizer.measure.node_profile import NodeProfile, NodeTime
 from optimizer.measure.provenance import Provenance, compose, named_graph, node_provenance
 from worker.pipeline.backends.base import PROFILE_RUNS, NodeProfiles
@@ -56,11 +59,8 @@ def openvino_node_profiles(run: JobRun, loaded: LoadedModel, optimized: Optimize
                   "original: ONNX Runtime's profiler"))
 
 
-def _median_run_ms(runner: Any, feed: dict[str, np.ndarray], runs: int) -> float:
-    import statistics
-    import time
-
-    runner.infer(feed)
+def _median_run_ms(runner: OpenVinoRunner, feed: dict[str, np.ndarray], runs: int) -> float:
+    runner.infer(feed)  # the first run allocates and primes; not counted
     walls = []
     for _ in range(max(1, runs)):
         started = time.perf_counter()
