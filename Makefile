@@ -11,7 +11,7 @@ INSTALLED := $(VENV)/.installed
 $(INSTALLED): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet --editable '.[dev]'
+	$(BIN)/python -m pip install --quiet --editable '.[dev,openvino]'
 	touch $@
 
 install: $(INSTALLED)

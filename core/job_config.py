@@ -295,7 +295,13 @@ class JobConfig(BaseModel):
         default=None, ge=1, le=256,
         description="onnxruntime only: the engine's intra-op threads, kept in its manifest so "
         "it loads with them (unset: ONNX Runtime's default, one per core); the benchmark's "
-        "original runs with the same, and int8 candidates are timed with them")
+        "original runs with the same, and int8 candidates are timed with them; "
+        "intra_op_threads is the same option under the name every CPU backend takes")
+    intra_op_threads: int | None = Field(
+        default=None, ge=1, le=256,
+        description="CPU backends (onnxruntime, openvino): the threads the engine runs a "
+        "request on, kept in its manifest so it loads with them (unset: the runtime's "
+        "default, one per core); the benchmark's original runs with the same")
     ort_flush_denormals: bool | None = Field(
         default=None,
         description="onnxruntime only: the engine flushes denormal floats to zero while it runs. "
@@ -367,6 +373,13 @@ class JobConfig(BaseModel):
         if PRECISIONS[self.precision].quantizes and self.search is None:
             self.accuracy_budget = _quantized_budget(self)
         return self
+
+    @property
+    def cpu_threads(self) -> int | None:
+        """The threads a CPU backend's engine runs on: intra_op_threads, or ONNX Runtime's own
+        name for it, ort_intra_op_threads (a job sets one at most); None: the default."""
+        return self.intra_op_threads if self.intra_op_threads is not None \
+            else self.ort_intra_op_threads
 
     def searched_backends(self) -> list[Backend]:
         """The backends a search job tries: its own first (its workers run the search)."""
@@ -453,16 +466,22 @@ def _cross_field_problem(config: JobConfig) -> str | None:
     spec = BACKENDS[config.backend]
     if config.search is not None:
         return _search_problem(config, config.search)
-    if config.precision_search and config.precision not in reduced_precisions():
-        choices = ", ".join(f"{p} ({_names(backends_for(p))})" for p in reduced_precisions())
-        return (f"precision_search: there is nothing to search at {config.precision}; set "
-                f"precision to one it converts to: {choices}")
+    if config.precision_search and not spec.converts_graph(config.precision):
+        choices = ", ".join(f"{p} ({_names(_converting(p))})" for p in reduced_precisions())
+        how = (f"backend {str(config.backend)!r} computes {config.precision} from the fp32 "
+               "graph itself, so there is no converted graph to search"
+               if config.precision in spec.runtime_precisions
+               else f"there is nothing to search at {config.precision}")
+        return (f"precision_search: {how}; set precision to one it converts to: {choices}")
     for option in _BACKEND_OPTIONS:
         if getattr(config, option) is not None and option not in spec.options:
             allowed = _names(backends_for(option))
             return (f"{option}: applies to backend {allowed} only; "
                     f"{spec.why_not.get(option, f'backend {str(config.backend)!r} does not use it.')} "
                     f"Drop {option} or set backend to {allowed}.")
+    if config.intra_op_threads is not None and config.ort_intra_op_threads is not None:
+        return ("intra_op_threads: ort_intra_op_threads is the same option under ONNX "
+                "Runtime's name; set one of them")
     if config.target_gpu is not None and normalize_compute_capability(config.target_gpu):
         refusal = PRECISIONS[config.precision].gpu_refusal(config.target_gpu)
         if refusal is not None:
@@ -508,8 +527,10 @@ def _search_problem(config: JobConfig, search: SearchConfig) -> str | None:
             return (f"{option}: applies to backend {allowed} only, and this search tries "
                     f"{_names(tuple(backends))}. Drop {option} or add {allowed} to "
                     "search.backends.")
-    if search.threads is not None and config.ort_intra_op_threads is not None:
-        return ("ort_intra_op_threads: a search with search.threads tries thread counts "
+    if search.threads is not None and config.cpu_threads is not None:
+        named = ("ort_intra_op_threads" if config.ort_intra_op_threads is not None
+                 else "intra_op_threads")
+        return (f"{named}: a search with search.threads tries thread counts "
                 "itself; drop one of them")
     built = [p for backend in backends for p in BACKENDS[backend].precisions]
     unsupported = [str(p) for p in search.precisions or () if p not in built]
@@ -619,6 +640,12 @@ def quantization_of(config: JobConfig) -> QuantizationConfig:
 
 # The fields only some backends take (each spec's `options`): the rule above covers them all.
 _BACKEND_OPTIONS = tuple(sorted({option for spec in BACKENDS.values() for option in spec.options}))
+
+
+def _converting(precision: Precision) -> tuple[Backend, ...]:
+    """The backends that reach `precision` by converting the graph (what precision_search
+    searches), not through their runtime."""
+    return tuple(b for b in backends_for(precision) if BACKENDS[b].converts_graph(precision))
 
 
 def _names(backends: tuple[Backend, ...]) -> str:

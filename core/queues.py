@@ -30,11 +30,13 @@ __all__ = [
     "WEBHOOK_QUEUE",
     "backend_queues",
     "can_take_gpu_jobs",
+    "cpu_queues",
     "gpu_backend_of",
     "gpu_queues",
     "is_gpu_queue",
     "job_queue",
     "narrowed_queue",
+    "queue_backend",
     "queue_for",
     "worker_queues",
 ]
@@ -58,6 +60,20 @@ GPU_QUEUE = _first_queue_of(QueueKind.GPU)
 def backend_queues() -> list[str]:
     """Every backend's queue, once each, in the registry's order (no narrowed ones)."""
     return list(dict.fromkeys(spec.queue_name for spec in BACKENDS.values()))
+
+
+def cpu_queues() -> list[str]:
+    """Every CPU backend's queue, once each ("cpu", "openvino"): what a worker started without
+    --queues consumes (each it cannot run is dropped, `worker_queues`)."""
+    return list(dict.fromkeys(spec.queue_name for spec in BACKENDS.values()
+                              if spec.queue is QueueKind.CPU))
+
+
+def queue_backend(name: str) -> BackendSpec | None:
+    """The backend whose own queue (or a narrowed form of it) `name` is, where only that
+    backend's jobs go there; None for a shared or unknown queue."""
+    owners = [spec for spec in BACKENDS.values() if _in_family(name, spec.queue_name)]
+    return owners[0] if len(owners) == 1 else None
 
 
 def _spec_named(backend: str) -> BackendSpec:
@@ -134,6 +150,7 @@ def can_take_gpu_jobs(capabilities: HostCapabilities, requested: Iterable[str] |
 def worker_queues(requested: Iterable[str], capabilities: HostCapabilities) -> tuple[list[str], list[str]]:
     """(queues to add, queues to drop) for a worker asked to consume `requested`.
 
+    A CPU backend's own queue is dropped where the host cannot run that backend (no OpenVINO).
     Asking for any queue of a GPU backend means "take that backend's jobs this host can build":
     a host that runs it adds its GPU's narrowed queues of that backend; one that cannot drops
     every queue of that backend, so those jobs stay queued for a worker that can build them
@@ -142,7 +159,10 @@ def worker_queues(requested: Iterable[str], capabilities: HostCapabilities) -> t
     requested = list(requested)
     gpu = capabilities.gpu
     add: list[str] = []
-    drop: list[str] = []
+    # A CPU backend with a queue of its own (OpenVINO's) is taken only where the host runs it.
+    drop: list[str] = [name for name in requested
+                       if (spec := queue_backend(name)) is not None
+                       and spec.queue is QueueKind.CPU and not spec.runs_on(capabilities)]
     for spec in _gpu_backends():
         asked = [name for name in requested if _in_family(name, spec.queue_name)]
         if not asked:

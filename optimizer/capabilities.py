@@ -1,8 +1,10 @@
-"""Detect what this host can build engines on: its NVIDIA GPUs and the TensorRT version, or none.
+"""Detect what this host can build engines on: its NVIDIA GPUs and the TensorRT version, or none;
+the CPU backends' packages (OpenVINO, NNCF) and the CPU flags a precision needs (bf16's).
 
 GPUs come from NVML (`pynvml`, when installed) or else from `nvidia-smi`; TensorRT from a lazy
-`import tensorrt`. Nothing here needs a GPU: a host without one gets `HostCapabilities` with no
-GPUs and notes that say why, e.g.
+`import tensorrt`; OpenVINO and NNCF from their installed distributions' metadata (nothing is
+imported); the CPU flags from /proc/cpuinfo. Nothing here needs a GPU: a host without one gets
+`HostCapabilities` with no GPUs and notes that say why, e.g.
 
     >>> caps = detect_capabilities()
     >>> caps.describe()
@@ -18,18 +20,25 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
 from typing import Any
+
+from optimizer.registries.precisions import PRECISIONS
 
 __all__ = [
     "GpuInfo",
     "HostCapabilities",
+    "cpu_capabilities",
     "detect_capabilities",
     "detect_gpus",
     "gpu_name_slug",
     "normalize_compute_capability",
+    "package_version",
     "parse_nvidia_smi_csv",
+    "precision_cpu_flags",
     "sm_tag",
     "tensorrt_version",
     "visible_gpus",
@@ -77,6 +86,11 @@ class HostCapabilities:
     gpus: tuple[GpuInfo, ...] = ()
     tensorrt_version: str | None = None
     notes: tuple[str, ...] = field(default=())
+    openvino_version: str | None = None
+    nncf_version: str | None = None
+    # The CPU flags some precision's CPU kernels need (`PrecisionSpec.cpu_flags`) that this
+    # host's CPU has: what a CPU backend's precision refusals read (`PrecisionSpec.cpu_refusal`).
+    cpu_flags: frozenset[str] = frozenset()
 
     @property
     def gpu(self) -> GpuInfo | None:
@@ -87,24 +101,39 @@ class HostCapabilities:
     def can_build_tensorrt(self) -> bool:
         return self.gpu is not None and self.tensorrt_version is not None
 
+    @property
+    def can_run_openvino(self) -> bool:
+        """OpenVINO builds and runs the engines, NNCF quantizes them: a host needs both."""
+        return self.openvino_version is not None and self.nncf_version is not None
+
     def describe(self) -> str:
         """One line for logs and job messages: "none (...)" on a host without a GPU."""
         trt = f"TensorRT {self.tensorrt_version}" if self.tensorrt_version else "TensorRT: not installed"
         if not self.gpus:
             why = "; ".join(self.notes) if self.notes else "none detected"
-            return f"none (no NVIDIA GPU: {why}; {trt})"
+            return f"none (no NVIDIA GPU: {why}; {trt}){self._cpu_side()}"
         gpus = ", ".join(
             f"{g.name} (compute capability {g.compute_capability or 'unknown'}, "
             f"{g.memory_total_mib if g.memory_total_mib is not None else '?'} MiB)"
             for g in self.gpus
         )
-        return f"{gpus}; {trt}"
+        return f"{gpus}; {trt}{self._cpu_side()}"
+
+    def _cpu_side(self) -> str:
+        openvino = (f"OpenVINO {self.openvino_version}" if self.openvino_version
+                    else "OpenVINO: not installed")
+        nncf = f"NNCF {self.nncf_version}" if self.nncf_version else "NNCF: not installed"
+        flags = ", ".join(sorted(self.cpu_flags)) or "none"
+        return f"; {openvino}; {nncf}; CPU precision flags: {flags}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "gpus": [g.to_dict() for g in self.gpus],
             "tensorrt_version": self.tensorrt_version,
             "notes": list(self.notes),
+            "openvino_version": self.openvino_version,
+            "nncf_version": self.nncf_version,
+            "cpu_flags": sorted(self.cpu_flags),
         }
 
 
@@ -293,6 +322,45 @@ def tensorrt_version() -> tuple[str | None, str | None]:
     return str(tensorrt.__version__), None
 
 
+def package_version(distribution: str) -> str | None:
+    """The installed version of a Python distribution ("openvino"), None where it is not
+    installed; read from its metadata, so nothing is imported."""
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def precision_cpu_flags(flags: Iterable[str]) -> frozenset[str]:
+    """Of a CPU's `flags`, those some precision's CPU kernels need (`PrecisionSpec.cpu_flags`):
+    e.g. {"avx512_bf16"} of an AMD Zen 4's hundred-odd flags."""
+    wanted = frozenset().union(*(spec.cpu_flags for spec in PRECISIONS.values()))
+    return wanted & frozenset(flags)
+
+
+def _cpuinfo_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> tuple[frozenset[str], str | None]:
+    """The x86 flags of the first processor in `cpuinfo`, and a note where it cannot be read."""
+    try:
+        text = cpuinfo.read_text()
+    except OSError as err:
+        return frozenset(), f"CPU flags unknown ({cpuinfo} unreadable: {err.strerror})"
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "flags":
+            return frozenset(value.split()), None
+    return frozenset(), None  # not x86 (ARM names "Features"): no flag a precision reads
+
+
+def cpu_capabilities() -> dict[str, Any]:
+    """The CPU side of `HostCapabilities` (its OpenVINO and NNCF versions, its precision
+    flags), as keyword arguments, with any notes under "notes"."""
+    flags, note = _cpuinfo_flags()
+    return {"openvino_version": package_version("openvino"),
+            "nncf_version": package_version("nncf"),
+            "cpu_flags": precision_cpu_flags(flags),
+            "notes": () if note is None else (note,)}
+
+
 def detect_capabilities(
     *, nvidia_smi: str = "nvidia-smi", environ: dict[str, str] | None = None
 ) -> HostCapabilities:
@@ -312,4 +380,6 @@ def detect_capabilities(
     version, trt_note = tensorrt_version()
     if trt_note is not None and trt_note != "TensorRT is not installed":
         extra.append(trt_note)
-    return HostCapabilities(gpus=gpus, tensorrt_version=version, notes=tuple(extra))
+    cpu = cpu_capabilities()
+    return HostCapabilities(gpus=gpus, tensorrt_version=version,
+                            notes=(*extra, *cpu.pop("notes")), **cpu)

@@ -9,15 +9,16 @@ import argparse
 
 from core.invalid_settings import exit_on_invalid_settings
 from core.logging_setup import configure_logging
-from core.queues import CPU_QUEUE, backend_queues, can_take_gpu_jobs
+from core.queues import backend_queues, can_take_gpu_jobs, cpu_queues
 
 __all__ = ["main", "worker_parser"]
 
 
 def worker_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fuseforge worker", description="run a Celery worker")
-    parser.add_argument("--queues", default=CPU_QUEUE,
-                        help=f"comma-separated: {', '.join(backend_queues())}")
+    parser.add_argument("--queues", default=",".join(cpu_queues()),
+                        help=f"comma-separated: {', '.join(backend_queues())} (default: every "
+                        "CPU backend's; a host that cannot run one drops its queue)")
     parser.add_argument("--concurrency", type=int, default=1,
                         help="jobs at once (each uses all cores)")
     parser.add_argument("--pool", default="prefork", choices=["prefork", "solo", "threads"])

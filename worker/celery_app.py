@@ -28,7 +28,7 @@ from core.queues import (
     DELIVER_WEBHOOK_TASK,
     RUN_JOB_TASK,
     WEBHOOK_QUEUE,
-    gpu_backend_of,
+    queue_backend,
     worker_queues,
 )
 from core.settings import Settings, get_settings
@@ -106,10 +106,10 @@ def _choose_queues(sender: str, instance: Any, **_: Any) -> None:
 
 
 def _by_backend(queues: list[str]) -> dict[str, list[str]]:
-    """GPU queues grouped by the label of the backend they belong to."""
+    """Dropped queues grouped by the label of the backend they belong to."""
     grouped: dict[str, list[str]] = {}
     for name in queues:
-        spec = gpu_backend_of(name)
+        spec = queue_backend(name)
         grouped.setdefault(spec.label if spec else name, []).append(name)
     return grouped
 

@@ -202,8 +202,11 @@
       if (!search && text("ort_optimization_level")) job.ort_optimization_level = text("ort_optimization_level");
       const flush = text("ort_flush_denormals");
       if (flush) job.ort_flush_denormals = flush === "true";
-      const threads = numberField("ort_intra_op_threads");
-      if (threads !== undefined) job.ort_intra_op_threads = threads;
+    }
+    const threadsField = form.querySelector('[data-field="intra_op_threads"]');
+    const threads = numberField("intra_op_threads");
+    if (threads !== undefined && !threadsField.closest("[data-backend-only]").hidden) {
+      job.intra_op_threads = threads;
     }
     if (text("callback_url")) job.callback_url = text("callback_url");
     return job;

@@ -62,6 +62,8 @@ def capture_environment(*, threads: int | None, worker: str | None,
         "python": platform.python_version(),
         "onnxruntime": _version("onnxruntime"),
         "onnx": _version("onnx"),
+        # OpenVINO's engines run on it; a version change moves their figures (None: not here).
+        "openvino": _version("openvino"),
         **_device(),
         "worker": worker,
         "memory_bandwidth_gb_s": memory_bandwidth_gb_s,

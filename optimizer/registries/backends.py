@@ -17,14 +17,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from optimizer.registries.ort_levels import DEFAULT_ORT_LEVEL, OrtLevel
 from optimizer.registries.precisions import PRECISIONS, Precision
 from optimizer.registries.quantization import QuantFlavour
-
-if TYPE_CHECKING:
-    from optimizer.capabilities import HostCapabilities
 
 __all__ = ["BACKENDS", "DEFAULT_BACKEND", "Backend", "BackendSpec", "QueueKind", "backends_for",
            "load_dotted", "register_backend", "unregister_backend"]
@@ -33,6 +30,7 @@ __all__ = ["BACKENDS", "DEFAULT_BACKEND", "Backend", "BackendSpec", "QueueKind",
 class Backend(StrEnum):
     ONNXRUNTIME = "onnxruntime"
     TENSORRT = "tensorrt"
+    OPENVINO = "openvino"
 
     @classmethod
     def _missing_(cls, value: object) -> Backend | None:
@@ -94,6 +92,10 @@ class BackendSpec:
     # "module:function" reporting the precision each node runs at in its quantized engine
     # (optimizer/quantization/node_precision.py's signature); None: no report.
     node_precisions: str | None = field(kw_only=True, default=None)
+    # The float precisions its runtime computes in from the fp32 graph (OpenVINO's inference
+    # precision hint): the optimize stage converts no graph for these, where it converts the
+    # graph to the `onnx_type` of the others (`converts_graph`).
+    runtime_precisions: frozenset[Precision] = field(kw_only=True, default=frozenset())
 
     def __post_init__(self) -> None:
         if sorted(self.precision_order) != sorted(self.precisions):
@@ -111,6 +113,11 @@ class BackendSpec:
             raise ValueError(f"backend {self.name!r} runs {', '.join(unflavoured)} but names no "
                              "quant_flavours for it (optimizer/registries/quantization.py)")
 
+    def converts_graph(self, precision: Precision) -> bool:
+        """Whether a job at `precision` on this backend has its graph converted to the
+        precision's ONNX type (else the engine computes at it from the fp32 graph)."""
+        return PRECISIONS[precision].converts and precision not in self.runtime_precisions
+
     @property
     def quantized_precisions(self) -> tuple[Precision, ...]:
         """Its precisions reached by quantization (int8, fp8), in `precisions`' order."""
@@ -120,8 +127,10 @@ class BackendSpec:
     def needs_gpu(self) -> bool:
         return self.queue is QueueKind.GPU
 
-    def runs_on(self, capabilities: HostCapabilities) -> bool:
-        """Whether a host with `capabilities` can build and run this backend's engines."""
+    def runs_on(self, capabilities: object) -> bool:
+        """Whether a host with `capabilities` (optimizer.capabilities.HostCapabilities, which
+        reads the precision registry, so it is not imported here) can build and run this
+        backend's engines."""
         return self.host_check is None or bool(getattr(capabilities, self.host_check))
 
     @property
@@ -151,7 +160,7 @@ BACKENDS: Mapping[Backend, BackendSpec] = MappingProxyType({
         runner="optimizer.backends.onnxruntime.runner:OnnxRuntimeRunner",
         engine_builder="optimizer.backends.onnxruntime.build:build_ort_engine",
         options=frozenset({"ort_optimization_level", "ort_flush_denormals",
-                           "ort_intra_op_threads"}),
+                           "ort_intra_op_threads", "intra_op_threads"}),
         why_not={
             "target_gpu": "backend 'onnxruntime' runs on CPU workers.",
             "profiles": "ONNX Runtime accepts any shape the graph allows, so backend "
@@ -176,6 +185,38 @@ BACKENDS: Mapping[Backend, BackendSpec] = MappingProxyType({
             "ort_optimization_level": "a TensorRT engine is optimized by TensorRT's builder.",
             "ort_flush_denormals": "TensorRT's GPU kernels choose their own denormal handling.",
             "ort_intra_op_threads": "a TensorRT engine runs on the GPU, not on CPU threads.",
+            "intra_op_threads": "a TensorRT engine runs on the GPU, not on CPU threads.",
+        }),
+    # CPU, but a queue of its own: only a host with the openvino and nncf packages takes its
+    # jobs (an ONNX Runtime worker without them leaves them queued, and says why).
+    Backend.OPENVINO: BackendSpec(
+        Backend.OPENVINO, "OpenVINO", QueueKind.CPU, queue_name="openvino",
+        precisions=(Precision.FP32, Precision.BF16),
+        precision_order=(Precision.BF16, Precision.FP32),
+        # bf16 is OpenVINO's inference precision hint on the fp32 IR (its CPU plugin keeps
+        # the layers that need it in f32): no graph conversion.
+        runtime_precisions=frozenset({Precision.BF16}),
+        runner="optimizer.backends.openvino.runner:OpenVinoRunner",
+        engine_builder="optimizer.backends.openvino.build:build_ov_engine",
+        options=frozenset({"intra_op_threads"}),
+        host_check="can_run_openvino",
+        host_needs="the openvino and nncf Python packages (pip install 'fuseforge[openvino]')",
+        why_not={
+            "target_gpu": "backend 'openvino' runs on CPU workers.",
+            "profiles": "an OpenVINO engine is built at the job's input_shapes, or keeps the "
+                        "model's own dynamic dims where they cannot be fixed; it takes no "
+                        "TensorRT profiles.",
+            "ort_optimization_level": "an OpenVINO engine is optimized by OpenVINO's own "
+                                      "graph transformations.",
+            "ort_flush_denormals": "OpenVINO's CPU plugin sets its own denormal handling.",
+            "ort_intra_op_threads": "it is ONNX Runtime's name; backend 'openvino' takes "
+                                    "intra_op_threads.",
+            Precision.FP16: "OpenVINO's CPU plugin runs fp16 natively only on CPUs with "
+                            "AVX512_FP16 (Intel Sapphire Rapids and later); FuseForge does not "
+                            "offer it yet.",
+            Precision.INT8: "int8 on OpenVINO (NNCF post-training quantization) is not "
+                            "wired yet.",
+            Precision.FP8: "OpenVINO's CPU plugin has no fp8 compute kernels.",
         }),
 })
 

@@ -58,6 +58,10 @@ class PrecisionSpec:
     has_dynamic_form: bool = field(kw_only=True, default=False)
     # The oldest NVIDIA compute capability with kernels for it ("8.0"); None: any.
     min_compute_capability: str | None = None
+    # The CPU flags (as /proc/cpuinfo names them) any one of which gives a CPU backend native
+    # kernels for it; empty: any CPU. A CPU backend on a host with none refuses it (`cpu_refusal`).
+    cpu_flags: frozenset[str] = field(kw_only=True, default=frozenset())
+    cpu_hardware: str = field(kw_only=True, default="any CPU")  # the CPUs with `cpu_flags`, in words
 
     def gpu_refusal(self, compute_capability: str | None) -> str | None:
         """Why a GPU of `compute_capability` ("major.minor") cannot run this precision, or
@@ -68,6 +72,13 @@ class PrecisionSpec:
             return None
         return (f"{self.name} needs compute capability {self.min_compute_capability} or later "
                 f"({self.hardware}); this GPU has {compute_capability}")
+
+    def cpu_refusal(self, flags: frozenset[str]) -> str | None:
+        """Why a CPU with `flags` cannot run this precision on a CPU backend, or None if it can."""
+        if not self.cpu_flags or self.cpu_flags & flags:
+            return None
+        return (f"{self.name} needs a CPU with {' or '.join(sorted(self.cpu_flags))} "
+                f"({self.cpu_hardware}); this worker's CPU has none of them")
 
     @property
     def converts(self) -> bool:
@@ -100,8 +111,11 @@ PRECISIONS: Mapping[Precision, PrecisionSpec] = MappingProxyType({
         "CPUs run it emulated or slowly", fidelity=70),
     Precision.BF16: PrecisionSpec(
         Precision.BF16, "bfloat16", {"atol": 5e-2, "rtol": 5e-2, "min_cosine": 0.995},
-        onnx_type="BFLOAT16", hardware="NVIDIA GPUs of compute capability 8.0 or later",
-        min_compute_capability="8.0", fidelity=80),
+        onnx_type="BFLOAT16", hardware="NVIDIA GPUs of compute capability 8.0 or later; "
+        "CPUs with AVX512_BF16 or AMX (OpenVINO)",
+        min_compute_capability="8.0", fidelity=80,
+        cpu_flags=frozenset({"avx512_bf16", "amx_bf16"}),
+        cpu_hardware="AMD Zen 4, Intel Cooper Lake, Sapphire Rapids and later"),
     # Elementwise limits do not bind: int8 moves every value by up to half a scale step; the
     # cosine and the top-1 agreement of class scores judge it.
     Precision.INT8: PrecisionSpec(

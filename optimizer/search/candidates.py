@@ -85,6 +85,10 @@ class SearchSpace:
     target_gpu: str | None = None  # a compute capability: precisions it lacks are refused
     firing_passes: tuple[str, ...] | None = None
     threads: tuple[int, ...] | None = None  # onnxruntime: intra-op thread counts to try
+    # The worker CPU's precision flags (HostCapabilities.cpu_flags): on a CPU backend, the
+    # precisions it has no kernels for are refused (bf16 without AVX512_BF16 or AMX); None:
+    # unknown (the plan of a dry run), nothing refused for it.
+    cpu_flags: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -125,6 +129,8 @@ def plan_candidates(space: SearchSpace) -> CandidatePlan:
                 precision, f"backend {str(space.backend)!r} does not run {precision}.")))
             continue
         refusal = PRECISIONS[precision].gpu_refusal(space.target_gpu)
+        if refusal is None and space.cpu_flags is not None and not spec.needs_gpu:
+            refusal = PRECISIONS[precision].cpu_refusal(space.cpu_flags)
         if refusal is not None:
             refused.append(Refusal(str(precision), refusal))
             continue

@@ -15,7 +15,7 @@ from optimizer.registries.backends import BACKENDS
 
 _OPTION_VALUES = {"target_gpu": "9.0", "profiles": {"x": {"min": [1], "opt": [1], "max": [1]}},
                   "ort_optimization_level": "basic", "ort_flush_denormals": True,
-                  "ort_intra_op_threads": 2}
+                  "ort_intra_op_threads": 2, "intra_op_threads": 2}
 
 
 def _refusal(**fields: object) -> str:
@@ -32,7 +32,9 @@ def test_backend_and_precision_are_the_optimizers_enums() -> None:
 
 
 def test_an_unknown_backend_is_refused_naming_the_known_ones() -> None:
-    assert _refusal(backend="openvino") == "Input should be 'onnxruntime' or 'tensorrt'"
+    assert _refusal(backend="coreml") == ("Input should be "
+                                          f"{', '.join(repr(str(b)) for b in list(Backend)[:-1])} "
+                                          f"or {str(list(Backend)[-1])!r}")
 
 
 @pytest.mark.parametrize("backend", list(Backend))
@@ -78,13 +80,33 @@ def registry_without_bf16_on_tensorrt(monkeypatch: pytest.MonkeyPatch) -> Iterat
 @pytest.mark.usefixtures("registry_without_bf16_on_tensorrt")
 def test_the_precision_rule_reads_the_registry() -> None:
     message = _refusal(backend="tensorrt", precision="bf16")
-    assert message.startswith("precision: bf16 needs backend none;"), message
+    others = [repr(str(b)) for b in BACKENDS if b != Backend.TENSORRT
+              and Precision.BF16 in BACKENDS[b].precisions]
+    assert message.startswith(f"precision: bf16 needs backend {' or '.join(others) or 'none'};"), \
+        message
 
 
 def test_precision_search_names_the_precisions_it_can_search() -> None:
     message = _refusal(precision_search=True)
     assert message == ("precision_search: there is nothing to search at fp32; set precision to "
                        "one it converts to: fp16 ('onnxruntime' or 'tensorrt'), bf16 ('tensorrt')")
+
+
+def test_precision_search_is_refused_where_the_runtime_computes_the_precision() -> None:
+    message = _refusal(backend="openvino", precision="bf16", precision_search=True)
+    assert message.startswith("precision_search: backend 'openvino' computes bf16 from the fp32 "
+                              "graph itself"), message
+
+
+def test_intra_op_threads_and_its_onnx_runtime_name_are_one_option() -> None:
+    assert JobConfig(intra_op_threads=2).cpu_threads == 2
+    assert JobConfig(ort_intra_op_threads=3).cpu_threads == 3
+    assert JobConfig(backend=Backend.OPENVINO, intra_op_threads=1).cpu_threads == 1
+    message = _refusal(intra_op_threads=2, ort_intra_op_threads=2)
+    assert message.startswith("intra_op_threads: ort_intra_op_threads is the same option"), \
+        message
+    message = _refusal(backend="openvino", ort_intra_op_threads=2)
+    assert "backend 'openvino' takes intra_op_threads" in message, message
 
 
 def test_the_ort_level_default_applies_to_backends_taking_that_option() -> None:

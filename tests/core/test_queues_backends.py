@@ -18,7 +18,7 @@ from optimizer.registries.backends import BACKENDS, Backend, QueueKind
 def test_every_backend_has_the_queue_its_spec_names() -> None:
     for name, spec in BACKENDS.items():
         assert queue_for(name, None) == spec.queue_name
-    assert backend_queues() == ["cpu", "gpu"]
+    assert backend_queues() == ["cpu", "gpu", "openvino"]
     assert (CPU_QUEUE, GPU_QUEUE) == ("cpu", "gpu")  # what deployed workers are started on
 
 
@@ -42,8 +42,8 @@ def test_a_stored_jobs_backend_name_finds_its_queue() -> None:
 
 
 def test_an_unknown_backend_name_has_no_queue() -> None:
-    with pytest.raises(ValueError, match="no backend 'openvino' has a queue"):
-        queue_for("openvino", None)
+    with pytest.raises(ValueError, match="no backend 'coreml' has a queue"):
+        queue_for("coreml", None)
 
 
 def test_gpu_jobs_are_taken_by_a_host_that_runs_a_gpu_backend() -> None:

@@ -45,7 +45,7 @@ def test_its_jobs_go_to_its_own_queue_narrowed_by_target_gpu(target: str | None,
 def test_tensorrt_keeps_the_queue_names_deployed_workers_use() -> None:
     assert queue_for("tensorrt", None) == "gpu" and queue_for("tensorrt", "9.0") == "gpu.sm90"
     assert queue_for("onnxruntime", None) == "cpu"
-    assert backend_queues() == ["cpu", "gpu", "fakegpu"]
+    assert backend_queues() == ["cpu", "gpu", "openvino", "fakegpu"]
 
 
 def test_each_gpu_queue_belongs_to_its_backend() -> None:

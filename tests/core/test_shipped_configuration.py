@@ -43,3 +43,9 @@ def test_a_search_job_shipped_its_winners_recipe() -> None:
     assert shipped["passes"] == [] and shipped["ort_intra_op_threads"] == 1
     assert named_passes(JobConfig(passes="none"), shipped["passes"]) == "none"
     assert named_passes(JobConfig(), ["cleanup"]) == ["cleanup"]
+
+
+def test_the_threads_compare_alike_under_either_name() -> None:
+    by_ort_name = shipped_configuration(JobConfig(ort_intra_op_threads=2), {})
+    by_neutral_name = shipped_configuration(JobConfig(intra_op_threads=2), {})
+    assert by_ort_name == by_neutral_name and by_ort_name["ort_intra_op_threads"] == 2

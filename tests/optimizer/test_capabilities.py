@@ -1,6 +1,7 @@
 """Capability detection: this host reports no GPU cleanly; nvidia-smi's CSV is parsed (drivers with
 and without `compute_cap`); compute capabilities and GPU names normalize; CUDA_VISIBLE_DEVICES
-is honoured as CUDA does."""
+is honoured as CUDA does; the CPU side: OpenVINO and NNCF found, and the precision flags (bf16's)
+read from the CPU's flags, which the tests stub rather than the runtime."""
 
 import shutil
 import stat
@@ -15,9 +16,11 @@ from optimizer.capabilities import (
     gpu_name_slug,
     normalize_compute_capability,
     parse_nvidia_smi_csv,
+    precision_cpu_flags,
     sm_tag,
     visible_gpus,
 )
+from optimizer.registries.precisions import PRECISIONS, Precision
 
 # `nvidia-smi --query-gpu=index,name,compute_cap,memory.total,uuid,driver_version
 #  --format=csv,noheader,nounits` on a two-GPU host (one H200, one L4), driver 570.
@@ -38,7 +41,43 @@ def test_this_host_reports_no_gpu_and_no_tensorrt_without_raising() -> None:
     assert caps.tensorrt_version is None and not caps.can_build_tensorrt
     assert caps.describe().startswith("none (no NVIDIA GPU: ")
     assert "nvidia-smi not found" in caps.describe()
-    assert caps.to_dict() == {"gpus": [], "tensorrt_version": None, "notes": list(caps.notes)}
+    assert caps.to_dict() == {"gpus": [], "tensorrt_version": None, "notes": list(caps.notes),
+                              "openvino_version": caps.openvino_version,
+                              "nncf_version": caps.nncf_version,
+                              "cpu_flags": sorted(caps.cpu_flags)}
+
+
+def test_this_host_finds_the_openvino_and_nncf_the_project_installs() -> None:
+    caps = detect_capabilities()
+    assert caps.openvino_version == "2026.4.1" and caps.nncf_version == "3.4.0"
+    assert caps.can_run_openvino
+    assert "OpenVINO 2026.4.1; NNCF 3.4.0" in caps.describe()
+
+
+def test_a_host_without_nncf_cannot_run_openvino() -> None:
+    assert not HostCapabilities(openvino_version="2026.4.1").can_run_openvino
+    assert not HostCapabilities(nncf_version="3.4.0").can_run_openvino
+
+
+def test_precision_cpu_flags_keeps_only_the_flags_a_precision_reads() -> None:
+    zen4 = ["fpu", "avx2", "avx512f", "avx512_vnni", "avx512_bf16", "sha_ni"]
+    sapphire_rapids = ["avx512f", "amx_tile", "amx_bf16", "amx_int8"]
+    assert precision_cpu_flags(zen4) == {"avx512_bf16"}
+    assert precision_cpu_flags(sapphire_rapids) == {"amx_bf16"}
+    assert precision_cpu_flags(["avx2", "fma"]) == frozenset()
+
+
+@pytest.mark.parametrize(("flags", "refused"), [
+    (frozenset({"avx512_bf16"}), False), (frozenset({"amx_bf16"}), False),
+    (frozenset(), True)])
+def test_bf16_is_refused_on_a_cpu_without_bf16_kernels(flags: frozenset[str],
+                                                       refused: bool) -> None:
+    host = HostCapabilities(openvino_version="2026.4.1", nncf_version="3.4.0", cpu_flags=flags)
+    refusal = PRECISIONS[Precision.BF16].cpu_refusal(host.cpu_flags)
+    assert (refusal is not None) is refused
+    if refusal is not None:
+        assert "amx_bf16 or avx512_bf16" in refusal and "Zen 4" in refusal
+    assert PRECISIONS[Precision.FP32].cpu_refusal(host.cpu_flags) is None
 
 
 def test_nvidia_smi_csv_is_parsed_into_gpus() -> None:

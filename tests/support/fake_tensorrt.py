@@ -61,7 +61,7 @@ from optimizer.backends.tensorrt import (
 )
 from optimizer.backends.tensorrt.build import TrtBuildArguments
 from optimizer.backends.tensorrt.toolkit import TensorRTToolkit
-from optimizer.capabilities import GpuInfo, HostCapabilities
+from optimizer.capabilities import GpuInfo, HostCapabilities, cpu_capabilities
 from optimizer.errors import EngineBuildError
 from optimizer.measure.node_profile import profile_onnxruntime
 from optimizer.model.tensor_specs import summarize_model
@@ -79,8 +79,11 @@ _PHASES = ("Building the network", "Timing tactics", "Serializing the engine")
 
 
 def fake_capabilities() -> HostCapabilities:
+    """A fake GPU with TensorRT, beside this host's real CPU side (OpenVINO, its flags)."""
+    cpu = cpu_capabilities()
     return HostCapabilities(gpus=(FAKE_GPU,), tensorrt_version=FAKE_TENSORRT_VERSION,
-                            notes=("FakeTensorRT: no GPU, no TensorRT (tests only)",))
+                            notes=("FakeTensorRT: no GPU, no TensorRT (tests only)",
+                                   *cpu.pop("notes")), **cpu)
 
 
 def fake_build_engine(

@@ -46,8 +46,8 @@ def worker_database(request: pytest.FixtureRequest,
 @pytest.fixture(scope="module")
 def embedded(worker_database: Engine, tmp_path_factory: pytest.TempPathFactory
              ) -> Iterator[EmbeddedWorker]:
-    """The API (TestClient) and a worker thread consuming "cpu", "gpu" and "webhooks" from
-    Redis."""
+    """The API (TestClient) and a worker thread consuming "cpu", "gpu", "openvino" and
+    "webhooks" from Redis."""
     data_dir = tmp_path_factory.mktemp("embedded") / "data"
     settings = Settings(env="test", data_dir=data_dir, broker_url=TEST_REDIS_URL,
                         database_url=worker_database.url.render_as_string(hide_password=False),
@@ -69,7 +69,7 @@ def embedded(worker_database: Engine, tmp_path_factory: pytest.TempPathFactory
     with (
         use_runtime(runtime),
         start_worker(celery_app, pool="solo", perform_ping_check=False,
-                     queues=["cpu", "gpu", WEBHOOK_QUEUE],
+                     queues=["cpu", "gpu", "openvino", WEBHOOK_QUEUE],
                      shutdown_timeout=30),
         TestClient(app, headers=bearer(key)) as client,
     ):

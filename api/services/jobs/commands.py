@@ -151,19 +151,24 @@ def _check_callback_host(url: str, webhooks: WebhookSettings) -> None:
 
 
 def waiting_detail(session: Session, config: JobConfig) -> str | None:
-    """Why a GPU backend's job will wait in its queue: None when an online worker consumes it.
+    """Why a job of a backend that not every host runs (a GPU backend, OpenVINO) will wait in
+    its queue: None when an online worker consumes it.
 
     Workers list their queues in the `workers` table with a heartbeat (core/db/worker_registry.py);
     only a worker whose host can run a GPU backend consumes that backend's queues
     (core/queues.py), so the words come from the backend's spec.
     """
     spec = BACKENDS[config.backend]
-    if not spec.needs_gpu:
-        return None
+    if not spec.needs_gpu and spec.host_check is None:
+        return None  # any CPU worker takes it
     queue = job_queue(config)
     online = online_workers(session)
     if any(queue in worker.queues for worker in online):
         return None
+    if not spec.needs_gpu:  # a CPU backend with a queue of its own (OpenVINO's)
+        return (f"waiting for a worker: no online worker can run {spec.label} jobs "
+                f"({spec.host_needs}; queue {queue!r}). The job stays queued until one starts "
+                f"(`fuseforge worker --queues {spec.queue_name}` on a host that has them).")
     target = config.target_gpu
     if target is None:
         needs = f" ({spec.host_needs})" if spec.host_needs else ""

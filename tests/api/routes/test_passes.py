@@ -11,7 +11,10 @@ def test_passes_are_listed_in_run_order_with_summaries(client: TestClient) -> No
     assert [p["name"] for p in listed] == [p.name for p in DEFAULT_PASSES]
     fold = next(p for p in listed if p["name"] == "fold_batch_norm")
     assert fold["summary"] and fold["stage"] == "conv_bn_act"
-    assert set(fold["backends"]) == {"onnxruntime", "tensorrt"}
+    assert set(fold["backends"]) == {"onnxruntime", "tensorrt", "openvino"}
+    # OpenVINO folds it itself: off by default there, with the measurement that said so.
+    assert list(fold["off_by_default"]) == ["openvino"]
+    assert "bench/openvino_passes.py" in fold["off_by_default"]["openvino"]
 
 
 def test_job_accepts_named_passes_and_refuses_unknown_ones(client: TestClient) -> None:

@@ -9,6 +9,7 @@ from optimizer.measure.environment import (
 )
 
 FIELDS = {"cpu", "cpu_cores", "threads", "memory_gib", "os", "python", "onnxruntime", "onnx",
+          "openvino",
           "tensorrt", "cuda", "driver", "gpu", "gpu_sm_clock_mhz", "gpu_memory_clock_mhz",
           "worker", "memory_bandwidth_gb_s"}
 
@@ -21,6 +22,7 @@ def test_capture_has_every_field_with_this_machines_values() -> None:
     assert env["memory_gib"] > 0 and env["memory_bandwidth_gb_s"] == 12.5
     assert env["onnxruntime"] and env["onnx"] and env["python"].count(".") == 2
     assert env["tensorrt"] is None  # TensorRT cannot be installed here: None, not an error
+    assert env["openvino"] == "2026.4.1"  # the openvino extra `make install` installs
 
 
 def test_key_is_stable_and_ignores_worker_and_bandwidth() -> None:

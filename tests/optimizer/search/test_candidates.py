@@ -124,3 +124,24 @@ def test_a_backend_whose_spec_takes_no_ort_level_gets_candidates_without_one(
                         pass_sets=False, ort_levels=("basic", "all"))
     assert [(c.name, c.ort_level) for c in plan_candidates(space).candidates] == [
         ("fp32/all", None)]
+
+
+@pytest.mark.parametrize(("flags", "bf16_tried"), [
+    (frozenset({"avx512_bf16"}), True), (frozenset(), False), (None, True)])
+def test_bf16_on_a_cpu_backend_is_refused_where_the_workers_cpu_lacks_its_kernels(
+        flags: frozenset[str] | None, bf16_tried: bool) -> None:
+    plan = plan_candidates(SearchSpace(backend=Backend.OPENVINO, pass_sets=False,
+                                       cpu_flags=flags))
+
+    assert any(c.precision == Precision.BF16 for c in plan.candidates) is bf16_tried
+    refused = {r.name: r.reason for r in plan.refused}
+    assert ("bf16" in refused) is not bf16_tried
+    if not bf16_tried:
+        assert refused["bf16"].startswith("bf16 needs a CPU with amx_bf16 or avx512_bf16")
+    assert any(c.precision == Precision.FP32 for c in plan.candidates)
+
+
+def test_cpu_flags_refuse_nothing_on_a_gpu_backend() -> None:
+    plan = plan_candidates(SearchSpace(backend=Backend.TENSORRT, pass_sets=False,
+                                       cpu_flags=frozenset()))
+    assert "bf16" not in {r.name for r in plan.refused}

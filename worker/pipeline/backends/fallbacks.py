@@ -18,7 +18,7 @@ from typing import Any
 from core.job_config import JobConfig
 from worker.pipeline.results import Attempt, Validation
 
-__all__ = ["fallback_record", "onnxruntime_fallbacks", "tensorrt_fallbacks"]
+__all__ = ["fallback_record", "onnxruntime_fallbacks", "tensorrt_fallbacks", "unfused_fallbacks"]
 
 
 def _without_blamed(config: JobConfig, blamed: tuple[str, ...]) -> list[Attempt]:
@@ -56,3 +56,10 @@ def fallback_record(kept: Attempt, first_failure: Validation, *,
         "original_shipped": original_shipped,
         "first_failure": first_failure.report.to_dict(),
     }
+
+
+def unfused_fallbacks(config: JobConfig, blamed: tuple[str, ...], *, unfused: str
+                      ) -> list[Attempt]:
+    """A backend whose engine is its own build of the graph (OpenVINO's IR): the job's passes
+    without the blamed rules, then `unfused` (what the attempt without passes keeps, in words)."""
+    return [*_without_blamed(config, blamed), Attempt(kept=unfused, passes="none")]

@@ -52,7 +52,7 @@ class OnnxRuntimeBackend:
                      span: ProgressSpan) -> BuiltEngine[OrtEngine]:
         engine_dir = self._fresh_engine_dir()
         options = OrtBuildOptions(optimization_level=attempt.ort_level or DEFAULT_ORT_LEVEL,
-                                  intra_op_threads=self._run.config.ort_intra_op_threads,
+                                  intra_op_threads=self._run.config.cpu_threads,
                                   flush_denormals=self._run.config.ort_flush_denormals)
         engine = build_ort_engine(optimized.engine_source, engine_dir, options=options,
                                   input_shapes=loaded.input_shapes,
@@ -65,7 +65,7 @@ class OnnxRuntimeBackend:
         """The upload's own bytes as engine.onnx, loaded at ONNX Runtime's default level with
         the job's threads (the benchmark's "original"), its data file beside it if it has any."""
         engine = original_as_engine(self._run.model_path, self._fresh_engine_dir(),
-                                    intra_op_threads=self._run.config.ort_intra_op_threads,
+                                    intra_op_threads=self._run.config.cpu_threads,
                                     input_shapes=loaded.input_shapes)
         return BuiltEngine(engine, attempt=Attempt.the_original(), artifacts=_artifacts(engine))
 
@@ -85,7 +85,7 @@ class OnnxRuntimeBackend:
     def benchmark_reference(self, loaded: LoadedModel, span: ProgressSpan) -> BenchmarkReference:
         """The uploaded model as its user runs it today: at ONNX Runtime's default level, with
         the engine's threads; and with every optimization off, as "original_unoptimized"."""
-        threads = self._run.config.ort_intra_op_threads
+        threads = self._run.config.cpu_threads
         return BenchmarkReference(
             open=lambda: OnnxRuntimeRunner(self._run.model_path, optimization_level="all",
                                            intra_op_threads=threads),

@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 
 from optimizer.backends.onnxruntime.build import OrtEngine, engine_session_options
-from optimizer.measure.node_profile import ProfiledSession, profile_onnxruntime
+from optimizer.measure.node_profile import NodeProfile, ProfiledSession, profile_onnxruntime
 from optimizer.measure.provenance import (
     Provenance,
     compose,
@@ -27,7 +27,7 @@ from optimizer.model.file import write_model_file
 from worker.pipeline.backends.base import PROFILE_RUNS, NodeProfiles
 from worker.pipeline.results import BuiltEngine, JobRun, LoadedModel, OptimizedModel
 
-__all__ = ["ort_node_profiles"]
+__all__ = ["ort_node_profiles", "original_node_profile"]
 
 
 def ort_node_profiles(run: JobRun, loaded: LoadedModel, optimized: OptimizedModel,
@@ -39,8 +39,7 @@ def ort_node_profiles(run: JobRun, loaded: LoadedModel, optimized: OptimizedMode
     runs = max(1, min(PROFILE_RUNS, run.config.benchmark.iterations))
     work = run.scratch_dir / "profile"
     work.mkdir(exist_ok=True)
-    original = profile_onnxruntime(_named(run.model_path, work), given, optimization_level="all",
-                                   runs=runs)
+    original, original_provenance = original_node_profile(run, loaded, given, runs=runs)
     engine_file, options = engine_session_options(engine.engine.manifest_path)
     built = profile_onnxruntime(_named(engine_file, work), given, runs=runs, **options)
     source, fused = named_graph(loaded.fusion_source), named_graph(optimized.engine_source)
@@ -48,12 +47,27 @@ def ort_node_profiles(run: JobRun, loaded: LoadedModel, optimized: OptimizedMode
                           node_provenance(fused, named_graph(engine_file)))
     threads = options["intra_op_threads"]
     return NodeProfiles(
-        original=original.profile, engine=built.profile,
-        original_provenance=_through_session(source, original),
+        original=original, engine=built.profile,
+        original_provenance=original_provenance,
         engine_provenance=compose(engine_hops, _through_session(named_graph(engine_file), built)),
         profiler=(f"ONNX Runtime's profiler, {runs} runs, "
                   f"{'default' if threads is None else threads} intra-op threads"))
 
+
+
+def original_node_profile(run: JobRun, loaded: LoadedModel, feed: dict[str, np.ndarray], *,
+                          runs: int) -> tuple[NodeProfile, Provenance]:
+    """The original as the benchmark times it (the upload at ONNX Runtime's default level, the
+    job's threads), node by node, each session node traced to the model the passes rewrote.
+
+    Raises:
+        EngineBuildError, InferenceError: ONNX Runtime cannot load or run the upload.
+    """
+    work = run.scratch_dir / "profile"
+    work.mkdir(exist_ok=True)
+    original = profile_onnxruntime(_named(run.model_path, work), feed, optimization_level="all",
+                                   intra_op_threads=run.config.cpu_threads, runs=runs)
+    return original.profile, _through_session(named_graph(loaded.fusion_source), original)
 
 
 def _named(path: Path, work: Path) -> Path:

@@ -67,7 +67,7 @@ def ort_sweep_engine(run: JobRun, loaded: LoadedModel, engine: BuiltEngine[OrtEn
     built = build_ort_engine(
         source, out_dir / "engine", input_shapes=shapes,
         options=OrtBuildOptions(optimization_level=attempt.ort_level or DEFAULT_ORT_LEVEL,
-                                intra_op_threads=run.config.ort_intra_op_threads,
+                                intra_op_threads=run.config.cpu_threads,
                                 flush_denormals=run.config.ort_flush_denormals))
     return SweepEngine(input_shapes=shapes, open=lambda: runner_for_engine(built.manifest_path))
 

@@ -34,9 +34,18 @@ def _tensorrt(run: JobRun, runtime: WorkerRuntime, recorder: JobRecorder,
                            recorder=recorder, on_gpu_wait=progress.waiting)
 
 
+def _openvino(run: JobRun, runtime: WorkerRuntime, recorder: JobRecorder,
+              progress: StageProgress) -> JobBackend[Any]:
+    # Imported on first use: a worker host without OpenVINO never takes its queue.
+    from worker.pipeline.backends.openvino import OpenVinoBackend
+
+    return OpenVinoBackend(run, capabilities=runtime.capabilities)
+
+
 JOB_BACKENDS: Mapping[Backend, JobBackendFactory] = MappingProxyType({
     Backend.ONNXRUNTIME: _onnxruntime,
     Backend.TENSORRT: _tensorrt,
+    Backend.OPENVINO: _openvino,
 })
 
 # JOB_BACKENDS is a read-only view of this dict, as BACKENDS is of the optimizer's registry.

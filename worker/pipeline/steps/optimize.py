@@ -45,7 +45,10 @@ def optimize_graph(run: JobRun, loaded: LoadedModel, attempt: Attempt, *,
                                                           fused_path)),
                  PendingArtifact("fusion_report.json", "report", report_path))
     precision = run.config.precision
-    if folder is not None and (quantizes or PRECISIONS[precision].converts):
+    # A precision the backend's runtime computes in from the fp32 graph (OpenVINO's bf16)
+    # needs no conversion: the engine is built from the fused model as it is.
+    converts = BACKENDS[run.config.backend].converts_graph(precision)
+    if folder is not None and (quantizes or converts):
         # Quantization and precision conversion read every weight: from memory, for now.
         fused = onnx.load(fused_path, format="protobuf")
     if quantizes:
@@ -54,7 +57,7 @@ def optimize_graph(run: JobRun, loaded: LoadedModel, attempt: Attempt, *,
                               engine_source=quantized.engine_source, accuracy=quantized.accuracy,
                               artifacts=(*artifacts, *quantized.artifacts),
                               engine_precision=None if quantized.shipped_int8 else REFERENCE_PRECISION)
-    if not PRECISIONS[precision].converts:
+    if not converts:
         return OptimizedModel(fused_path=fused_path, fusion_report=report, engine_source=fused_path,
                               accuracy=AccuracyReport(), artifacts=artifacts)
     converted, accuracy = _at_precision(run, loaded, fused, precision)

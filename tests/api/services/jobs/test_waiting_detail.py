@@ -8,6 +8,7 @@ from sqlalchemy.orm import Session
 
 from api.services.jobs import commands
 from core.job_config import Backend, JobConfig
+from optimizer.capabilities import HostCapabilities
 from tests.support.fake_gpu_backend import FAKE_GPU_ONLY, TENSORRT_ONLY, fake_gpu_registered
 from tests.support.worker_heartbeats import beat
 
@@ -47,3 +48,16 @@ def test_a_worker_of_its_own_online_leaves_no_detail(db_session: Session) -> Non
     trt = commands.waiting_detail(db_session, JobConfig(backend=Backend.TENSORRT))
     assert trt is not None and "can build TensorRT engines (an NVIDIA GPU and TensorRT)" in trt
     assert "online GPU workers: celery@fake (NVIDIA H200, compute capability 9.0)." in trt
+
+
+def test_an_openvino_job_waits_for_a_worker_with_openvino_saying_so(db_session: Session) -> None:
+    beat(db_session, "celery@cpu", HostCapabilities(), ["cpu"])  # no OpenVINO: queue dropped
+    detail = commands.waiting_detail(db_session, JobConfig(backend=Backend.OPENVINO))
+    assert detail == (
+        "waiting for a worker: no online worker can run OpenVINO jobs (the openvino and nncf "
+        "Python packages (pip install 'fuseforge[openvino]'); queue 'openvino'). The job stays "
+        "queued until one starts (`fuseforge worker --queues openvino` on a host that has them).")
+    assert commands.waiting_detail(db_session, JobConfig(backend=Backend.ONNXRUNTIME)) is None
+    beat(db_session, "celery@openvino", HostCapabilities(openvino_version="2026.4.1",
+                                                         nncf_version="3.4.0"), ["cpu", "openvino"])
+    assert commands.waiting_detail(db_session, JobConfig(backend=Backend.OPENVINO)) is None

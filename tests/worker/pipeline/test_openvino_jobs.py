@@ -1,0 +1,131 @@
+"""OpenVINO jobs end to end through the embedded worker (a real OpenVINO, ONNX Runtime, Redis and
+database): fp32 and bf16 on a model built in code and on PP-OCRv5's packaged detector; the IR
+ships (engine.xml + engine.bin + manifest), judged against the original and timed against it at
+ONNX Runtime's default level; its profile comes from OpenVINO's performance counters."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from optimizer.capabilities import detect_capabilities
+from optimizer.testing.models import model_bytes, small_cnn
+from tests.support.embedded_worker import EmbeddedWorker
+from tests.support.packaged_wheels import PPOCRV5_DETECTOR, packaged_model
+
+FAST_BENCHMARK = {"warmup": 1, "iterations": 3, "measure_memory": False}
+IR_FILES = {"engine.xml", "engine.bin", "manifest.json"}
+
+pytestmark = pytest.mark.skipif(
+    "avx512_bf16" not in detect_capabilities().cpu_flags
+    and "amx_bf16" not in detect_capabilities().cpu_flags,
+    reason="bf16 needs a CPU with AVX512_BF16 or AMX; fp32's test is the same job")
+
+
+@pytest.mark.parametrize(("precision", "inference"), [("fp32", "f32"), ("bf16", "bf16")])
+def test_an_openvino_job_ships_the_ir_at_its_precision(embedded: EmbeddedWorker,
+                                                      precision: str, inference: str) -> None:
+    model_id = embedded.upload(model_bytes(small_cnn(seed=31)), "cnn.onnx")
+    job = embedded.wait(embedded.submit(
+        model_id, backend="openvino", precision=precision, intra_op_threads=1,
+        input_shapes={"input": [2, 3, 32, 32]}, benchmark=FAST_BENCHMARK))
+
+    assert job["status"] == "succeeded", job["error"]
+    assert IR_FILES <= {a["name"] for a in job["artifacts"]}
+    manifest = embedded.client.get(f"/v1/jobs/{job['id']}/artifacts/manifest.json").json()
+    assert (manifest["backend"], manifest["precision"], manifest["inference_precision"],
+            manifest["threads"]) == ("openvino", precision, inference, 1)
+    assert manifest["input_shapes"] == {"input": [2, 3, 32, 32]}
+    assert job["validation"]["passed"] is True
+    if precision == "bf16":  # judged on the real bf16 engine, not an emulation
+        evaluation = job["accuracy_report"]["precision_evaluation"]
+        assert evaluation == {"method": "backend", "backend": "openvino"}
+        assert "bf16" in manifest["runtime_precisions"]
+        assert "model.bf16.onnx" not in {a["name"] for a in job["artifacts"]}  # no conversion
+    else:
+        assert set(manifest["runtime_precisions"]) <= {"f32", "i32", "i64"}
+    # The yardstick: the original at ONNX Runtime's default level.
+    assert {b["variant"] for b in job["benchmarks"]} >= {"original", "engine"}
+    original = next(b for b in job["benchmarks"] if b["variant"] == "original")
+    assert original["backend"] == "onnxruntime"
+    profile = job["profile_report"]
+    assert "OpenVINO's per-layer performance counters" in profile["profiler"]
+    assert profile["mapping"]["engine_nodes_mapped"] == profile["mapping"]["engine_nodes"] > 0
+    assert job["outcome"]["shipped"]["backend"] == "openvino"
+    page = embedded.client.get(f"/v1/jobs/{job['id']}/artifacts/report.html").text
+    assert "openvino" in page.lower()
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_an_openvino_job_on_the_ppocrv5_detector(embedded: EmbeddedWorker, tmp_path: Path,
+                                                 precision: str) -> None:
+    detector = packaged_model(PPOCRV5_DETECTOR, tmp_path)
+    model_id = embedded.upload(detector.read_bytes(), "ppocrv5_det.onnx")
+
+    job = embedded.wait(embedded.submit(
+        model_id, backend="openvino", precision=precision, passes="all",
+        input_shapes={"x": [1, 3, 320, 320]}, benchmark=FAST_BENCHMARK))
+
+    assert job["status"] == "succeeded", job["error"]
+    assert job["validation"]["passed"] is True
+    outcome = job["outcome"]
+    assert outcome["accuracy"]["verdict"] == "passed"
+    assert (outcome["shipped"]["what"], outcome["shipped"]["backend"]) == ("engine", "openvino")
+    assert IR_FILES <= {a["name"] for a in job["artifacts"]}
+
+
+def test_an_openvino_job_no_attempt_validates_ships_the_original_as_onnx_runtimes(
+        embedded: EmbeddedWorker) -> None:
+    uploaded = model_bytes(small_cnn(seed=32))
+    model_id = embedded.upload(uploaded, "cnn.onnx")
+
+    job = embedded.wait(embedded.submit(
+        model_id, backend="openvino", on_validation_failure="fallback",
+        validation={"atol": 1e-12, "rtol": 0, "samples": 2}, benchmark=FAST_BENCHMARK))
+
+    assert job["status"] == "succeeded", job["error"]
+    events = [e["message"] for e in job["events"]]
+    assert "stage build_engine started (fallback: no fusion passes: OpenVINO's engine of the " \
+           "unfused model)" in events
+    assert any(e.startswith("the original model ships unchanged: every attempt failed "
+                            "validation") for e in events)
+    # What ships is what its user runs today: the upload's bytes at ONNX Runtime's default level.
+    names = {a["name"] for a in job["artifacts"]}
+    assert "engine.onnx" in names and not names & {"engine.xml", "engine.bin"}
+    assert embedded.client.get(f"/v1/jobs/{job['id']}/artifacts/engine.onnx").content == uploaded
+    manifest = embedded.client.get(f"/v1/jobs/{job['id']}/artifacts/manifest.json").json()
+    assert (manifest["backend"], manifest["original"]) == ("onnxruntime", True)
+    assert job["outcome"]["shipped"]["what"] == "original"
+
+
+def test_an_openvino_job_times_its_ablation_and_its_batch_sweep(embedded: EmbeddedWorker
+                                                                ) -> None:
+    model_id = embedded.upload(model_bytes(small_cnn(seed=33)), "cnn.onnx")
+
+    job = embedded.wait(embedded.submit(
+        model_id, backend="openvino", intra_op_threads=1, ablation=True,
+        input_shapes={"input": [2, 3, 32, 32]},
+        benchmark={**FAST_BENCHMARK, "batch_sizes": [1, 4]}))
+
+    assert job["status"] == "succeeded", job["error"]
+    suites = {(b["suite"], b["variant"], b["batch_size"]) for b in job["benchmarks"]}
+    assert {("sweep", "engine", 1), ("sweep", "engine", 4)} <= suites, suites
+    ablation = {variant for suite, variant, _ in suites if suite == "ablation"}
+    assert {"none", "all"} <= ablation, suites
+
+
+def test_an_openvino_search_races_its_precisions_and_ships_one(embedded: EmbeddedWorker
+                                                               ) -> None:
+    model_id = embedded.upload(model_bytes(small_cnn(seed=34)), "cnn.onnx")
+
+    job = embedded.wait(embedded.submit(
+        model_id, backend="openvino", input_shapes={"input": [2, 3, 32, 32]},
+        search={"time_budget_s": 60, "pass_sets": False}, benchmark=FAST_BENCHMARK))
+
+    assert job["status"] == "succeeded", job["error"]
+    report = job["search_report"]
+    rows = {row["name"]: row for row in report["rows"]}
+    assert {"bf16/all", "fp32/all"} <= set(rows), report
+    assert report["winner"] in rows and report["recipe"]["backend"] == "openvino"
+    assert job["outcome"]["shipped"]["backend"] == "openvino"
