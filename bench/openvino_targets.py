@@ -178,7 +178,7 @@ def _search(client: FuseForgeClient, subject: Subject, threads: int, work: Path,
     if args.no_bf16:  # what a worker on a CPU without bf16 would try
         search["precisions"] = ["fp32", "fp16", "int8"]
     fields: dict[str, Any] = {
-        "search": search, "ort_intra_op_threads": threads,
+        "search": search, "intra_op_threads": threads,
         "quantization": {"calibration": client.upload_dataset(data, role="calibration").id}}
     started = time.monotonic()
     try:
@@ -201,12 +201,19 @@ def _search(client: FuseForgeClient, subject: Subject, threads: int, work: Path,
 
 
 def _open_shipped(shipped: Shipped, subject: Subject, threads: int) -> Runner:
-    """A runner on the shipped engine at `threads`, by the files its backend wrote."""
+    """A runner on the shipped engine, by the files its backend wrote (its manifest records
+    the job's threads)."""
     if shipped.folder is None:
         return OnnxRuntimeRunner(subject.path, optimization_level="all", intra_op_threads=threads)
-    from optimizer.backends.onnxruntime.build import runner_for_engine  # noqa: PLC0415
+    if (shipped.folder / "engine.xml").exists():
+        from optimizer.backends.openvino.build import runner_for_engine  # noqa: PLC0415
 
-    return runner_for_engine(shipped.folder)
+        return runner_for_engine(shipped.folder)
+    from optimizer.backends.onnxruntime.build import (  # noqa: PLC0415
+        runner_for_engine as ort_runner_for_engine,
+    )
+
+    return ort_runner_for_engine(shipped.folder)
 
 
 # ---------------------------------------------------------------------------------------------
