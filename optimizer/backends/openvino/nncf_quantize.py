@@ -1,0 +1,70 @@
+"""Write the int8 Q/DQ graph of a fused fp32 model with NNCF's post-training quantization.
+
+NNCF's ONNX backend collects its own activation statistics from the calibration samples (no
+ONNX Runtime calibration table), places QuantizeLinear/DequantizeLinear where OpenVINO's CPU
+plugin has int8 kernels, with its CPU defaults (symmetric scales, per-channel int8 weights,
+fast bias correction), and returns an ONNX model: OpenVINO reads it and its low-precision
+transformations turn each Q/DQ group into a u8/i8 kernel. The nodes and op types to keep in
+float go to NNCF's ignored scope, unvalidated: a name the quantizer never saw (a Relu fused
+away) is not an error. The model must be at its Q/DQ opset (`qdq_opset.at_qdq_opset`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+from collections.abc import Collection, Mapping, Sequence
+
+import numpy as np
+import onnx
+
+from optimizer.errors import QuantizationError
+
+__all__ = ["quantize_with_nncf"]
+
+
+def quantize_with_nncf(model: onnx.ModelProto, feeds: Sequence[Mapping[str, np.ndarray]], *,
+                       per_channel: bool = True, exclude_nodes: Collection[str] = (),
+                       exclude_op_types: Collection[str] = ()) -> onnx.ModelProto:
+    """`model` in Q/DQ form by `nncf.quantize` on all of `feeds` (the calibration samples), the
+    nodes and op types excluded left in float; per-tensor weights where `per_channel` is False.
+
+    Raises:
+        QuantizationError: no calibration samples, or NNCF failed.
+    """
+    if not feeds:
+        raise QuantizationError("NNCF's quantization needs calibration samples: name a "
+                                "calibration dataset (quantization.calibration)")
+    import nncf  # noqa: PLC0415  (heavy: loaded by the jobs that quantize for OpenVINO only)
+    from nncf.common.logging.logger import nncf_logger  # noqa: PLC0415
+    from nncf.quantization.advanced_parameters import (  # noqa: PLC0415
+        AdvancedQuantizationParameters,
+        QuantizationParameters,
+    )
+
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)  # NNCF edits what it is given
+    inputs = {value.name for value in model.graph.input}
+    dataset = nncf.Dataset([{name: np.asarray(value) for name, value in feed.items()
+                             if name in inputs} for feed in feeds])
+    advanced = (None if per_channel else AdvancedQuantizationParameters(
+        weights_quantization_params=QuantizationParameters(per_channel=False)))
+    scope = nncf.IgnoredScope(names=list(exclude_nodes), types=list(exclude_op_types),
+                              validate=False)
+    level = nncf_logger.level
+    nncf_logger.setLevel(logging.ERROR)  # its notes on each node it leaves are not ours
+    try:
+        # Its progress bars write to stdout: not a worker's log.
+        with contextlib.redirect_stdout(io.StringIO()):
+            quantized = nncf.quantize(copy, dataset, subset_size=len(feeds),
+                                      target_device=nncf.TargetDevice.CPU, ignored_scope=scope,
+                                      advanced_parameters=advanced)
+    except Exception as err:  # NNCF's errors share no base class below Exception
+        raise QuantizationError(f"NNCF's quantization failed: {type(err).__name__}: {err}"
+                                ) from err
+    finally:
+        nncf_logger.setLevel(level)
+    if not isinstance(quantized, onnx.ModelProto):
+        raise QuantizationError(f"NNCF returned a {type(quantized).__name__}, not an ONNX model")
+    return quantized
