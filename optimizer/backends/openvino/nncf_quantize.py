@@ -6,7 +6,9 @@ plugin has int8 kernels, with its CPU defaults (symmetric scales, per-channel in
 fast bias correction), and returns an ONNX model: OpenVINO reads it and its low-precision
 transformations turn each Q/DQ group into a u8/i8 kernel. The nodes and op types to keep in
 float go to NNCF's ignored scope, unvalidated: a name the quantizer never saw (a Relu fused
-away) is not an error. The model must be at its Q/DQ opset (`qdq_opset.at_qdq_opset`).
+away) is not an error. Where NNCF's fast bias correction fails on a graph (its ONNX backend
+reads a bias only from an initializer, and a fused Gemm's may be computed), it quantizes again
+without bias correction. The model must be at its Q/DQ opset (`qdq_opset.at_qdq_opset`).
 """
 
 from __future__ import annotations
@@ -48,21 +50,33 @@ def quantize_with_nncf(model: onnx.ModelProto, feeds: Sequence[Mapping[str, np.n
     inputs = {value.name for value in model.graph.input}
     dataset = nncf.Dataset([{name: np.asarray(value) for name, value in feed.items()
                              if name in inputs} for feed in feeds])
-    advanced = (None if per_channel else AdvancedQuantizationParameters(
-        weights_quantization_params=QuantizationParameters(per_channel=False)))
+    # None: NNCF's own (per-channel on CPU).
+    weights = None if per_channel else QuantizationParameters(per_channel=False)
     scope = nncf.IgnoredScope(names=list(exclude_nodes), types=list(exclude_op_types),
                               validate=False)
     level = nncf_logger.level
     nncf_logger.setLevel(logging.ERROR)  # its notes on each node it leaves are not ours
     try:
-        # Its progress bars write to stdout: not a worker's log.
-        with contextlib.redirect_stdout(io.StringIO()):
-            quantized = nncf.quantize(copy, dataset, subset_size=len(feeds),
-                                      target_device=nncf.TargetDevice.CPU, ignored_scope=scope,
-                                      advanced_parameters=advanced)
-    except Exception as err:  # NNCF's errors share no base class below Exception
-        raise QuantizationError(f"NNCF's quantization failed: {type(err).__name__}: {err}"
-                                ) from err
+        first: Exception | None = None
+        for bias_correction in (True, False):
+            advanced = AdvancedQuantizationParameters(
+                weights_quantization_params=weights,
+                disable_bias_correction=not bias_correction)
+            try:
+                # Its progress bars write to stdout: not a worker's log.
+                with contextlib.redirect_stdout(io.StringIO()):
+                    quantized = nncf.quantize(copy, dataset, subset_size=len(feeds),
+                                              target_device=nncf.TargetDevice.CPU,
+                                              ignored_scope=scope,
+                                              advanced_parameters=advanced)
+                break
+            except Exception as err:  # NNCF's errors share no base class below Exception
+                first = first or err
+                copy.CopyFrom(model)  # whatever the failed run left
+        else:
+            assert first is not None
+            raise QuantizationError(f"NNCF's quantization failed: {type(first).__name__}: "
+                                    f"{first}") from first
     finally:
         nncf_logger.setLevel(level)
     if not isinstance(quantized, onnx.ModelProto):
