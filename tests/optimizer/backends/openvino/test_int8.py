@@ -110,6 +110,40 @@ def test_nodes_and_op_types_kept_in_float_stay_in_float_in_openvino(tmp_path: Pa
     assert "f32" in gemm.reason
 
 
+def _computed_bias_mlp(seed: int) -> onnx.ModelProto:
+    """input [1, 64] -> Gemm (its bias an Add of two constants, as a fused graph may hold) ->
+    Relu -> Gemm -> output [1, 10]."""
+    rng = np.random.default_rng(seed)
+
+    def tensor(name: str, shape: tuple[int, ...], scale: float) -> onnx.TensorProto:
+        return onnx.numpy_helper.from_array(rng.normal(0, scale, shape).astype(np.float32), name)
+
+    nodes = [onnx.helper.make_node("Add", ["bias.a", "bias.b"], ["bias"], name="bias_sum"),
+             onnx.helper.make_node("Gemm", ["input", "w1", "bias"], ["hidden"], name="fc1"),
+             onnx.helper.make_node("Relu", ["hidden"], ["relu"], name="relu"),
+             onnx.helper.make_node("Gemm", ["relu", "w2", "b2"], ["output"], name="fc2")]
+    graph = onnx.helper.make_graph(
+        nodes, "computed_bias",
+        [onnx.helper.make_tensor_value_info("input", onnx.TensorProto.FLOAT, [1, 64])],
+        [onnx.helper.make_tensor_value_info("output", onnx.TensorProto.FLOAT, [1, 10])],
+        [tensor("w1", (64, 64), 0.2), tensor("bias.a", (64,), 0.1), tensor("bias.b", (64,), 0.1),
+         tensor("w2", (64, 10), 0.2), tensor("b2", (10,), 0.1)])
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    return model
+
+
+def test_a_bias_nncfs_bias_correction_cannot_read_is_quantized_without_it() -> None:
+    model = _computed_bias_mlp(seed=2)
+    feeds = [{"input": np.random.default_rng(s).standard_normal((1, 64)).astype(np.float32)}
+             for s in range(4)]
+
+    quantized = quantize_self_calibrated(model, feeds, QuantFlavour.OPENVINO_NNCF)
+
+    assert sum(node.op_type == "QuantizeLinear" for node in quantized.graph.node) > 0
+    assert [node.name for node in model.graph.node] == ["bias_sum", "fc1", "relu", "fc2"]
+
+
 def test_the_search_ships_nncf_int8_judged_and_timed_in_openvino() -> None:
     result = _search(conv_stack(seed=3))
 
