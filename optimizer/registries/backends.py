@@ -52,7 +52,8 @@ class BackendSpec:
     The stages read the rest instead of asking which backend a job is on: the order a search
     tries its precisions in, the Q/DQ flavours of each quantized precision, whether ONNX
     Runtime runs its engines (and so must load the models a job writes at the engine's level),
-    and how its int8 engine's per-node precisions are read.
+    which runtime judges and times its quantized candidates, and how its int8 engine's per-node
+    precisions are read.
     """
 
     name: Backend
