@@ -218,7 +218,11 @@ def main(argv: list[str] | None = None) -> int:
              f"{args.samples} held-apart inputs; NNCF calibrated on {args.calibration_samples} "
              f"samples, the search judged on {args.validation_samples}; graph: {args.graph}",
              "", *_table(rows), ""]
-    lines += [f"- {row.model} @ {row.threads}t: {row.result.why}" for row in rows]
+    for row in rows:
+        kept = ", ".join(f"{node.name} {node.worst_cosine_after:.4f}"
+                         for node in row.result.kept_nodes)
+        lines.append(f"- {row.model} @ {row.threads}t: {row.result.why}"
+                     + (f"; kept in float (worst cosine after each): {kept}" if kept else ""))
     text = "\n".join(lines)
     print(text)
     if args.out is not None:

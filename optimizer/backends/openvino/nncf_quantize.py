@@ -6,9 +6,13 @@ plugin has int8 kernels, with its CPU defaults (symmetric scales, per-channel in
 fast bias correction), and returns an ONNX model: OpenVINO reads it and its low-precision
 transformations turn each Q/DQ group into a u8/i8 kernel. The nodes and op types to keep in
 float go to NNCF's ignored scope, unvalidated: a name the quantizer never saw (a Relu fused
-away) is not an error. Where NNCF's fast bias correction fails on a graph (its ONNX backend
-reads a bias only from an initializer, and a fused Gemm's may be computed), it quantizes again
-without bias correction. The model must be at its Q/DQ opset (`qdq_opset.at_qdq_opset`).
+away) is not an error.
+
+NNCF's ONNX backend reads a Gemm's C input as a constant bias, and its bias correction fails
+where C is computed (a residual Add that FuseForge's MatMul+Add fusion folded into the Gemm):
+such a Gemm is split back into Gemm + Add first (OpenVINO fuses the Add again when it compiles).
+Where bias correction still fails, NNCF quantizes again without it. The model must be at its
+Q/DQ opset (`qdq_opset.at_qdq_opset`).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import onnx
 
 from optimizer.errors import QuantizationError
 
-__all__ = ["quantize_with_nncf"]
+__all__ = ["computed_c_split", "quantize_with_nncf"]
 
 
 def quantize_with_nncf(model: onnx.ModelProto, feeds: Sequence[Mapping[str, np.ndarray]], *,
@@ -45,6 +49,7 @@ def quantize_with_nncf(model: onnx.ModelProto, feeds: Sequence[Mapping[str, np.n
         QuantizationParameters,
     )
 
+    model = computed_c_split(model)
     copy = onnx.ModelProto()
     copy.CopyFrom(model)  # NNCF edits what it is given
     inputs = {value.name for value in model.graph.input}
@@ -82,3 +87,32 @@ def quantize_with_nncf(model: onnx.ModelProto, feeds: Sequence[Mapping[str, np.n
     if not isinstance(quantized, onnx.ModelProto):
         raise QuantizationError(f"NNCF returned a {type(quantized).__name__}, not an ONNX model")
     return quantized
+
+
+def computed_c_split(model: onnx.ModelProto) -> onnx.ModelProto:
+    """`model` with each Gemm whose C input is computed (not an initializer), at beta 1, split
+    into a Gemm without C and an Add of C after it; `model` itself where there is none."""
+    constants = {init.name for init in model.graph.initializer}
+    split = [index for index, node in enumerate(model.graph.node)
+             if node.op_type == "Gemm" and len(node.input) == 3 and node.input[2]
+             and node.input[2] not in constants and _beta(node) == 1.0]
+    if not split:
+        return model
+    result = onnx.ModelProto()
+    result.CopyFrom(model)
+    nodes = list(result.graph.node)
+    for index in reversed(split):
+        gemm = nodes[index]
+        addend, output = gemm.input[2], gemm.output[0]
+        product = f"{output}/gemm_without_c"
+        del gemm.input[2]
+        gemm.output[0] = product
+        nodes.insert(index + 1, onnx.helper.make_node(
+            "Add", [product, addend], [output], name=f"{gemm.name}/add_c"))
+    del result.graph.node[:]
+    result.graph.node.extend(nodes)
+    return result
+
+
+def _beta(node: onnx.NodeProto) -> float:
+    return next((attribute.f for attribute in node.attribute if attribute.name == "beta"), 1.0)

@@ -17,6 +17,7 @@ import onnx
 import pytest
 
 from optimizer.backends.openvino.build import OvBuildOptions, build_ov_engine
+from optimizer.backends.openvino.nncf_quantize import computed_c_split
 from optimizer.backends.openvino.node_precision import openvino_node_precisions
 from optimizer.errors import QuantizationError
 from optimizer.optimize import OptimizeOptions, optimize_model
@@ -133,15 +134,23 @@ def _computed_bias_mlp(seed: int) -> onnx.ModelProto:
     return model
 
 
-def test_a_bias_nncfs_bias_correction_cannot_read_is_quantized_without_it() -> None:
+def test_a_gemm_whose_c_is_computed_is_split_for_nncf_and_keeps_its_outputs(
+        tmp_path: Path) -> None:
+    # NNCF 3.4's bias correction raises on it ("There is no tensor with the name None").
     model = _computed_bias_mlp(seed=2)
     feeds = [{"input": np.random.default_rng(s).standard_normal((1, 64)).astype(np.float32)}
              for s in range(4)]
 
+    split = computed_c_split(model)
     quantized = quantize_self_calibrated(model, feeds, QuantFlavour.OPENVINO_NNCF)
 
-    assert sum(node.op_type == "QuantizeLinear" for node in quantized.graph.node) > 0
     assert [node.name for node in model.graph.node] == ["bias_sum", "fc1", "relu", "fc2"]
+    assert [(node.name, list(node.input)) for node in split.graph.node][1:3] == [
+        ("fc1", ["input", "w1"]), ("fc1/add_c", ["hidden/gemm_without_c", "bias"])]
+    np.testing.assert_allclose(run_outputs(split, feeds)[0]["output"],
+                               run_outputs(model, feeds)[0]["output"], rtol=1e-5, atol=1e-5)
+    assert sum(node.op_type == "QuantizeLinear" for node in quantized.graph.node) > 0
+    assert "fc1/add_c" in {node.name for node in quantized.graph.node}
 
 
 def test_the_search_ships_nncf_int8_judged_and_timed_in_openvino() -> None:
