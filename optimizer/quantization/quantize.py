@@ -7,7 +7,7 @@ Each flavour (optimizer/registries/quantization.py) sets the types and symmetry;
 per channel unless asked otherwise. The model must already be at its Q/DQ opset
 (`qdq_opset.at_qdq_opset`) and, for static, be the graph the table was computed on.
 
-A flavour whose quantizer calibrates itself (`FlavourSpec.quantizer`, e.g. NNCF's for OpenVINO)
+A flavour whose quantizer calibrates itself (`FlavourSpec.quantizer`)
 is written by that quantizer from the calibration samples (`quantize_self_calibrated`), loaded by
 its dotted path so that importing this module loads no backend's library.
 """

@@ -17,7 +17,7 @@
    fastest ships when its whole interval lies below 1, else the fp32 model does, and the result
    says why.
 
-A flavour whose quantizer calibrates itself (NNCF's, `FlavourSpec.calibrates_itself`) is written
+A flavour whose quantizer calibrates itself (`FlavourSpec.calibrates_itself`) is written
 from the calibration samples themselves, once, rather than from a table per method. Candidates
 run in ONNX Runtime at the request's level, or in the backend's own runtime where the request
 names its `candidate_runner` (judged and timed there, against the fp32 graph in that runtime).
