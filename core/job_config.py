@@ -22,7 +22,7 @@ from optimizer.registries.precisions import (
     Precision,
     reduced_precisions,
 )
-from optimizer.registries.quantization import CalibrationMethod, QuantizationMode
+from optimizer.registries.quantization import FLAVOURS, CalibrationMethod, QuantizationMode
 from optimizer.search.candidates import SearchSpace
 from optimizer.search.decision import Strategy
 
@@ -602,6 +602,17 @@ def _quantization_problem(config: JobConfig) -> str | None:
     if not spec.has_dynamic_form and quantization.mode is QuantizationMode.DYNAMIC:
         return (f"quantization.mode: {config.precision} has no dynamic form; use 'static' or "
                 "'auto'")
+    flavours = BACKENDS[config.backend].quant_flavours.get(config.precision, ())
+    if not all(FLAVOURS[flavour].runs_dynamic_form for flavour in flavours):
+        # Its flavours' runtime has no integer kernels for run-time scaled activations.
+        if quantization.calibration is None:
+            return (f"quantization.calibration: {config.precision} on backend "
+                    f"'{config.backend}' needs a calibration dataset (POST "
+                    "/v1/datasets?role=calibration): it has no dynamic form, its scales come "
+                    "from calibration")
+        if quantization.mode is QuantizationMode.DYNAMIC:
+            return (f"quantization.mode: {config.precision} on backend '{config.backend}' has "
+                    "no dynamic form; use 'static' or 'auto'")
     if config.quantization is None:
         return None
     if quantization.mode is QuantizationMode.STATIC and quantization.calibration is None:

@@ -14,13 +14,12 @@ import re
 import tempfile
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 import onnx
 import onnxruntime as ort
 
+from optimizer.backends.node_precision import NodePrecision, NodePrecisionReport
 from optimizer.backends.onnxruntime.runner import PROVIDERS, OptimizationLevel, session_options
 from optimizer.backends.tensorrt.inspector import EngineLayer
 
@@ -42,36 +41,6 @@ _RENAMED = re.compile(r"(_token_\d+|_quant|_QuantizeLinear|_DequantizeLinear)+$"
 # Nodes that compute nothing to quantize: they are not listed.
 _NOT_COMPUTE = frozenset({"Constant", "Identity", "Shape", "Reshape", "Flatten", "Squeeze",
                           "Unsqueeze", "Transpose", "Gather", "Concat", "Slice", "Cast"})
-
-
-@dataclass(frozen=True)
-class NodePrecision:
-    name: str
-    op_type: str
-    precision: str  # "int8" or "float"
-    kernel: str | None  # the engine's kernel for it, when one was found
-    reason: str | None  # why it stayed in float
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class NodePrecisionReport:
-    """Each compute node of the fused model with its precision in the engine, and the engine's
-    kernels counted by precision."""
-
-    nodes: tuple[NodePrecision, ...]
-    kernels: Mapping[str, int]  # "int8" / "float" / "conversion" -> kernel count in the engine
-
-    @property
-    def int8_nodes(self) -> int:
-        return sum(node.precision == "int8" for node in self.nodes)
-
-    def to_dict(self) -> dict[str, Any]:
-        by_precision = Counter(node.precision for node in self.nodes)
-        return {"nodes": [node.to_dict() for node in self.nodes],
-                "node_counts": dict(by_precision), "kernel_counts": dict(self.kernels)}
 
 
 def engine_node_precisions(fused: onnx.ModelProto, engine_model: Path, *, level: OptimizationLevel,

@@ -6,25 +6,31 @@ integer kernels (QLinearConv, QGemm, ...) at load and TensorRT reads as explicit
 Each flavour (optimizer/registries/quantization.py) sets the types and symmetry; weights are
 per channel unless asked otherwise. The model must already be at its Q/DQ opset
 (`qdq_opset.at_qdq_opset`) and, for static, be the graph the table was computed on.
+
+A flavour whose quantizer calibrates itself (`FlavourSpec.quantizer`)
+is written by that quantizer from the calibration samples (`quantize_self_calibrated`), loaded by
+its dotted path so that importing this module loads no backend's library.
 """
 
 from __future__ import annotations
 
 import logging
 import tempfile
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+import numpy as np
 import onnx
 
-from optimizer.errors import QuantizationError
+from optimizer.errors import InternalError, QuantizationError
 from optimizer.quantization.calibration import CalibrationTable, graph_sha256, ort_method
 from optimizer.quantization.fp8 import int8_to_fp8
+from optimizer.registries.backends import load_dotted
 from optimizer.registries.quantization import FLAVOURS, QuantFlavour
 
-__all__ = ["DYNAMIC_OP_TYPES", "quantize_dynamic_model", "quantize_static_model",
-           "static_op_types"]
+__all__ = ["DYNAMIC_OP_TYPES", "SelfCalibratingQuantizer", "quantize_dynamic_model",
+           "quantize_self_calibrated", "quantize_static_model", "static_op_types"]
 
 # Dynamic quantization computes activation scales at run time; only matrix products gain from
 # it on CPU (dynamic ConvInteger ran convnets 5-11x slower than fp32 here).
@@ -69,6 +75,38 @@ def quantize_static_model(model: onnx.ModelProto, table: CalibrationTable, flavo
                  calibrate_method=ort_method(table.method), extra_options=extra,
                  calibration_cache_path=cache)
         return onnx.load(output)
+
+
+class SelfCalibratingQuantizer(Protocol):
+    """A flavour's own quantizer (`FlavourSpec.quantizer`): the Q/DQ form of `model` from
+    statistics it gathers on `feeds`, the nodes and op types excluded left in float."""
+
+    def __call__(self, model: onnx.ModelProto, feeds: Sequence[Mapping[str, np.ndarray]], *,
+                 per_channel: bool, exclude_nodes: Collection[str],
+                 exclude_op_types: Collection[str]) -> onnx.ModelProto: ...
+
+
+def quantize_self_calibrated(model: onnx.ModelProto, feeds: Sequence[Mapping[str, np.ndarray]],
+                             flavour: QuantFlavour, *, per_channel: bool = True,
+                             exclude_nodes: Collection[str] = (),
+                             exclude_op_types: Collection[str] = ()) -> onnx.ModelProto:
+    """`model` in QDQ form by `flavour`'s own quantizer, calibrated on `feeds` (the calibration
+    samples, held apart from the validation ones).
+
+    Raises:
+        InternalError: `flavour` has no quantizer of its own (it is written from a table).
+        QuantizationError: no calibration samples, or the quantizer failed.
+    """
+    path = FLAVOURS[flavour].quantizer
+    if path is None:
+        raise InternalError(f"flavour {flavour!r} is written from a calibration table "
+                            "(quantize_static_model), not by a quantizer of its own")
+    if not feeds:
+        raise QuantizationError(f"{flavour} quantization needs calibration samples: name a "
+                                "calibration dataset (quantization.calibration)")
+    quantizer: SelfCalibratingQuantizer = load_dotted(path)
+    return quantizer(model, feeds, per_channel=per_channel, exclude_nodes=exclude_nodes,
+                     exclude_op_types=exclude_op_types)
 
 
 def quantize_dynamic_model(model: onnx.ModelProto, *, per_channel: bool = True,

@@ -16,6 +16,11 @@
 5. the candidates within budget are timed against the fp32 model, interleaved (timing.py): the
    fastest ships when its whole interval lies below 1, else the fp32 model does, and the result
    says why.
+
+A flavour whose quantizer calibrates itself (`FlavourSpec.calibrates_itself`) is written
+from the calibration samples themselves, once, rather than from a table per method. Candidates
+run in ONNX Runtime at the request's level, or in the backend's own runtime where the request
+names its `candidate_runner` (judged and timed there, against the fp32 graph in that runtime).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import numpy as np
 import onnx
 
 from optimizer.backends.onnxruntime.runner import OptimizationLevel, runner_for_model
+from optimizer.backends.runner import Runner
 from optimizer.errors import QuantizationError
 from optimizer.jsonable import json_safe
 from optimizer.quantization.calibration import CalibrationTable
@@ -39,13 +45,16 @@ from optimizer.quantization.qdq_opset import at_qdq_opset
 from optimizer.quantization.quantize import (
     DYNAMIC_OP_TYPES,
     quantize_dynamic_model,
+    quantize_self_calibrated,
     quantize_static_model,
 )
 from optimizer.quantization.sensitivity import rank_nodes
-from optimizer.quantization.timing import LatencyRatio, interleaved_ratios
+from optimizer.quantization.timing import LatencyRatio, interleaved_ratios, runner_ratios
+from optimizer.registries.backends import load_dotted
 from optimizer.registries.quantization import (
     CALIBRATION_METHODS_TRIED,
     DEFAULT_FLAVOURS,
+    FLAVOURS,
     CalibrationMethod,
     QuantFlavour,
     QuantizationMode,
@@ -59,6 +68,8 @@ __all__ = ["KeptFloatNode", "QuantizationRequest", "QuantizationResult", "TableS
 Feed = Mapping[str, np.ndarray]
 # The calibration table of a graph by a method: the caller's stored one, or a fresh run.
 TableSource = Callable[[CalibrationMethod, onnx.ModelProto], CalibrationTable]
+# A backend's runner for a model file at a thread count (BackendSpec.candidate_runner).
+CandidateRunner = Callable[[Path, int | None], Runner]
 _SENSITIVITY_SAMPLES = 2
 _QUANTIZED_OPS = INTEGER_KERNELS | CONVERSIONS  # a form without any is not quantized
 _NOT_QUANTIZED = "quantized"  # the failure of a form the quantizer left all in float
@@ -83,6 +94,9 @@ class QuantizationRequest:
     # False: no dynamic candidate (fp8 has no run-time-scaled form).
     allow_dynamic: bool = True
     precision: str = "int8"  # what a quantized result is called: "int8" or "fp8"
+    # "module:function" of the `CandidateRunner` candidates are judged and timed with (the
+    # backend's own runtime, at `threads`); None: ONNX Runtime at `level`.
+    candidate_runner: str | None = None
 
 
 @dataclass
@@ -162,8 +176,9 @@ def quantize_within_budget(
     (None without a calibration dataset) never overlap them: the caller holds them apart.
 
     Raises:
-        QuantizationError: static quantization without calibration samples, or the model
-            cannot be brought to the Q/DQ opset.
+        QuantizationError: static quantization without calibration samples, dynamic
+            quantization for flavours without a dynamic form, or the model cannot be brought
+            to the Q/DQ opset.
     """
     if request.mode is QuantizationMode.STATIC and not calibration_feeds:
         raise QuantizationError("static quantization needs calibration samples: name a "
@@ -181,8 +196,16 @@ def quantize_within_budget(
                                                           "by the job")
     candidates: list[_Candidate] = []
     if calibration_feeds and request.mode is not QuantizationMode.DYNAMIC:
-        candidates += _static_candidates(graph, request, tables, judge, result, progress)
-    if request.allow_dynamic and (request.mode is QuantizationMode.DYNAMIC or (
+        candidates += _static_candidates(graph, request, tables, calibration_feeds, judge,
+                                         result, progress)
+    dynamic = request.allow_dynamic and all(FLAVOURS[f].runs_dynamic_form
+                                            for f in request.flavours)
+    if request.mode is QuantizationMode.DYNAMIC and not dynamic:
+        raise QuantizationError(
+            f"dynamic quantization does not run in {request.precision} on this backend (its "
+            f"flavours {', '.join(map(str, request.flavours))} have no integer kernels for "
+            "activations scaled at run time): ask for mode static or auto")
+    if dynamic and (request.mode is QuantizationMode.DYNAMIC or (
             request.mode is QuantizationMode.AUTO and _has_matrix_products(graph))):
         progress(f"{request.precision}: dynamic quantization")
         model = quantize_dynamic_model(graph, per_channel=request.per_channel,
@@ -203,7 +226,8 @@ def quantize_within_budget(
     # quantizes only matrix products, and may well not pay).
     if statics and not any(c.validation.passed for c in statics):
         base = max(statics, key=lambda c: c.worst_cosine)
-        steps = _keep_in_float(graph, base, request, tables, judge, result, progress)
+        steps = _keep_in_float(graph, base, request, tables, calibration_feeds or (), judge,
+                               result, progress)
         if steps and steps[-1].validation.passed:
             passing.append(steps[-1])
     result.tried = [c.summary() for c in candidates]
@@ -280,9 +304,7 @@ class _Judge:
     def candidate(self, label: str, mode: QuantizationMode, flavour: QuantFlavour | None,
                   method: CalibrationMethod | None, model: onnx.ModelProto,
                   kept: tuple[str, ...]) -> _Candidate:
-        with runner_for_model(model, optimization_level=self.request.level,
-                              intra_op_threads=self.request.threads) as runner:
-            outputs = [runner.infer(dict(feed)) for feed in self.feeds]
+        outputs = self.outputs(model)
         report = compare_outputs(self.reference, outputs, self.tolerances, labels=self.labels)
         if not any(node.op_type in _QUANTIZED_OPS for node in model.graph.node):
             # Nothing the quantizer knows (an LSTM, say): the fp32 model itself, not int8.
@@ -292,14 +314,38 @@ class _Judge:
                         "model"),))
         return _Candidate(label, mode, flavour, method, model, kept, report)
 
+    def outputs(self, model: onnx.ModelProto) -> list[dict[str, np.ndarray]]:
+        """`model`'s outputs on the validation samples, in the runtime candidates run in."""
+        if self.request.candidate_runner is None:
+            with runner_for_model(model, optimization_level=self.request.level,
+                                  intra_op_threads=self.request.threads) as runner:
+                return [runner.infer(dict(feed)) for feed in self.feeds]
+        opened: CandidateRunner = load_dotted(self.request.candidate_runner)
+        with tempfile.TemporaryDirectory(prefix="fuseforge-int8-candidate-") as tmp:
+            path = Path(tmp) / "candidate.onnx"
+            onnx.save(model, path)
+            with opened(path, self.request.threads) as runner:
+                return [runner.infer(dict(feed)) for feed in self.feeds]
+
 
 def _static_candidates(graph: onnx.ModelProto, request: QuantizationRequest, tables: TableSource,
-                       judge: _Judge, result: QuantizationResult,
+                       feeds: Sequence[Feed], judge: _Judge, result: QuantizationResult,
                        progress: Callable[[str], None]) -> list[_Candidate]:
     methods = (CALIBRATION_METHODS_TRIED if request.method is CalibrationMethod.AUTO
                else (request.method,))
     candidates: list[_Candidate] = []
-    for method in methods:
+    for flavour in request.flavours:
+        if not FLAVOURS[flavour].calibrates_itself:
+            continue
+        # Its quantizer gathers its own statistics: no table, no method of ours to try.
+        progress(f"{request.precision}: static {flavour} (its own calibration)")
+        result.calibrations.append({"method": f"{flavour} (its own statistics)",
+                                    "samples": len(feeds)})
+        model = _write(graph, request, flavour, None, tables, feeds, ())
+        candidates.append(judge.candidate(f"static {flavour}", QuantizationMode.STATIC,
+                                          flavour, None, model, ()))
+    tabled = tuple(f for f in request.flavours if not FLAVOURS[f].calibrates_itself)
+    for method in methods if tabled else ():
         progress(f"{request.precision}: calibrating ({method})")
         try:
             table = tables(method, graph)
@@ -312,7 +358,7 @@ def _static_candidates(graph: onnx.ModelProto, request: QuantizationRequest, tab
         result.calibrations.append({"method": str(method), "samples": table.samples,
                                     "tensors": table.tensor_count(),
                                     "graph_sha256": table.graph_sha256})
-        for flavour in request.flavours:
+        for flavour in tabled:
             progress(f"{request.precision}: static {flavour} ({method})")
             model = quantize_static_model(graph, table, flavour, per_channel=request.per_channel,
                                           exclude_nodes=request.keep_nodes,
@@ -325,22 +371,39 @@ def _static_candidates(graph: onnx.ModelProto, request: QuantizationRequest, tab
     return candidates
 
 
+def _write(graph: onnx.ModelProto, request: QuantizationRequest, flavour: QuantFlavour,
+           method: CalibrationMethod | None, tables: TableSource, feeds: Sequence[Feed],
+           kept: Sequence[str]) -> onnx.ModelProto:
+    """`graph` in `flavour`, with the request's kept nodes and `kept` in float: from the
+    calibration samples where the flavour calibrates itself, else from `method`'s table."""
+    exclude_nodes = (*request.keep_nodes, *kept)
+    if FLAVOURS[flavour].calibrates_itself:
+        return quantize_self_calibrated(graph, feeds, flavour, per_channel=request.per_channel,
+                                        exclude_nodes=exclude_nodes,
+                                        exclude_op_types=request.keep_op_types)
+    assert method is not None  # a table flavour's candidates all name their method
+    return quantize_static_model(graph, tables(method, graph), flavour,
+                                 per_channel=request.per_channel, exclude_nodes=exclude_nodes,
+                                 exclude_op_types=request.keep_op_types)
+
+
 def _keep_in_float(graph: onnx.ModelProto, base: _Candidate, request: QuantizationRequest,
-                   tables: TableSource, judge: _Judge, result: QuantizationResult,
-                   progress: Callable[[str], None]) -> list[_Candidate]:
+                   tables: TableSource, feeds: Sequence[Feed], judge: _Judge,
+                   result: QuantizationResult, progress: Callable[[str], None]
+                   ) -> list[_Candidate]:
     """Steps keeping one more node in float each, most harmful first, until within budget."""
-    assert base.method is not None and base.flavour is not None
+    assert base.flavour is not None
     progress(f"{request.precision}: ranking nodes by the error they add")
     ranked = rank_nodes(graph, base.model, judge.feeds[:_SENSITIVITY_SAMPLES])
-    table = tables(base.method, graph)
+    if base.method is not None:  # one table for every step
+        table = tables(base.method, graph)
+        tables = lambda method, graph: table  # noqa: E731
     steps = [base]
     kept: list[str] = []
     for node in ranked[:request.max_kept_nodes]:
         kept.append(node.name)
         progress(f"{request.precision}: keeping {len(kept)} node(s) in float ({node.name})")
-        model = quantize_static_model(graph, table, base.flavour, per_channel=request.per_channel,
-                                      exclude_nodes=(*request.keep_nodes, *kept),
-                                      exclude_op_types=request.keep_op_types)
+        model = _write(graph, request, base.flavour, base.method, tables, feeds, kept)
         step = judge.candidate(f"{base.label}, {len(kept)} kept in float", base.mode,
                                base.flavour, base.method, model, tuple(kept))
         steps.append(step)
@@ -366,8 +429,10 @@ def _time(graph: onnx.ModelProto, passing: list[_Candidate], steps: list[_Candid
         for index, candidate in enumerate(timed):
             paths.append(Path(tmp) / f"candidate{index}.onnx")
             onnx.save(candidate.model, paths[-1])
-        ratios = interleaved_ratios(paths, feed, level=request.level, threads=request.threads,
-                                    rounds=rounds)
+        ratios = (interleaved_ratios(paths, feed, level=request.level, threads=request.threads,
+                                     rounds=rounds) if request.candidate_runner is None else
+                  runner_ratios(paths, feed, load_dotted(request.candidate_runner),
+                                threads=request.threads, rounds=rounds))
     for candidate, ratio in zip(timed, ratios[1:], strict=True):
         candidate.speed = ratio
     for index, kept in enumerate(result.kept_nodes, start=1):

@@ -56,7 +56,8 @@ class BackendSpec:
     The stages read the rest instead of asking which backend a job is on: the order a search
     tries its precisions in, the Q/DQ flavours of each quantized precision, whether ONNX
     Runtime runs its engines (and so must load the models a job writes at the engine's level),
-    and how its int8 engine's per-node precisions are read.
+    which runtime judges and times its quantized candidates, and how its int8 engine's per-node
+    precisions are read.
     """
 
     name: Backend
@@ -96,6 +97,11 @@ class BackendSpec:
     # precision hint): the optimize stage converts no graph for these, where it converts the
     # graph to the `onnx_type` of the others (`converts_graph`).
     runtime_precisions: frozenset[Precision] = field(kw_only=True, default=frozenset())
+    # "module:function" opening the runner the quantization search judges and times candidates
+    # with, `factory(model_path, threads) -> Runner` (optimizer/quantization/search.py's
+    # `CandidateRunner`): its own runtime, on the worker's CPU. None: ONNX Runtime at the
+    # engine's level (its own engines; the reference for a GPU backend's, timed elsewhere).
+    candidate_runner: str | None = field(kw_only=True, default=None)
 
     def __post_init__(self) -> None:
         if sorted(self.precision_order) != sorted(self.precisions):
@@ -135,8 +141,9 @@ class BackendSpec:
 
     @property
     def times_quantized_candidates(self) -> bool:
-        """Whether the quantization search times its candidates on the worker's CPU."""
-        return self.ort_runs_engines
+        """Whether the quantization search times its candidates on the worker's CPU: its engines
+        are ONNX Runtime's, or its own runtime runs the candidates there."""
+        return self.ort_runs_engines or self.candidate_runner is not None
 
     def model_check_level(self, engine_level: OrtLevel | None) -> OrtLevel:
         """The ONNX Runtime level the models a job writes must load at: the engine's
@@ -191,8 +198,18 @@ BACKENDS: Mapping[Backend, BackendSpec] = MappingProxyType({
     # jobs (an ONNX Runtime worker without them leaves them queued, and says why).
     Backend.OPENVINO: BackendSpec(
         Backend.OPENVINO, "OpenVINO", QueueKind.CPU, queue_name="openvino",
-        precisions=(Precision.FP32, Precision.BF16),
-        precision_order=(Precision.BF16, Precision.FP32),
+        precisions=(Precision.FP32, Precision.BF16, Precision.INT8),
+        # bf16 first where the CPU has it: within its budget on nearly every model (PP-OCR
+        # cosine 0.996-1.000 at 0.37-0.60x the original), where int8 is faster only where it
+        # meets its budget (ResNet-50 0.27-0.36x, bf16 0.50x) and on PP-OCRv5's recognizer
+        # NNCF's int8 stays out of its 0.99 cosine even with 16 nodes kept in float
+        # (bench/openvino_int8.py); int8 next, the only reduced precision without bf16.
+        precision_order=(Precision.BF16, Precision.INT8, Precision.FP32),
+        quant_flavours={Precision.INT8: (QuantFlavour.OPENVINO_NNCF,)},
+        # Its int8 candidates are judged and timed in OpenVINO itself, against the fp32 graph
+        # at inference precision f32 (what it ships otherwise at fp32).
+        candidate_runner="optimizer.backends.openvino.candidates:candidate_runner",
+        node_precisions="optimizer.backends.openvino.node_precision:openvino_node_precisions",
         # bf16 is OpenVINO's inference precision hint on the fp32 IR (its CPU plugin keeps
         # the layers that need it in f32): no graph conversion.
         runtime_precisions=frozenset({Precision.BF16}),
@@ -214,8 +231,6 @@ BACKENDS: Mapping[Backend, BackendSpec] = MappingProxyType({
             Precision.FP16: "OpenVINO's CPU plugin runs fp16 natively only on CPUs with "
                             "AVX512_FP16 (Intel Sapphire Rapids and later); FuseForge does not "
                             "offer it yet.",
-            Precision.INT8: "int8 on OpenVINO (NNCF post-training quantization) is not "
-                            "wired yet.",
             Precision.FP8: "OpenVINO's CPU plugin has no fp8 compute kernels.",
         }),
 })

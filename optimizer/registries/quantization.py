@@ -50,6 +50,7 @@ class QuantFlavour(StrEnum):
     ORT_S8S8 = "onnxruntime-s8s8"
     TENSORRT = "tensorrt-s8s8-symmetric"
     TENSORRT_FP8 = "tensorrt-fp8-e4m3"
+    OPENVINO_NNCF = "openvino-nncf"
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,19 @@ class FlavourSpec:
     # Written as this (symmetric int8) flavour, then rescaled to the float8 type of
     # `activations` (optimizer/quantization/fp8.py); None: written directly.
     rescaled_from: QuantFlavour | None = field(kw_only=True, default=None)
+    # "module:function" writing its Q/DQ graph from the calibration samples themselves
+    # (optimizer/quantization/quantize.py's `SelfCalibratingQuantizer`), imported on first
+    # use; None: ONNX Runtime's quantizer writes it from a calibration table.
+    quantizer: str | None = field(kw_only=True, default=None)
+    # Whether ONNX Runtime's dynamic form (int8 weights, activation scales at run time) is
+    # tried beside it: the runtime of its backend has integer kernels for that form.
+    runs_dynamic_form: bool = field(kw_only=True, default=True)
+
+    @property
+    def calibrates_itself(self) -> bool:
+        """Whether its quantizer takes the calibration samples (and collects its own
+        statistics) rather than a calibration table of a `CalibrationMethod`."""
+        return self.quantizer is not None
 
 
 FLAVOURS: Mapping[QuantFlavour, FlavourSpec] = MappingProxyType({
@@ -85,6 +99,16 @@ FLAVOURS: Mapping[QuantFlavour, FlavourSpec] = MappingProxyType({
         "float8 e4m3 activations and weights, zero point 0, from the symmetric int8 flavour's "
         "scales rescaled by 127/448 (optimizer/quantization/fp8.py): TensorRT on compute "
         "capability 8.9 and later", rescaled_from=QuantFlavour.TENSORRT),
+    QuantFlavour.OPENVINO_NNCF: FlavourSpec(
+        QuantFlavour.OPENVINO_NNCF, "uint8", True,
+        "NNCF's post-training quantization, its CPU defaults (symmetric scales, uint8 after "
+        "non-negative activations and int8 elsewhere, per-channel int8 weights, Q/DQ where "
+        "OpenVINO's CPU plugin has int8 kernels, fast bias correction) from its own statistics "
+        "of the calibration samples: the Q/DQ graph OpenVINO's low-precision transformations "
+        "turn into u8/i8 kernels",
+        quantizer="optimizer.backends.openvino.nncf_quantize:quantize_with_nncf",
+        # OpenVINO runs MatMulInteger/DynamicQuantizeLinear as f32 layers plus conversions.
+        runs_dynamic_form=False),
 })
 
 # The flavours a library call quantizes in when its caller names no backend's

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from core import job_config
 from core.job_config import Backend, JobConfig, Precision
 from optimizer.registries.backends import BACKENDS
+from optimizer.registries.quantization import FLAVOURS
 
 _OPTION_VALUES = {"target_gpu": "9.0", "profiles": {"x": {"min": [1], "opt": [1], "max": [1]}},
                   "ort_optimization_level": "basic", "ort_flush_denormals": True,
@@ -56,9 +57,13 @@ def test_each_backend_takes_the_precisions_its_spec_lists(backend: Backend) -> N
     spec = BACKENDS[backend]
     for precision in Precision:
         if precision in spec.precisions:
-            # fp8 has no dynamic form: it is valid with a calibration dataset.
+            # fp8, and int8 on a backend whose flavours have none, have no dynamic form: valid
+            # with a calibration dataset.
+            static_only = precision == Precision.FP8 or not all(
+                FLAVOURS[flavour].runs_dynamic_form
+                for flavour in spec.quant_flavours.get(precision, ()))
             calibration = ({"quantization": {"calibration": str(uuid.uuid4())}}
-                           if precision == Precision.FP8 else {})
+                           if static_only else {})
             JobConfig.model_validate({"backend": backend, "precision": precision, **calibration})
         else:
             message = _refusal(backend=backend, precision=precision)
@@ -96,6 +101,19 @@ def test_precision_search_is_refused_where_the_runtime_computes_the_precision() 
     message = _refusal(backend="openvino", precision="bf16", precision_search=True)
     assert message.startswith("precision_search: backend 'openvino' computes bf16 from the fp32 "
                               "graph itself"), message
+
+
+def test_int8_whose_flavours_have_no_dynamic_form_needs_a_calibration_dataset() -> None:
+    message = _refusal(backend="openvino", precision="int8")
+    assert message.startswith("quantization.calibration: int8 on backend 'openvino' needs a "
+                              "calibration dataset"), message
+    calibrated = {"calibration": str(uuid.uuid4())}
+    message = _refusal(backend="openvino", precision="int8",
+                       quantization={**calibrated, "mode": "dynamic"})
+    assert message == ("quantization.mode: int8 on backend 'openvino' has no dynamic form; use "
+                       "'static' or 'auto'"), message
+    JobConfig.model_validate({"backend": "openvino", "precision": "int8",
+                              "quantization": calibrated})
 
 
 def test_intra_op_threads_and_its_onnx_runtime_name_are_one_option() -> None:

@@ -33,8 +33,11 @@ __all__ = [
 
 BACKEND = Backend.OPENVINO
 DEVICE = "CPU"
-# OpenVINO's INFERENCE_PRECISION_HINT of each precision a job on it may ask for.
-INFERENCE_PRECISIONS: Mapping[Precision, str] = {Precision.FP32: "f32", Precision.BF16: "bf16"}
+# OpenVINO's INFERENCE_PRECISION_HINT of each precision a job on it may ask for. int8's is f32:
+# its Q/DQ layers run in u8/i8 whatever the hint, and the float remainder in f32, as the
+# quantization search judged it (bf16 would add its own error to int8's).
+INFERENCE_PRECISIONS: Mapping[Precision, str] = {Precision.FP32: "f32", Precision.BF16: "bf16",
+                                                 Precision.INT8: "f32"}
 
 
 def inference_precision_of(precision: Precision) -> str:

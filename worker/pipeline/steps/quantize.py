@@ -52,6 +52,8 @@ def quantize_graph(run: JobRun, loaded: LoadedModel, fused: onnx.ModelProto, fus
         allow_dynamic=PRECISIONS[run.config.precision].has_dynamic_form, precision=run.config.precision,
         # Timed at the threads the engine will run at: int8's gain differs with them.
         level=run.ort_check_level, threads=run.config.cpu_threads,
+        # Judged and timed in the backend's own runtime where its spec names one.
+        candidate_runner=backend.candidate_runner,
         # An engine ONNX Runtime does not run (TensorRT's) is as fast as its own device: the
         # benchmark stage times it there; ONNX Runtime's CPU time says nothing of it.
         time_candidates=backend.times_quantized_candidates)
