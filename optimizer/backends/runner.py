@@ -141,6 +141,15 @@ class LoadedIO:
     def output_names(self) -> tuple[str, ...]:
         return self._output_names
 
+    def _check_feed_names(self, feeds: Mapping[str, np.ndarray], model_name: str) -> None:
+        """Raise InternalError unless `feeds` names exactly the model's inputs (the stages
+        build feeds from `inputs`, so a mismatch is FuseForge's bug, never the user's)."""
+        expected = {spec.name for spec in self._inputs}
+        if set(feeds) != expected:
+            raise InternalError(
+                f"Feeds for model {model_name!r} name {sorted(feeds)}, but its inputs "
+                f"are {sorted(expected)}.")
+
 
 def runner_class(spec: RunnerSpec) -> Any:
     """The runner class `spec` names (its `runner`, else its backend's), importing its module.

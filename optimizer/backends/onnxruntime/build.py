@@ -21,6 +21,8 @@ import onnx
 import onnxruntime as ort
 from google.protobuf.message import DecodeError
 
+from optimizer.backends.engine_manifest import MANIFEST_FILE
+from optimizer.backends.engine_manifest import engine_runner_options as read_options
 from optimizer.backends.onnxruntime.denormals import flushing_supported
 from optimizer.backends.onnxruntime.runner import (
     BACKEND,
@@ -53,7 +55,6 @@ __all__ = [
 
 ENGINE_FILE = "engine.onnx"
 ENGINE_DATA_FILE = "engine.onnx.data"  # an engine's weights, when its source kept them external
-MANIFEST_FILE = "manifest.json"
 MANIFEST_VERSION = 1
 # The level an engine is saved at, for each requested level; see the module docstring.
 _SAVED_LEVEL: dict[str, OptimizationLevel] = {
@@ -276,23 +277,11 @@ def engine_session_options(engine_dir_or_manifest: Path) -> tuple[Path, dict[str
     Raises:
         InternalError: as `runner_for_engine`.
     """
-    path = Path(engine_dir_or_manifest)
-    manifest_path = path / MANIFEST_FILE if path.is_dir() else path
-    try:
-        manifest = json.loads(manifest_path.read_text())
-        backend = manifest["backend"]
-        engine_file = manifest["engine_file"]
-        options = {"optimization_level": manifest["load_optimization_level"],
-                   "intra_op_threads": manifest.get("intra_op_threads"),
-                   "disabled_optimizers": list(manifest.get("disabled_optimizers", {})),
-                   "flush_denormals": bool(manifest.get("flush_denormals", False))}
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        raise InternalError(
-            f"Engine manifest {str(manifest_path)!r} is missing or malformed: {err!r}") from err
-    if backend != BACKEND:
-        raise InternalError(
-            f"Engine manifest {str(manifest_path)!r} is for backend {backend!r}, not {BACKEND!r}.")
-    return manifest_path.parent / engine_file, options
+    return read_options(engine_dir_or_manifest, BACKEND, lambda manifest: {
+        "optimization_level": manifest["load_optimization_level"],
+        "intra_op_threads": manifest.get("intra_op_threads"),
+        "disabled_optimizers": list(manifest.get("disabled_optimizers", {})),
+        "flush_denormals": bool(manifest.get("flush_denormals", False))})
 
 
 def _load(path: Path) -> onnx.ModelProto:

@@ -132,11 +132,7 @@ class OnnxRuntimeRunner(ClosesOnExit, LoadedIO):
             InferenceTimeLimitError: a model with a Loop ran past its time limit.
         """
         session = self._open_session()
-        expected = {spec.name for spec in self._inputs}
-        if set(feeds) != expected:
-            raise InternalError(
-                f"Feeds for model {self.model_path.name!r} name {sorted(feeds)}, but its inputs "
-                f"are {sorted(expected)}.")
+        self._check_feed_names(feeds, self.model_path.name)
         try:
             with denormals_flushed(self.flush_denormals):
                 outputs = (session.run(list(self._output_names), dict(feeds))

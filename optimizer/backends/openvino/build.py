@@ -22,13 +22,15 @@ import onnx
 import openvino as ov
 from google.protobuf.message import DecodeError
 
+from optimizer.backends.engine_manifest import MANIFEST_FILE
+from optimizer.backends.engine_manifest import engine_runner_options as read_options
 from optimizer.backends.openvino.runner import (
     BACKEND,
     DEVICE,
     OpenVinoRunner,
     inference_precision_of,
 )
-from optimizer.errors import EngineBuildError, InputShapeError, InternalError
+from optimizer.errors import EngineBuildError, InputShapeError
 from optimizer.model.graphs import op_histogram
 from optimizer.model.shapes import resolve_input_shapes
 from optimizer.model.tensor_specs import summarize_model
@@ -47,7 +49,6 @@ __all__ = [
 
 ENGINE_FILE = "engine.xml"
 WEIGHTS_FILE = "engine.bin"
-MANIFEST_FILE = "manifest.json"
 MANIFEST_VERSION = 1
 
 # (min, max) of each dim of an input whose dims are ranged; a max of None is unbounded.
@@ -171,21 +172,9 @@ def engine_runner_options(engine_dir_or_manifest: Path) -> tuple[Path, dict[str,
     Raises:
         InternalError: as `runner_for_engine`.
     """
-    path = Path(engine_dir_or_manifest)
-    manifest_path = path / MANIFEST_FILE if path.is_dir() else path
-    try:
-        manifest = json.loads(manifest_path.read_text())
-        backend = manifest["backend"]
-        engine_file = manifest["engine_file"]
-        options = {"inference_precision": manifest["inference_precision"],
-                   "threads": manifest.get("threads")}
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        raise InternalError(
-            f"Engine manifest {str(manifest_path)!r} is missing or malformed: {err!r}") from err
-    if backend != BACKEND:
-        raise InternalError(
-            f"Engine manifest {str(manifest_path)!r} is for backend {backend!r}, not {str(BACKEND)!r}.")
-    return manifest_path.parent / engine_file, options
+    return read_options(engine_dir_or_manifest, BACKEND, lambda manifest: {
+        "inference_precision": manifest["inference_precision"],
+        "threads": manifest.get("threads")})
 
 
 def _declared_inputs(keep_inputs_dynamic: bool, shapes: Mapping[str, Sequence[int]],

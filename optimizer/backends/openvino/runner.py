@@ -141,11 +141,7 @@ class OpenVinoRunner(ClosesOnExit, LoadedIO):
             InferenceError: OpenVINO fails while running (its message is included).
         """
         request = self.request
-        expected = {spec.name for spec in self._inputs}
-        if set(feeds) != expected:
-            raise InternalError(
-                f"Feeds for model {self.model_path.name!r} name {sorted(feeds)}, but its inputs "
-                f"are {sorted(expected)}.")
+        self._check_feed_names(feeds, self.model_path.name)
         try:
             results = request.infer({name: np.ascontiguousarray(value)
                                      for name, value in feeds.items()})

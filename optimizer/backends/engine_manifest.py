@@ -1,0 +1,44 @@
+"""An engine folder's manifest.json: what every backend's builder writes beside its engine
+(its backend, its engine file, the options its runner must be opened with), read back here.
+
+Engines are FuseForge's own artifacts: a missing or malformed manifest is never the user's
+fault, so both raise InternalError.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from optimizer.errors import InternalError
+
+__all__ = ["MANIFEST_FILE", "engine_runner_options"]
+
+MANIFEST_FILE = "manifest.json"
+
+
+def engine_runner_options(engine_dir_or_manifest: Path, backend: str,
+                          options: Callable[[Mapping[str, Any]], dict[str, Any]]
+                          ) -> tuple[Path, dict[str, Any]]:
+    """The engine's file and its runner's options, `options` read from the manifest of the
+    engine folder (or manifest.json) `engine_dir_or_manifest`, which must be `backend`'s.
+
+    Raises:
+        InternalError: the manifest is missing, malformed or another backend's.
+    """
+    path = Path(engine_dir_or_manifest)
+    manifest_path = path / MANIFEST_FILE if path.is_dir() else path
+    try:
+        manifest = json.loads(manifest_path.read_text())
+        written_by = manifest["backend"]
+        engine_file = manifest["engine_file"]
+        runner_options = options(manifest)
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise InternalError(
+            f"Engine manifest {str(manifest_path)!r} is missing or malformed: {err!r}") from err
+    if written_by != backend:
+        raise InternalError(f"Engine manifest {str(manifest_path)!r} is for backend "
+                            f"{written_by!r}, not {str(backend)!r}.")
+    return manifest_path.parent / engine_file, runner_options
