@@ -12,9 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic_core import PydanticCustomError
 
 from core.callbacks.urls import callback_url_problem
-from optimizer.capabilities import normalize_compute_capability
+from optimizer.capabilities import HostCapabilities, normalize_compute_capability
 from optimizer.passes import PASSES_BY_NAME
-from optimizer.registries.backends import BACKENDS, Backend, backends_for
+from optimizer.registries.backends import BACKENDS, Backend, QueueKind, backends_for
 from optimizer.registries.ort_levels import DEFAULT_ORT_LEVEL, OrtLevel
 from optimizer.registries.precisions import (
     PRECISIONS,
@@ -185,7 +185,8 @@ class SearchConfig(BaseModel):
         default=None, description="onnxruntime only: also try fp32 at these ONNX Runtime "
         'levels (unset: "all" only)')
     backends: list[Backend] | None = Field(
-        default=None, description="the backends to try (unset: the job's backend only). The "
+        default=None, description="the backends to try (unset: a CPU job's search tries every "
+        "CPU backend the worker that runs it has, its own first; a GPU job's, its own only). The "
         "job's backend decides which workers run the search, so it must be one of them and "
         "each other must build on its workers: a tensorrt search (on a GPU worker) can also "
         "try onnxruntime; an onnxruntime search (on a CPU worker) cannot try tensorrt")
@@ -368,18 +369,30 @@ class JobConfig(BaseModel):
             self.accuracy_budget = _quantized_budget(self)
         return self
 
-    def searched_backends(self) -> list[Backend]:
-        """The backends a search job tries: its own first (its workers run the search)."""
+    def searched_backends(self, capabilities: HostCapabilities | None = None) -> list[Backend]:
+        """The backends a search job tries: its own first (its workers run the search), then
+        those `search.backends` names; where it names none, on a worker of `capabilities`,
+        every other backend of the same queue kind (CPU) that the worker runs. GPU backends
+        are only tried when named: each builds on its own devices."""
         assert self.search is not None, "only a search job searches backends"
-        return list(dict.fromkeys([self.backend, *(self.search.backends or ())]))
+        if self.search.backends is not None:
+            return list(dict.fromkeys([self.backend, *self.search.backends]))
+        own = BACKENDS[self.backend]
+        if capabilities is None or own.queue is not QueueKind.CPU:
+            return [self.backend]
+        return [self.backend, *(name for name, spec in BACKENDS.items()
+                                if name != self.backend and spec.queue is QueueKind.CPU
+                                and spec.runs_on(capabilities))]
 
-    def search_spaces(self, *, has_calibration: bool) -> list[SearchSpace]:
-        """What this search job may vary, one space per backend it tries, its own first (the
-        model narrows each further: model_space.py)."""
+    def search_spaces(self, *, has_calibration: bool,
+                      capabilities: HostCapabilities | None = None) -> list[SearchSpace]:
+        """What this search job may vary, one space per backend it tries on a worker of
+        `capabilities` (searched_backends), its own first (the model narrows each further:
+        model_space.py)."""
         search = self.search
         assert search is not None, "only a search job has a search space"
         spaces = []
-        for backend in self.searched_backends():
+        for backend in self.searched_backends(capabilities):
             options = BACKENDS[backend].options
             spaces.append(SearchSpace(
                 backend=backend,

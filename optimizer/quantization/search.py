@@ -9,6 +9,10 @@
    or `auto` on a model with matrix products) need no table;
 3. each candidate is judged on the validation samples, against the original's outputs, by the
    budget (`Tolerances`);
+   Stopping early: when the first method's static forms are all out of budget and timing them
+   (the full int8 graphs: the fastest int8 can be, since other methods change only scales and
+   each node kept in float adds float work) finds none faster than fp32 at the median, int8
+   cannot win: no other method, dynamic form or kept node is tried, and `why` says so;
 4. none within budget: the nodes of the most accurate static candidate are ranked by the error
    each adds (sensitivity.py) and kept in float one at a time, most harmful first, until the
    budget is met or `max_kept_nodes` are kept; each kept node is reported with the cosine it
@@ -133,6 +137,7 @@ class QuantizationResult:
     kept_reasons: dict[str, str] = field(default_factory=dict)
     precision: str = "int8"  # the request's
     timed_threads: int | None = None  # the intra-op threads `speed` was timed at (None: ORT's)
+    stopped_early: str | None = None  # why the search stopped before trying every form
 
     @property
     def shipped(self) -> str:
@@ -143,7 +148,7 @@ class QuantizationResult:
             "shipped": self.shipped, "why": self.why, "chosen": self.chosen,
             "opset_note": self.opset_note, "tried": self.tried,
             "kept_nodes": [vars(node) for node in self.kept_nodes],
-            "calibrations": self.calibrations,
+            "calibrations": self.calibrations, "stopped_early": self.stopped_early,
             "speed": {**self.speed.to_dict(), "intra_op_threads": self.timed_threads}
             if self.speed else None})
         return safe
@@ -180,7 +185,12 @@ def quantize_within_budget(
                                                           "by the job")
     candidates: list[_Candidate] = []
     if calibration_feeds and request.mode is not QuantizationMode.DYNAMIC:
-        candidates += _static_candidates(graph, request, tables, judge, result, progress)
+        candidates += _static_candidates(graph, request, tables, judge, result, progress,
+                                         validation_feeds[0])
+    if result.stopped_early is not None:
+        result.tried = [c.summary() for c in candidates]
+        result.why = f"{result.stopped_early}; the fp32 model ships"
+        return result
     if request.allow_dynamic and (request.mode is QuantizationMode.DYNAMIC or (
             request.mode is QuantizationMode.AUTO and _has_matrix_products(graph))):
         progress(f"{request.precision}: dynamic quantization")
@@ -294,10 +304,11 @@ class _Judge:
 
 def _static_candidates(graph: onnx.ModelProto, request: QuantizationRequest, tables: TableSource,
                        judge: _Judge, result: QuantizationResult,
-                       progress: Callable[[str], None]) -> list[_Candidate]:
+                       progress: Callable[[str], None], feed: Feed) -> list[_Candidate]:
     methods = (CALIBRATION_METHODS_TRIED if request.method is CalibrationMethod.AUTO
                else (request.method,))
     candidates: list[_Candidate] = []
+    timed_early = False
     for method in methods:
         progress(f"{request.precision}: calibrating ({method})")
         try:
@@ -321,7 +332,35 @@ def _static_candidates(graph: onnx.ModelProto, request: QuantizationRequest, tab
                                               ()))
         if any(c.validation.passed for c in candidates):
             break
+        if not timed_early and request.time_candidates:  # the first method's forms only
+            timed_early = True
+            result.stopped_early = _cannot_win(graph, candidates, request, feed, result, progress)
+            if result.stopped_early is not None:
+                break
     return candidates
+
+
+def _cannot_win(graph: onnx.ModelProto, full: list[_Candidate], request: QuantizationRequest,
+                feed: Feed, result: QuantizationResult,
+                progress: Callable[[str], None]) -> str | None:
+    """Why int8 cannot beat fp32, when `full` (the first method's forms, nothing kept in
+    float: the fastest int8 gets) are none faster at the median; None when one may be, or
+    none holds anything quantized (then nothing is worth timing: see `_nothing_to_quantize`)."""
+    full = [c for c in full if _quantized(c)]
+    if not full:
+        return None
+    progress(f"{request.precision}: timing its fastest forms against fp32 before searching on")
+    _time(graph, full, [], request, feed, result, request.timing_rounds)
+    best = min(full, key=lambda c: c.speed.ratio if c.speed else math.inf)
+    if best.speed is None or best.speed.ratio < 1.0:
+        return None
+    speed = best.speed
+    why = (f"{request.precision} cannot win here: its fastest form ({best.label}, nothing kept "
+           f"in float) ran at {speed.ratio:.3f}x [{speed.ratio_low:.3f}, {speed.ratio_high:.3f}] "
+           "the fp32 model's time, and other calibrations only move scales while each node kept "
+           "in float adds float work, so the search stopped early")
+    progress(f"{request.precision}: stopped early: {why}")
+    return why
 
 
 def _keep_in_float(graph: onnx.ModelProto, base: _Candidate, request: QuantizationRequest,

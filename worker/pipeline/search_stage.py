@@ -7,7 +7,13 @@ so a candidate's engine is exactly the engine its recipe would build. Each is re
 `search_candidates` table as it starts ("building") and as it is judged: a search whose process
 died resumes with what was recorded, and a candidate whose build killed the process is failed
 with that reason instead of being built again. The race runs under the backend's timing lock,
-against the job's original at ONNX Runtime's default level (or TensorRT's reference engine).
+against the job's original at ONNX Runtime's default level (or TensorRT's reference engine),
+at each thread count the candidates run at: a candidate is judged against the original at its
+own. Where the job's backend can ship the original, the original competes: when no candidate
+beats it, the search's decision is the original, and the pipeline ships it (run.py).
+
+A CPU job's search that names no `search.backends` tries every CPU backend this worker runs
+(`JobConfig.searched_backends` with the worker's capabilities), each precision each builds.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import re
 import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -27,6 +33,7 @@ import onnx
 from core.db.models import JobStatus
 from core.job_config import JobConfig, SearchConfig
 from core.reports import SearchReport
+from optimizer.capabilities import HostCapabilities
 from optimizer.errors import AccuracyMismatchError, OptimizerError
 from optimizer.measure.environment import host_cores
 from optimizer.registries.backends import BACKENDS
@@ -62,6 +69,7 @@ _DIED_BUILDING = ("the job's process died while this candidate was built (a cras
 class SearchStageResult:
     report: SearchReport
     winner: JobConfig | None  # the one-configuration job that rebuilds the winner
+    original: str | None = None  # why the original ships instead (no candidate beat it)
 
 
 class _CandidateProgress(StageProgress):
@@ -84,8 +92,10 @@ class _CandidateProgress(StageProgress):
 
 
 def search_configurations(run: JobRun, loaded: LoadedModel, backend_for: BackendFor,
-                          recorder: JobRecorder, progress: StageProgress) -> SearchStageResult:
-    """Search the configurations of `run` (a job with `search`) and decide.
+                          recorder: JobRecorder, progress: StageProgress,
+                          capabilities: HostCapabilities | None = None) -> SearchStageResult:
+    """Search the configurations of `run` (a job with `search`) on a worker of
+    `capabilities` (None: its own backend only, unless `search.backends` says) and decide.
 
     Raises:
         JobStopped: the job was cancelled meanwhile.
@@ -94,9 +104,12 @@ def search_configurations(run: JobRun, loaded: LoadedModel, backend_for: Backend
     search = run.config.search
     assert search is not None, "only a search job has a search stage"
     span = progress.enter(SEARCH, f"search of up to {search.time_budget_s:g} s")
-    plan = _plan(run, loaded)
+    plan = _plan(run, loaded, capabilities)
     recorded = _recorded(recorder, plan)
+    backends = run.config.searched_backends(capabilities)
     progress.note(f"{len(plan.candidates)} candidates, {len(plan.refused)} refused"
+                  + (f", on backends {', '.join(map(str, backends))}" if len(backends) > 1
+                     else "")
                   + (f"; {len(recorded)} recorded before, resuming" if recorded else ""))
     reference_backend = backend_for(run, progress)
     _, feed = benchmark_setup(run, loaded)
@@ -164,28 +177,62 @@ def search_configurations(run: JobRun, loaded: LoadedModel, backend_for: Backend
              + (f" ({outcome.reason})" if outcome.reason else "")],
             builds.part(0.0, judged / max(len(plan.candidates), 1)).end)
 
+    # Each original serves as many requests a call as the candidates raced against it.
+    served = {_original_key(c): requests(c) for c in plan.candidates}
+
+    def original_at(threads: int) -> Opener:
+        """The original as a candidate at `threads` would be timed against: its backend's
+        reference, built at that thread count (candidates with threads all run on backends
+        that take them)."""
+        like = next(c for c in plan.candidates if c.threads == threads)
+        at = replace(run, config=run.config.candidate_config(
+            {"backend": str(like.backend or run.config.backend),
+             "ort_intra_op_threads": threads}))
+        return _reference_opener(backend_for(at, progress), loaded, feed, reference_span,
+                                 lock=None, requests=served[_original_key(like)])
+
+    reference_span = span.part(_BUILDS_SHARE, 1.0)
+    originals = {"": _reference_opener(reference_backend, loaded, feed, reference_span,
+                                       lock=reference_backend, requests=served.get("", 1))}
+    originals |= {_original_key(c): original_at(c.threads) for c in plan.candidates
+                  if c.threads is not None}
     started = time.monotonic()
     result = run_search(
         plan, evaluate=evaluate, reopen=reopen, recorded=recorded, on_finished=finished,
-        reference=_reference_opener(reference_backend, loaded, feed,
-                                    span.part(_BUILDS_SHARE, 1.0)),
+        reference=originals, original_of=_original_key,
+        original_requests=served,
         stopped=lambda: recorder.status() is not JobStatus.RUNNING, requests=requests,
         options=SearchOptions(time_budget_s=search.time_budget_s, race=RaceOptions(
             batch_size=loaded.batch_size, latency_budget_ms=search.latency_budget_ms,
-            seed=run.config.validation.seed)))
+            seed=run.config.validation.seed,
+            original_competes=reference_backend.ships_original)))
     decision = result.decision
     winner = next((c for c in plan.candidates if c.name == decision.winner), None)
     winner_config = None if winner is None else run.config.candidate_config(winner.overrides())
     race = None if result.race is None else {
-        "rounds": result.race.rounds, "stopped": result.race.stopped}
+        "rounds": result.race.rounds, "stopped": result.race.stopped,
+        "originals_ms_p50": {_original_label(key): round(ms, 4)
+                             for key, ms in result.race.originals_ms_p50.items()}}
     report = SearchReport(
         strategy=str(search.strategy), winner=decision.winner, why=decision.why,
+        original=decision.original, backends=decision.backends or None,
         recipe=None if winner_config is None else _recipe(winner_config),
         rows=_ordered(decision.rows, search), race=race, resumed=list(result.resumed),
         time_budget_s=search.time_budget_s, elapsed_s=round(time.monotonic() - started, 3))
-    progress.note(f"search: {decision.winner or 'no winner'}: {decision.why}")
+    shipped = decision.winner or ("the original" if decision.original else "no winner")
+    progress.note(f"search: {shipped}: {decision.why}")
     shutil.rmtree(run.scratch_dir / _SEARCH_DIR, ignore_errors=True)
-    return SearchStageResult(report, winner_config)
+    return SearchStageResult(report, winner_config, decision.original)
+
+
+def _original_key(candidate: Candidate) -> str:
+    """Which original `candidate` races against: the one at its thread count ("" where it
+    runs at the job's own)."""
+    return "" if candidate.threads is None else f"@{candidate.threads}t"
+
+
+def _original_label(key: str) -> str:
+    return f"original{key}" if key else "original"
 
 
 def _step_share(stage: str) -> tuple[float, float]:
@@ -216,8 +263,10 @@ class _QuantizedNotShipped(Exception):
 _SEARCH_DIR = "search"
 
 
-def _plan(run: JobRun, loaded: LoadedModel) -> CandidatePlan:
-    spaces = run.config.search_spaces(has_calibration=loaded.calibration is not None)
+def _plan(run: JobRun, loaded: LoadedModel,
+          capabilities: HostCapabilities | None) -> CandidatePlan:
+    spaces = run.config.search_spaces(has_calibration=loaded.calibration is not None,
+                                      capabilities=capabilities)
     narrowed = spaces_for_model(onnx.load(loaded.fusion_source), spaces)
     return plan_search([space for space, _ in narrowed])
 
@@ -278,14 +327,18 @@ def _opener(backend: JobBackend[Any], engine: BuiltEngine[Any], feed: dict[str, 
 
 
 def _reference_opener(backend: JobBackend[Any], loaded: LoadedModel,
-                      feed: dict[str, np.ndarray], span: ProgressSpan) -> Opener:
-    """The original, as the job's benchmark times it; opened first and closed last by the
-    race, so the timing lock it takes covers every round."""
+                      feed: dict[str, np.ndarray], span: ProgressSpan, *,
+                      lock: JobBackend[Any] | None, requests: int = 1) -> Opener:
+    """The original, as `backend`'s benchmark times it; the job's own is opened first and
+    closed last by the race, so the timing lock of `lock` (the job's backend) it takes covers
+    every round. `requests` at once a call, as a throughput search runs its candidates."""
     @contextmanager
     def opened() -> Iterator[Callable[[], object]]:
         reference = backend.benchmark_reference(loaded, span)
-        with backend.timing_lock(), reference.open() as runner:
-            yield lambda: runner.infer(feed)
+        with lock.timing_lock() if lock is not None else nullcontext(), \
+                reference.open() as runner, \
+                concurrent_calls(lambda: runner.infer(feed), requests) as call:
+            yield call
     return opened
 
 
