@@ -15,8 +15,9 @@
    cannot win: no other method, dynamic form or kept node is tried, and `why` says so;
 4. none within budget: the nodes of the most accurate static candidate are ranked by the error
    each adds (sensitivity.py) and kept in float one at a time, most harmful first, until the
-   budget is met or `max_kept_nodes` are kept; each kept node is reported with the cosine it
-   restored and the time it costs;
+   budget is met or `max_kept_nodes` are kept, or the cosine's pace over the last few nodes
+   shows the nodes left cannot reach the budget (a stop early, said in `why`); each kept node
+   is reported with the cosine it restored and the time it costs;
 5. the candidates within budget are timed against the fp32 model, interleaved (timing.py): the
    fastest ships when its whole interval lies below 1, else the fp32 model does, and the result
    says why.
@@ -66,6 +67,7 @@ _SENSITIVITY_SAMPLES = 2
 _QUANTIZED_OPS = INTEGER_KERNELS | CONVERSIONS  # a form without any is not quantized
 _NOT_QUANTIZED = "quantized"  # the failure of a form the quantizer left all in float
 _TIMING_ATTEMPTS = 3  # an uncertain verdict is timed again with twice the rounds, twice
+_PACE_STEPS = 3  # nodes kept in float whose cosine gains say whether the budget is in reach
 
 
 @dataclass(frozen=True)
@@ -222,7 +224,8 @@ def quantize_within_budget(
             f": the closest, {closest.label}, reached a worst output cosine of "
             f"{closest.worst_cosine:.5f}{_broken(closest)}" if closest else "") + (
             f", still out of budget with {len(steps[-1].kept)} nodes kept in float"
-            if steps else "") + "; the fp32 model ships")
+            if steps else "") + (f" ({result.stopped_early})" if result.stopped_early else "")
+            + "; the fp32 model ships")
         return result
     if not request.time_candidates:
         best = max(passing, key=lambda c: c.worst_cosine)
@@ -390,7 +393,31 @@ def _keep_in_float(graph: onnx.ModelProto, base: _Candidate, request: Quantizati
             "in float")
         if step.validation.passed:
             break
+        result.stopped_early = _cannot_reach(steps, judge.tolerances.min_cosine,
+                                             request.max_kept_nodes - len(kept))
+        if result.stopped_early is not None:
+            progress(f"{request.precision}: stopped early: {result.stopped_early}")
+            break
     return steps
+
+
+def _cannot_reach(steps: list[_Candidate], min_cosine: float, left: int) -> str | None:
+    """Why keeping `left` more nodes in float cannot bring the worst cosine to `min_cosine`,
+    at the pace of the last _PACE_STEPS kept (an optimistic pace: the nodes come most harmful
+    first); None while it may, or too few have been kept to tell."""
+    if len(steps) <= _PACE_STEPS or left <= 0:
+        return None
+    now, before = steps[-1].worst_cosine, steps[-1 - _PACE_STEPS].worst_cosine
+    if not (math.isfinite(now) and math.isfinite(before)):
+        return None
+    pace = max(now - before, 0.0) / _PACE_STEPS
+    reach = now + pace * left
+    if reach >= min_cosine:
+        return None
+    return (f"with {len(steps[-1].kept)} nodes kept in float the worst output cosine is "
+            f"{now:.5f}; the {left} more allowed, at the last {_PACE_STEPS} nodes' pace "
+            f"(+{pace:.5f} each, and later nodes add less error), would reach {reach:.5f}, "
+            f"short of the budget's {min_cosine}, so the search stopped early")
 
 
 def _time(graph: onnx.ModelProto, passing: list[_Candidate], steps: list[_Candidate],

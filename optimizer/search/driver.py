@@ -10,9 +10,10 @@ is spent (those left are "not tried", saying so), and the race stops at the budg
 `stopped()` is the caller's cancel check, asked before each candidate and after each round.
 
 A candidate its own step judged slower before any race (an int8 form measured no faster than
-fp32) takes the rest of its family with it: the later candidates of the same backend and
-precision (its other forms, thread counts) are not tried, saying why, since the first of a
-family in the plan is its likeliest winner.
+fp32) takes the rest of its family with it: the later candidates of the same backend,
+precision and thread count (its other forms: int8 dynamic after static) are not tried, saying
+why, since the first of a family in the plan is its likeliest winner. Another thread count is
+another race (int8's gain can show at one thread and hide at two), so it is still tried.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ __all__ = ["Evaluated", "SearchOptions", "SearchResult", "SearchStopped", "run_s
 
 # A context that opens a candidate's engine: inside it, one call runs it once on the batch.
 Opener = Callable[[], AbstractContextManager[Callable[[], object]]]
-_Family = tuple[Backend | None, Precision]
+_Family = tuple[Backend | None, Precision, int | None]
 
 
 class SearchStopped(Exception):
@@ -92,7 +93,7 @@ def run_search(plan: CandidatePlan, *, evaluate: Callable[[Candidate], Evaluated
     for candidate in plan.candidates:
         if stopped():
             raise SearchStopped
-        family = (candidate.backend, candidate.precision)
+        family = (candidate.backend, candidate.precision, candidate.threads)
         if candidate.name in recorded:
             outcome = recorded[candidate.name]
             if outcome.outcome is Outcome.TIMED:
@@ -130,7 +131,8 @@ def run_search(plan: CandidatePlan, *, evaluate: Callable[[Candidate], Evaluated
 def _family_lost(candidate: Candidate, first: CandidateOutcome) -> CandidateOutcome:
     return CandidateOutcome(candidate, Outcome.NOT_TRIED, reason=(
         f"not tried: {first.candidate.name}, the likeliest winner of its family "
-        f"({first.candidate.precision} on this backend), already lost before the race "
+        f"({first.candidate.precision} on this backend at these threads), already lost before "
+        "the race "
         f"({first.reason or 'slower'}); this one cannot be faster"))
 
 

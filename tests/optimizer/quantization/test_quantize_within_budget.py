@@ -133,6 +133,22 @@ def test_int8_out_of_budget_and_not_faster_stops_before_keeping_nodes_in_float()
     assert any(line.startswith("int8: stopped early: ") for line in progress)
 
 
+def test_keeping_nodes_in_float_stops_once_their_pace_cannot_reach_the_budget() -> None:
+    # Every conv adds a little error: a budget this strict is out of reach of 16 nodes kept.
+    model = conv_stack(seed=6, channels=16, size=16, blocks=4)
+    unreachable = Tolerances(atol=math.inf, rtol=0.0, min_cosine=0.99999999)
+
+    result = _quantize(model, tolerances=unreachable, mode=QuantizationMode.STATIC,
+                       method=CalibrationMethod.MINMAX, time_candidates=False)
+
+    assert result.shipped == "fp32"
+    assert 3 <= len(result.kept_nodes) < 16  # the pace is judged over 3, then it stops
+    assert result.stopped_early is not None and "short of the budget's 0.99999999" in result.stopped_early
+    assert f"with {len(result.kept_nodes)} nodes kept in float" in result.stopped_early
+    assert result.why.startswith("no int8 form met the accuracy budget")
+    assert result.stopped_early in result.why
+
+
 def test_int8_that_is_not_faster_ships_fp32_and_says_why() -> None:
     model = tiny_matmul(seed=2)
 
