@@ -28,6 +28,7 @@ import tempfile
 import time
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +80,8 @@ def _calibration(name: str, model: onnx.ModelProto, shapes: Shapes) -> dict[str,
             for key, shape in shapes.items()}
 
 
-def _search(client: FuseForgeClient, tmp: Path, name: str, search: Mapping[str, Any]) -> str:
+def _search(client: FuseForgeClient, tmp: Path, name: str, search: Mapping[str, Any], *,
+            events: bool) -> str:
     make, shapes = _MODELS[name]
     model = make()
     path = tmp / f"{name}.onnx"
@@ -98,10 +100,20 @@ def _search(client: FuseForgeClient, tmp: Path, name: str, search: Mapping[str, 
         job = client.wait(submitted.id, timeout_s=4 * 3600).data
     except JobError as err:
         job = err.job.data
-    return _lines(name, job, time.monotonic() - started)
+    return _lines(name, job, time.monotonic() - started, events=events)
 
 
-def _lines(name: str, job: Mapping[str, Any], waited_s: float) -> str:
+def _timeline(job: Mapping[str, Any]) -> list[str]:
+    """Every event, at its seconds since the first: where the search's time went."""
+    events = job.get("events") or []
+    if not events:
+        return []
+    start = datetime.fromisoformat(events[0]["created_at"])
+    return [f"  {(datetime.fromisoformat(e['created_at']) - start).total_seconds():7.1f} s "
+            f"{e['message'][:150]}" for e in events]
+
+
+def _lines(name: str, job: Mapping[str, Any], waited_s: float, *, events: bool) -> str:
     report = job.get("search_report") or {}
     outcome = job.get("outcome") or {}
     shipped = (outcome.get("shipped") or {}).get("label", job["status"])
@@ -120,6 +132,8 @@ def _lines(name: str, job: Mapping[str, Any], waited_s: float) -> str:
                      + (f": {row['reason'][:200]}" if row.get("reason") else ""))
     lines += [f"  event: {event['message'][:200]}" for event in job.get("events") or []
               if "stopped early" in event["message"] or "cannot win" in event["message"]]
+    if events:
+        lines += ["timeline:", *_timeline(job)]
     return "\n".join(lines)
 
 
@@ -129,6 +143,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help=f"comma-separated, of {', '.join(_MODELS)}")
     parser.add_argument("--time-budget-s", type=float, default=600)
     parser.add_argument("--threads", help="search.threads, comma-separated")
+    parser.add_argument("--events", action="store_true",
+                        help="also print every job event at its time since the first")
     parser.add_argument("--log", type=Path, default=Path("search-loses.log"))
     args = parser.parse_args(argv)
     names = args.only.split(",")
@@ -146,7 +162,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             wait_healthy(f"{base_url}/healthz", server)
             with FuseForgeClient(base_url) as client:
                 for name in names:
-                    print(_search(client, Path(tmp), name, search), flush=True)
+                    print(_search(client, Path(tmp), name, search, events=args.events),
+                          flush=True)
         finally:
             stop(server)
     return 0

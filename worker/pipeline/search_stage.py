@@ -255,8 +255,14 @@ class _QuantizedNotShipped(Exception):
 
     @classmethod
     def fp32_ships(cls, quantization: Mapping[str, Any]) -> _QuantizedNotShipped:
-        within_budget = any(tried.get("passed") for tried in quantization.get("tried") or ())
-        return cls(Outcome.SLOWER if within_budget else Outcome.OUT_OF_ACCURACY_BUDGET,
+        """Slower where a form was within budget, or every form timed was no faster than fp32
+        (the int8 search stopped early on speed); else out of the accuracy budget."""
+        tried = quantization.get("tried") or ()
+        within_budget = any(form.get("passed") for form in tried)
+        ratios = [form["speed"]["ratio"] for form in tried if form.get("speed")]
+        not_faster = bool(ratios) and min(ratios) >= 1.0
+        return cls(Outcome.SLOWER if within_budget or not_faster
+                   else Outcome.OUT_OF_ACCURACY_BUDGET,
                    f"the fp32 model would ship: {quantization.get('why', 'int8 did not')}")
 
 
