@@ -182,12 +182,12 @@ def search_configurations(run: JobRun, loaded: LoadedModel, backend_for: Backend
 
     def original_at(threads: int) -> Opener:
         """The original as a candidate at `threads` would be timed against: its backend's
-        reference, built at that thread count (candidates with threads all run on backends
-        that take them)."""
+        reference, built at that thread count (the candidate's recipe less what makes it a
+        candidate: its backend and threads, under whatever name its backend takes them)."""
         like = next(c for c in plan.candidates if c.threads == threads)
         at = replace(run, config=run.config.candidate_config(
-            {"backend": str(like.backend or run.config.backend),
-             "ort_intra_op_threads": threads}))
+            {key: value for key, value in like.overrides().items()
+             if key not in _CANDIDATE_FIELDS}))
         return _reference_opener(backend_for(at, progress), loaded, feed, reference_span,
                                  lock=None, requests=served[_original_key(like)])
 
@@ -267,6 +267,8 @@ class _QuantizedNotShipped(Exception):
 
 
 _SEARCH_DIR = "search"
+# The recipe fields that make a candidate other than the original (the rest: where it runs).
+_CANDIDATE_FIELDS = frozenset({"precision", "passes", "quantization", "ort_optimization_level"})
 
 
 def _plan(run: JobRun, loaded: LoadedModel,
