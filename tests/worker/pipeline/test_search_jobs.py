@@ -332,6 +332,8 @@ def test_a_tensorrt_search_that_also_tries_onnxruntime_ships_the_cpu_engine_when
     assert report["why"].startswith(f"ONNX Runtime {rows[report['winner']]['precision']} won: ")
     assert "faster than the best TensorRT candidate (tensorrt:" in report["why"]
     assert "; ONNX Runtime won, " in job["outcome"]["headline"]
+    page = embedded.client.get(f"/v1/jobs/{job['id']}/artifacts/report.html").text
+    assert 'id="search-backends"' in page and "TensorRT" in page
     manifest = embedded.client.get(f"/v1/jobs/{job['id']}/artifacts/manifest.json").json()
     assert manifest["backend"] == "onnxruntime"
     # the jobs list shows the engine it shipped
