@@ -8,9 +8,10 @@ so a candidate's engine is exactly the engine its recipe would build. Each is re
 died resumes with what was recorded, and a candidate whose build killed the process is failed
 with that reason instead of being built again. The race runs under the backend's timing lock,
 against the job's original at ONNX Runtime's default level (or TensorRT's reference engine),
-at each thread count the candidates run at: a candidate is judged against the original at its
-own. Where the job's backend can ship the original, the original competes: when no candidate
-beats it, the search's decision is the original, and the pipeline ships it (run.py).
+at each thread count the candidates run at (search_originals.py): a candidate is judged
+against the original at its own. Where the job's backend can ship the original, the original
+competes: when no candidate beats it, the search's decision is the original, and the pipeline
+ships it (run.py).
 
 A CPU job's search that names no `search.backends` tries every CPU backend this worker runs
 (`JobConfig.searched_backends` with the worker's capabilities), each precision each builds.
@@ -22,7 +23,7 @@ import re
 import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,7 @@ from worker.pipeline.engine_attempts import validated_engine
 from worker.pipeline.progress import StageProgress
 from worker.pipeline.records.recorder import JobRecorder
 from worker.pipeline.results import BuiltEngine, JobOutcome, JobRun, LoadedModel
+from worker.pipeline.search_originals import original_key, original_label, search_originals
 from worker.pipeline.stages import BENCHMARK, OPTIMIZE, SEARCH, ProgressSpan, span_of
 from worker.pipeline.steps.benchmark import benchmark_setup
 
@@ -177,30 +179,14 @@ def search_configurations(run: JobRun, loaded: LoadedModel, backend_for: Backend
              + (f" ({outcome.reason})" if outcome.reason else "")],
             builds.part(0.0, judged / max(len(plan.candidates), 1)).end)
 
-    # Each original serves as many requests a call as the candidates raced against it.
-    served = {_original_key(c): requests(c) for c in plan.candidates}
-
-    def original_at(threads: int) -> Opener:
-        """The original as a candidate at `threads` would be timed against: its backend's
-        reference, built at that thread count (the candidate's recipe less what makes it a
-        candidate: its backend and threads, under whatever name its backend takes them)."""
-        like = next(c for c in plan.candidates if c.threads == threads)
-        at = replace(run, config=run.config.candidate_config(
-            {key: value for key, value in like.overrides().items()
-             if key not in _CANDIDATE_FIELDS}))
-        return _reference_opener(backend_for(at, progress), loaded, feed, reference_span,
-                                 lock=None, requests=served[_original_key(like)])
-
-    reference_span = span.part(_BUILDS_SHARE, 1.0)
-    originals = {"": _reference_opener(reference_backend, loaded, feed, reference_span,
-                                       lock=reference_backend, requests=served.get("", 1))}
-    originals |= {_original_key(c): original_at(c.threads) for c in plan.candidates
-                  if c.threads is not None}
+    originals = search_originals(
+        run, plan, loaded, feed, span.part(_BUILDS_SHARE, 1.0), job_backend=reference_backend,
+        backend_for=lambda at: backend_for(at, progress), requests=requests)
     started = time.monotonic()
     result = run_search(
         plan, evaluate=evaluate, reopen=reopen, recorded=recorded, on_finished=finished,
-        reference=originals, original_of=_original_key,
-        original_requests=served,
+        reference=originals.openers, original_of=original_key,
+        original_requests=originals.requests,
         stopped=lambda: recorder.status() is not JobStatus.RUNNING, requests=requests,
         options=SearchOptions(time_budget_s=search.time_budget_s, race=RaceOptions(
             batch_size=loaded.batch_size, latency_budget_ms=search.latency_budget_ms,
@@ -211,7 +197,7 @@ def search_configurations(run: JobRun, loaded: LoadedModel, backend_for: Backend
     winner_config = None if winner is None else run.config.candidate_config(winner.overrides())
     race = None if result.race is None else {
         "rounds": result.race.rounds, "stopped": result.race.stopped,
-        "originals_ms_p50": {_original_label(key): round(ms, 4)
+        "originals_ms_p50": {original_label(key): round(ms, 4)
                              for key, ms in result.race.originals_ms_p50.items()}}
     report = SearchReport(
         strategy=str(search.strategy), winner=decision.winner, why=decision.why,
@@ -223,16 +209,6 @@ def search_configurations(run: JobRun, loaded: LoadedModel, backend_for: Backend
     progress.note(f"search: {shipped}: {decision.why}")
     shutil.rmtree(run.scratch_dir / _SEARCH_DIR, ignore_errors=True)
     return SearchStageResult(report, winner_config, decision.original)
-
-
-def _original_key(candidate: Candidate) -> str:
-    """Which original `candidate` races against: the one at its thread count ("" where it
-    runs at the job's own)."""
-    return "" if candidate.threads is None else f"@{candidate.threads}t"
-
-
-def _original_label(key: str) -> str:
-    return f"original{key}" if key else "original"
 
 
 def _step_share(stage: str) -> tuple[float, float]:
@@ -267,8 +243,6 @@ class _QuantizedNotShipped(Exception):
 
 
 _SEARCH_DIR = "search"
-# The recipe fields that make a candidate other than the original (the rest: where it runs).
-_CANDIDATE_FIELDS = frozenset({"precision", "passes", "quantization", "ort_optimization_level"})
 
 
 def _plan(run: JobRun, loaded: LoadedModel,
@@ -329,22 +303,6 @@ def _opener(backend: JobBackend[Any], engine: BuiltEngine[Any], feed: dict[str, 
     @contextmanager
     def opened() -> Iterator[Callable[[], object]]:
         with backend.open_runner(engine) as runner, \
-                concurrent_calls(lambda: runner.infer(feed), requests) as call:
-            yield call
-    return opened
-
-
-def _reference_opener(backend: JobBackend[Any], loaded: LoadedModel,
-                      feed: dict[str, np.ndarray], span: ProgressSpan, *,
-                      lock: JobBackend[Any] | None, requests: int = 1) -> Opener:
-    """The original, as `backend`'s benchmark times it; the job's own is opened first and
-    closed last by the race, so the timing lock of `lock` (the job's backend) it takes covers
-    every round. `requests` at once a call, as a throughput search runs its candidates."""
-    @contextmanager
-    def opened() -> Iterator[Callable[[], object]]:
-        reference = backend.benchmark_reference(loaded, span)
-        with lock.timing_lock() if lock is not None else nullcontext(), \
-                reference.open() as runner, \
                 concurrent_calls(lambda: runner.infer(feed), requests) as call:
             yield call
     return opened
