@@ -7,10 +7,11 @@ gets the reason it lost: slower beyond its interval, over the latency budget, ou
 accuracy budget, refused, failed with its error, or not tried within the time budget.
 
 Where the original can ship (`original_ships`), it is a contestant too, and the most faithful
-of all: a candidate wins only when it is faster than the original beyond its interval. When
-none is (the fastest tied with or slower than the original, or no candidate got into the race
-at all), the decision is the original, saying why. A search over several backends says which
-backend won and by how much against the best candidate of each other one.
+of all: a candidate wins only when it is faster than the original beyond its interval (the most
+faithful of the survivors that are, so a tie with the original never wins). When none is (the
+fastest tied with or slower than the original, or no candidate got into the race at all), the
+decision is the original, saying why. A search over several backends says which backend won
+and by how much against the best candidate of each other one.
 """
 
 from __future__ import annotations
@@ -75,14 +76,17 @@ def decide(outcomes: Sequence[CandidateOutcome], standings: Mapping[str, Standin
     survivors = [name for name, s in standings.items() if s.out is None]
     survivors.sort(key=lambda name: _tie_key(by_name[name], order[name]))
     winner = survivors[0] if survivors else None
-    original = _original_wins(winner, outcomes, standings) if original_ships else None
-    if original is not None:
-        winner = None
+    original = None
+    if original_ships:
+        # Only a candidate faster than the original can win; the most faithful of those.
+        beat = [name for name in survivors if _beats_original(standings[name])]
+        original = _original_wins(winner, outcomes, standings) if not beat else None
+        winner = beat[0] if beat else None
     rows = []
     for outcome in outcomes:
         name = outcome.candidate.name
         standing = standings.get(name)
-        verdict, reason = _verdict(outcome, standing, winner, standings, original is not None)
+        verdict, reason = _verdict(outcome, standing, winner, standings, original_ships)
         rows.append(_row(outcome, standing, verdict, reason))
     rows.extend({"name": r.name, "outcome": Outcome.REFUSED.value, "reason": r.reason}
                 for r in refused)
@@ -99,14 +103,17 @@ def decide(outcomes: Sequence[CandidateOutcome], standings: Mapping[str, Standin
     return SearchDecision(winner, why, rows, original, backends)
 
 
+def _beats_original(standing: Standing) -> bool:
+    return speedup_verdict(*standing.speedup_ci) == FASTER
+
+
 def _original_wins(best: str | None, outcomes: Sequence[CandidateOutcome],
                    standings: Mapping[str, Standing]) -> str | None:
-    """Why the original ships rather than any candidate, or None when `best` beat it (or
-    every raced candidate was over the latency budget: the original's p99 is no answer)."""
+    """Why the original ships rather than any candidate, none of the survivors (`best` the
+    most faithful of them) being faster than it; None where every raced candidate was over
+    the latency budget (the original's p99 is no answer)."""
     if best is not None:
         s = standings[best]
-        if speedup_verdict(*s.speedup_ci) == FASTER:
-            return None
         return (f"no candidate beat the original: the fastest, {best}, ran at {s.speedup:.3f}x "
                 f"the original's speed (95% interval {s.speedup_ci[0]:.3f}-"
                 f"{s.speedup_ci[1]:.3f}), {speedup_verdict(*s.speedup_ci)} over "
@@ -173,7 +180,8 @@ def _tie_key(outcome: CandidateOutcome, planned_at: int) -> tuple[int, float, in
 
 
 def _verdict(outcome: CandidateOutcome, standing: Standing | None, winner: str | None,
-             standings: Mapping[str, Standing], original_won: bool) -> tuple[Outcome, str | None]:
+             standings: Mapping[str, Standing], original_ships: bool
+             ) -> tuple[Outcome, str | None]:
     name = outcome.candidate.name
     if standing is None:
         return outcome.outcome, outcome.reason
@@ -182,11 +190,12 @@ def _verdict(outcome: CandidateOutcome, standing: Standing | None, winner: str |
     if standing.out is not None:
         over = standing.out.startswith("over the latency budget")
         return (Outcome.OVER_LATENCY_BUDGET if over else Outcome.SLOWER), standing.out
-    if original_won:
+    if original_ships and not _beats_original(standing):
         return Outcome.SLOWER, (
             f"no measurable speed-up over the original ({standing.speedup:.3f}x, 95% interval "
             f"{standing.speedup_ci[0]:.3f}-{standing.speedup_ci[1]:.3f}); the original, the "
-            "model itself, is the more faithful")
+            "model itself, is the more faithful"
+            + (f", and {winner} beat it" if winner is not None else ""))
     assert winner is not None  # a survivor that did not win means there is a winner
     return Outcome.SLOWER, (
         f"no measurable difference from {winner} (speed-up {standing.speedup:.3f}x, 95% "

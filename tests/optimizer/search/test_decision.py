@@ -150,3 +150,16 @@ def test_a_search_of_two_backends_says_which_won_and_by_how_much(
     # One backend: no comparison to make.
     assert decide(outcomes[:2], {k: standings[k] for k in (ort.name, ort_fp32.name)}
                   ).backends == []
+
+
+def test_a_less_faithful_candidate_that_beat_the_original_wins_over_one_tied_with_it() -> None:
+    outcomes = [CandidateOutcome(FP32, Outcome.TIMED, accuracy={"cosine": 1.0}),
+                CandidateOutcome(INT8, Outcome.TIMED, accuracy={"cosine": 0.995})]
+    standings = {"fp32/all": _standing("fp32/all", 9.0, 1.01, (0.98, 1.04)),
+                 "int8-static/all": _standing("int8-static/all", 8.6, 1.04, (1.02, 1.06))}
+    assert decide(outcomes, standings).winner == "fp32/all"  # the original cannot ship
+    decision = decide(outcomes, standings, original_ships=True)
+    assert decision.winner == "int8-static/all" and decision.original is None
+    fp32 = next(row for row in decision.rows if row["name"] == "fp32/all")
+    assert fp32["outcome"] == Outcome.SLOWER
+    assert fp32["reason"].endswith("and int8-static/all beat it")
