@@ -22,7 +22,7 @@ from sqlalchemy import select
 
 from core.db.models import SearchCandidate
 from optimizer.testing.models import model_bytes
-from optimizer.testing.quantization_models import calibration_images, conv_stack, outlier_channel
+from optimizer.testing.quantization_models import calibration_images, conv_stack
 from tests.support.embedded_worker import EmbeddedWorker
 
 FAST = {"benchmark": {"warmup": 1, "iterations": 5, "measure_memory": False},
@@ -111,34 +111,35 @@ def test_a_search_job_races_its_candidates_and_ships_what_beat_the_original(
 
 def test_a_search_whose_candidates_all_lose_ships_the_original_and_int8_stops_early(
         embedded: EmbeddedWorker) -> None:
-    # Two 8-channel convs at 8x8: the passes have nothing to fuse (fp32 ties the original)
-    # and int8's Q/DQ costs more than its kernels save; channel 0's outlier also puts int8
-    # out of the accuracy budget, so the int8 search would go on to keep nodes in float.
-    model = outlier_channel(seed=12, channels=8, size=8)
-    model_id = embedded.upload(model_bytes(model), "outlier.onnx")
+    # A budget no int8 form of this small convnet meets: int8 stops early either way, timed
+    # no faster than fp32 (on a model this small, often) or, faster, once keeping nodes in
+    # float shows a pace that cannot reach it. No fp32 candidate: on a model this small its
+    # fixed shapes can make it a percent or two faster than the original, or not (the
+    # decision's tests cover ties).
+    model = conv_stack(seed=12, channels=16, size=16, blocks=4)
+    model_id = embedded.upload(model_bytes(model), "convnet.onnx")
     job = embedded.wait(embedded.submit(
-        model_id, search={"precisions": ["int8", "fp32"], "pass_sets": False,
-                          "time_budget_s": 120},
+        model_id, search={"precisions": ["int8"], "time_budget_s": 120},
+        accuracy_budget={"min_cosine": 0.99999999},
         quantization={"calibration": _calibration(embedded, model)}, **FAST))
 
     assert job["status"] == "succeeded", job["error"]
     report = job["search_report"]
     assert report["winner"] is None and report["recipe"] is None
-    assert report["original"].startswith("no candidate beat the original")
+    assert report["original"].startswith("no candidate reached the race to beat the original (")
+    assert report["original"].endswith("; the original ships unchanged")
     rows = {row["name"]: row for row in report["rows"]}
     static = rows["int8-static/all"]
-    assert static["outcome"] == "slower"
-    assert "int8 cannot win here: its fastest form" in static["reason"]
-    assert "search stopped early" in static["reason"]
-    assert rows["fp32/all"]["outcome"] == "slower"
-    assert "over the original" in rows["fp32/all"]["reason"] \
-        or "slower than the original" in rows["fp32/all"]["reason"]
+    assert static["outcome"] in {"slower", "out_of_accuracy_budget"}, static
+    assert "so the search stopped early" in static["reason"], static
+    # int8 dynamic: not tried after static lost on speed, or out of this budget too
+    assert not any("latency_ms_p50" in row for row in rows.values()), rows
     outcome = job["outcome"]
     assert outcome["shipped"]["what"] == "original"
-    assert outcome["why"].startswith("no candidate beat the original")
+    assert outcome["why"].startswith("no candidate reached the race to beat the original")
     messages = [event["message"] for event in job["events"]]
-    assert any("int8: stopped early: int8 cannot win here" in m for m in messages), messages
-    assert any(m.startswith("search: the original: no candidate beat the original")
+    assert any("int8: stopped early: " in m for m in messages), messages
+    assert any(m.startswith("search: the original: no candidate reached the race")
                for m in messages), messages
     assert any(a["kind"] == "engine" for a in job["artifacts"])
     manifest = embedded.client.get(f"/v1/jobs/{job['id']}/artifacts/manifest.json").json()
