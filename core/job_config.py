@@ -12,9 +12,15 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic_core import PydanticCustomError
 
 from core.callbacks.urls import callback_url_problem
-from optimizer.capabilities import normalize_compute_capability
+from optimizer.capabilities import HostCapabilities, normalize_compute_capability
 from optimizer.passes import PASSES_BY_NAME
-from optimizer.registries.backends import BACKENDS, DEFAULT_BACKEND, Backend, backends_for
+from optimizer.registries.backends import (
+    BACKENDS,
+    DEFAULT_BACKEND,
+    Backend,
+    QueueKind,
+    backends_for,
+)
 from optimizer.registries.ort_levels import DEFAULT_ORT_LEVEL, OrtLevel
 from optimizer.registries.precisions import (
     PRECISIONS,
@@ -185,7 +191,8 @@ class SearchConfig(BaseModel):
         default=None, description="onnxruntime only: also try fp32 at these ONNX Runtime "
         'levels (unset: "all" only)')
     backends: list[Backend] | None = Field(
-        default=None, description="the backends to try (unset: the job's backend only). The "
+        default=None, description="the backends to try (unset: a CPU job's search tries every "
+        "CPU backend the worker that runs it has, its own first; a GPU job's, its own only). The "
         "job's backend decides which workers run the search, so it must be one of them and "
         "each other must build on its workers: a tensorrt search (on a GPU worker) can also "
         "try onnxruntime; an onnxruntime search (on a CPU worker) cannot try tensorrt")
@@ -381,18 +388,30 @@ class JobConfig(BaseModel):
         return self.intra_op_threads if self.intra_op_threads is not None \
             else self.ort_intra_op_threads
 
-    def searched_backends(self) -> list[Backend]:
-        """The backends a search job tries: its own first (its workers run the search)."""
+    def searched_backends(self, capabilities: HostCapabilities | None = None) -> list[Backend]:
+        """The backends a search job tries: its own first (its workers run the search), then
+        those `search.backends` names; where it names none, on a worker of `capabilities`,
+        every other backend of the same queue kind (CPU) that the worker runs. GPU backends
+        are only tried when named: each builds on its own devices."""
         assert self.search is not None, "only a search job searches backends"
-        return list(dict.fromkeys([self.backend, *(self.search.backends or ())]))
+        if self.search.backends is not None:
+            return list(dict.fromkeys([self.backend, *self.search.backends]))
+        own = BACKENDS[self.backend]
+        if capabilities is None or own.queue is not QueueKind.CPU:
+            return [self.backend]
+        return [self.backend, *(name for name, spec in BACKENDS.items()
+                                if name != self.backend and spec.queue is QueueKind.CPU
+                                and spec.runs_on(capabilities))]
 
-    def search_spaces(self, *, has_calibration: bool) -> list[SearchSpace]:
-        """What this search job may vary, one space per backend it tries, its own first (the
-        model narrows each further: model_space.py)."""
+    def search_spaces(self, *, has_calibration: bool,
+                      capabilities: HostCapabilities | None = None) -> list[SearchSpace]:
+        """What this search job may vary, one space per backend it tries on a worker of
+        `capabilities` (searched_backends), its own first (the model narrows each further:
+        model_space.py)."""
         search = self.search
         assert search is not None, "only a search job has a search space"
         spaces = []
-        for backend in self.searched_backends():
+        for backend in self.searched_backends(capabilities):
             options = BACKENDS[backend].options
             spaces.append(SearchSpace(
                 backend=backend,
@@ -400,10 +419,12 @@ class JobConfig(BaseModel):
                 pass_sets=search.pass_sets,
                 ort_levels=tuple(search.ort_levels) if search.ort_levels
                 and "ort_optimization_level" in options else None,
-                threads=_searched_threads(search) if "ort_intra_op_threads" in options
+                threads=_searched_threads(search) if "intra_op_threads" in options
                 else None,
                 has_calibration=has_calibration,
-                target_gpu=self.target_gpu if "target_gpu" in options else None))
+                target_gpu=self.target_gpu if "target_gpu" in options else None,
+                # bf16 and the like are refused where this worker's CPU lacks their kernels
+                cpu_flags=None if capabilities is None else capabilities.cpu_flags))
         return spaces
 
     def candidate_config(self, overrides: dict[str, Any]) -> "JobConfig":
@@ -416,6 +437,9 @@ class JobConfig(BaseModel):
                 come from the same registries these rules read).
         """
         fields = self.model_dump(mode="json", exclude={"search", "ort_optimization_level"})
+        if fields.get("ort_intra_op_threads") is not None:
+            # Every CPU backend's name for it: an OpenVINO candidate runs at the job's threads too.
+            fields["intra_op_threads"] = fields.pop("ort_intra_op_threads")
         quantization = {**(fields.pop("quantization") or {}), **overrides.get("quantization", {})}
         fields.update({k: v for k, v in overrides.items() if k != "quantization"})
         _drop_other_backends_options(fields, Backend(fields["backend"]))
@@ -518,7 +542,7 @@ def _search_problem(config: JobConfig, search: SearchConfig) -> str | None:
         return problem
     options = {option for backend in backends for option in BACKENDS[backend].options}
     for field, option in (("ort_levels", "ort_optimization_level"),
-                          ("threads", "ort_intra_op_threads")):
+                          ("threads", "intra_op_threads")):
         if getattr(search, field) is not None and option not in options:
             return f"search.{field}: applies to backend {_names(backends_for(option))} only"
     for option in _BACKEND_OPTIONS:

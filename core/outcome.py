@@ -175,7 +175,8 @@ def job_outcome(*, config: Mapping[str, Any], status: str,
     accuracy = _accuracy(validation, accuracy_report)
     why = _why(asked, shipped, quantization, accuracy_report, reports.get("search_report"))
     differs = asked.search or (asked.backend, asked.precision) != (backend, precision)
-    asked_note = f" ({_asked_words(asked, shipped)} asked)" if differs else ""
+    asked_note = (f" ({_asked_words(asked, shipped)} asked"
+                  f"{_backends_raced(reports.get('search_report'))})" if differs else "")
     headline = (f"Shipped the {shipped.label}{asked_note}: {speedup_words(speedup)}, "
                 f"accuracy {accuracy.verdict}.")
     return Outcome(asked=asked, shipped=shipped, speedup=speedup, accuracy=accuracy, why=why,
@@ -221,6 +222,18 @@ def _asked_words(asked: Asked, shipped: Shipped | None = None) -> str:
     if shipped is not None and shipped.backend == asked.backend:
         return asked.precision
     return f"{asked.backend} {asked.precision}"
+
+
+def _backends_raced(search_report: Mapping[str, Any] | None) -> str:
+    """Of a search that raced several backends: "; OpenVINO won, 1.9x faster than the best
+    ONNX Runtime candidate" (each other backend's best, by its speed-up over the original)."""
+    backends = (search_report or {}).get("backends") or []
+    if len(backends) < 2 or not (search_report or {}).get("winner"):
+        return ""
+    won = backends[0]
+    against = ", ".join(f"{won['speedup'] / other['speedup']:.2g}x faster than the best "
+                        f"{other['label']} candidate" for other in backends[1:])
+    return f"; {won['label']} won, {against}"
 
 
 def _unshipped(asked: Asked, status: str, error: tuple[str, str] | None) -> Outcome:

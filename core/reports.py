@@ -116,11 +116,17 @@ class SearchReport(ReportSection):
     """A search job's decision (optimizer/search/decision.py): the candidate that shipped and
     why, every candidate's row (the Pareto table: latency p50/p99 with 95% intervals,
     throughput, speed-up, accuracy, engine size, build time, its outcome and the reason it
-    lost), the recipe that rebuilds the winner, and how the race ended."""
+    lost), the recipe that rebuilds the winner, and how the race ended. Where no candidate
+    beat the original, `winner` is null and `original` says why the original shipped; a
+    search of several backends lists each one's fastest candidate in `backends`."""
 
     strategy: str | None = None
     winner: str | None = None
     why: str | None = None
+    original: str | None = None  # why the user's original shipped: no candidate beat it
+    # Each backend's fastest raced candidate, the winner's first:
+    # [{"backend", "label", "best", "precision", "speedup"}]; null for one backend.
+    backends: list[JsonObject] | None = None
     recipe: JsonObject | None = None  # the job config that rebuilds the winner, no search
     rows: list[JsonObject] | None = None
     race: JsonObject | None = None  # rounds run, why it stopped

@@ -21,7 +21,8 @@ def search_lines(job: Job) -> list[str]:
     if report is None:
         return []
     winner, why = report.get("winner"), report.get("why")
-    lines = [f"search ({report.get('strategy')}): {winner} won: {why}" if winner
+    won = winner or ("the original" if report.get("original") else None)
+    lines = [f"search ({report.get('strategy')}): {won} won: {why}" if won
              else f"search ({report.get('strategy')}): no winner: {why}", _effort(report)]
     lines += _table(report.get("rows") or [],
                     throughput=report.get("strategy") == "max_throughput")

@@ -9,10 +9,15 @@
    or `auto` on a model with matrix products) need no table;
 3. each candidate is judged on the validation samples, against the original's outputs, by the
    budget (`Tolerances`);
+   Stopping early: when the first method's static forms are all out of budget and timing them
+   (the full int8 graphs: the fastest int8 can be, since other methods change only scales and
+   each node kept in float adds float work) finds none faster than fp32 at the median, int8
+   cannot win: no other method, dynamic form or kept node is tried, and `why` says so;
 4. none within budget: the nodes of the most accurate static candidate are ranked by the error
    each adds (sensitivity.py) and kept in float one at a time, most harmful first, until the
-   budget is met or `max_kept_nodes` are kept; each kept node is reported with the cosine it
-   restored and the time it costs;
+   budget is met or `max_kept_nodes` are kept, or the cosine's pace over the last few nodes
+   shows the nodes left cannot reach the budget (a stop early, said in `why`); each kept node
+   is reported with the cosine it restored and the time it costs;
 5. the candidates within budget are timed against the fp32 model, interleaved (timing.py): the
    fastest ships when its whole interval lies below 1, else the fp32 model does, and the result
    says why.
@@ -74,6 +79,7 @@ _SENSITIVITY_SAMPLES = 2
 _QUANTIZED_OPS = INTEGER_KERNELS | CONVERSIONS  # a form without any is not quantized
 _NOT_QUANTIZED = "quantized"  # the failure of a form the quantizer left all in float
 _TIMING_ATTEMPTS = 3  # an uncertain verdict is timed again with twice the rounds, twice
+_PACE_STEPS = 3  # nodes kept in float whose cosine gains say whether the budget is in reach
 
 
 @dataclass(frozen=True)
@@ -148,6 +154,7 @@ class QuantizationResult:
     kept_reasons: dict[str, str] = field(default_factory=dict)
     precision: str = "int8"  # the request's
     timed_threads: int | None = None  # the intra-op threads `speed` was timed at (None: ORT's)
+    stopped_early: str | None = None  # why the search stopped before trying every form
 
     @property
     def shipped(self) -> str:
@@ -158,7 +165,7 @@ class QuantizationResult:
             "shipped": self.shipped, "why": self.why, "chosen": self.chosen,
             "opset_note": self.opset_note, "tried": self.tried,
             "kept_nodes": [vars(node) for node in self.kept_nodes],
-            "calibrations": self.calibrations,
+            "calibrations": self.calibrations, "stopped_early": self.stopped_early,
             "speed": {**self.speed.to_dict(), "intra_op_threads": self.timed_threads}
             if self.speed else None})
         return safe
@@ -197,7 +204,11 @@ def quantize_within_budget(
     candidates: list[_Candidate] = []
     if calibration_feeds and request.mode is not QuantizationMode.DYNAMIC:
         candidates += _static_candidates(graph, request, tables, calibration_feeds, judge,
-                                         result, progress)
+                                         result, progress, validation_feeds[0])
+    if result.stopped_early is not None:
+        result.tried = [c.summary() for c in candidates]
+        result.why = f"{result.stopped_early}; the fp32 model ships"
+        return result
     dynamic = request.allow_dynamic and all(FLAVOURS[f].runs_dynamic_form
                                             for f in request.flavours)
     if request.mode is QuantizationMode.DYNAMIC and not dynamic:
@@ -237,7 +248,8 @@ def quantize_within_budget(
             f": the closest, {closest.label}, reached a worst output cosine of "
             f"{closest.worst_cosine:.5f}{_broken(closest)}" if closest else "") + (
             f", still out of budget with {len(steps[-1].kept)} nodes kept in float"
-            if steps else "") + "; the fp32 model ships")
+            if steps else "") + (f" ({result.stopped_early})" if result.stopped_early else "")
+            + "; the fp32 model ships")
         return result
     if not request.time_candidates:
         best = max(passing, key=lambda c: c.worst_cosine)
@@ -330,7 +342,7 @@ class _Judge:
 
 def _static_candidates(graph: onnx.ModelProto, request: QuantizationRequest, tables: TableSource,
                        feeds: Sequence[Feed], judge: _Judge, result: QuantizationResult,
-                       progress: Callable[[str], None]) -> list[_Candidate]:
+                       progress: Callable[[str], None], feed: Feed) -> list[_Candidate]:
     methods = (CALIBRATION_METHODS_TRIED if request.method is CalibrationMethod.AUTO
                else (request.method,))
     candidates: list[_Candidate] = []
@@ -344,6 +356,15 @@ def _static_candidates(graph: onnx.ModelProto, request: QuantizationRequest, tab
         model = _write(graph, request, flavour, None, tables, feeds, ())
         candidates.append(judge.candidate(f"static {flavour}", QuantizationMode.STATIC,
                                           flavour, None, model, ()))
+    # The first forms written (self-calibrated, else the first method's), nothing kept in
+    # float, are the fastest int8 gets: timed once, they say whether searching on can win.
+    timed_early = False
+    if candidates and not any(c.validation.passed for c in candidates) \
+            and request.time_candidates:
+        timed_early = True
+        result.stopped_early = _cannot_win(graph, candidates, request, feed, result, progress)
+        if result.stopped_early is not None:
+            return candidates
     tabled = tuple(f for f in request.flavours if not FLAVOURS[f].calibrates_itself)
     for method in methods if tabled else ():
         progress(f"{request.precision}: calibrating ({method})")
@@ -368,6 +389,11 @@ def _static_candidates(graph: onnx.ModelProto, request: QuantizationRequest, tab
                                               ()))
         if any(c.validation.passed for c in candidates):
             break
+        if not timed_early and request.time_candidates:  # the first method's forms only
+            timed_early = True
+            result.stopped_early = _cannot_win(graph, candidates, request, feed, result, progress)
+            if result.stopped_early is not None:
+                break
     return candidates
 
 
@@ -385,6 +411,29 @@ def _write(graph: onnx.ModelProto, request: QuantizationRequest, flavour: QuantF
     return quantize_static_model(graph, tables(method, graph), flavour,
                                  per_channel=request.per_channel, exclude_nodes=exclude_nodes,
                                  exclude_op_types=request.keep_op_types)
+
+
+def _cannot_win(graph: onnx.ModelProto, full: list[_Candidate], request: QuantizationRequest,
+                feed: Feed, result: QuantizationResult,
+                progress: Callable[[str], None]) -> str | None:
+    """Why int8 cannot beat fp32, when `full` (the first method's forms, nothing kept in
+    float: the fastest int8 gets) are none faster at the median; None when one may be, or
+    none holds anything quantized (then nothing is worth timing: see `_nothing_to_quantize`)."""
+    full = [c for c in full if _quantized(c)]
+    if not full:
+        return None
+    progress(f"{request.precision}: timing its fastest forms against fp32 before searching on")
+    _time(graph, full, [], request, feed, result, request.timing_rounds)
+    best = min(full, key=lambda c: c.speed.ratio if c.speed else math.inf)
+    if best.speed is None or best.speed.ratio < 1.0:
+        return None
+    speed = best.speed
+    why = (f"{request.precision} cannot win here: its fastest form ({best.label}, nothing kept "
+           f"in float) ran at {speed.ratio:.3f}x [{speed.ratio_low:.3f}, {speed.ratio_high:.3f}] "
+           "the fp32 model's time, and other calibrations only move scales while each node kept "
+           "in float adds float work, so the search stopped early")
+    progress(f"{request.precision}: stopped early: {why}")
+    return why
 
 
 def _keep_in_float(graph: onnx.ModelProto, base: _Candidate, request: QuantizationRequest,
@@ -415,7 +464,31 @@ def _keep_in_float(graph: onnx.ModelProto, base: _Candidate, request: Quantizati
             "in float")
         if step.validation.passed:
             break
+        result.stopped_early = _cannot_reach(steps, judge.tolerances.min_cosine,
+                                             request.max_kept_nodes - len(kept))
+        if result.stopped_early is not None:
+            progress(f"{request.precision}: stopped early: {result.stopped_early}")
+            break
     return steps
+
+
+def _cannot_reach(steps: list[_Candidate], min_cosine: float, left: int) -> str | None:
+    """Why keeping `left` more nodes in float cannot bring the worst cosine to `min_cosine`,
+    at the pace of the last _PACE_STEPS kept (an optimistic pace: the nodes come most harmful
+    first); None while it may, or too few have been kept to tell."""
+    if len(steps) <= _PACE_STEPS or left <= 0:
+        return None
+    now, before = steps[-1].worst_cosine, steps[-1 - _PACE_STEPS].worst_cosine
+    if not (math.isfinite(now) and math.isfinite(before)):
+        return None
+    pace = max(now - before, 0.0) / _PACE_STEPS
+    reach = now + pace * left
+    if reach >= min_cosine:
+        return None
+    return (f"with {len(steps[-1].kept)} nodes kept in float the worst output cosine is "
+            f"{now:.5f}; the {left} more allowed, at the last {_PACE_STEPS} nodes' pace "
+            f"(+{pace:.5f} each, and later nodes add less error), would reach {reach:.5f}, "
+            f"short of the budget's {min_cosine}, so the search stopped early")
 
 
 def _time(graph: onnx.ModelProto, passing: list[_Candidate], steps: list[_Candidate],

@@ -40,7 +40,7 @@ class Candidate:
     passes: str | tuple[str, ...]
     quantization_mode: QuantizationMode | None = None
     ort_level: str | None = None
-    threads: int | None = None  # ONNX Runtime's intra-op threads; None: its default
+    threads: int | None = None  # a CPU backend's intra-op threads; None: its default
     backend: Backend | None = None  # set in a search of several backends; None: the job's
 
     def overrides(self) -> dict[str, Any]:
@@ -53,7 +53,7 @@ class Candidate:
         if self.ort_level is not None:
             recipe["ort_optimization_level"] = self.ort_level
         if self.threads is not None:
-            recipe["ort_intra_op_threads"] = self.threads
+            recipe["intra_op_threads"] = self.threads
         return recipe
 
 

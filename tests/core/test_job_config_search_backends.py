@@ -1,10 +1,13 @@
 """A search of several backends (search.backends): the job's backend runs it, so every other
-must build on its workers; each candidate's config keeps only the options its backend takes."""
+must build on its workers; each candidate's config keeps only the options its backend takes.
+A CPU search naming none tries every CPU backend its worker runs (a stand-in third one here)."""
 
 import pytest
 from pydantic import ValidationError
 
 from core.job_config import Backend, JobConfig
+from optimizer.capabilities import GpuInfo
+from tests.support.race_stand_in import STAND_IN_CPU, HostWithStandIn, patch_stand_in
 
 _PROFILE = {"x": {"min": [1, 3, 8, 8], "opt": [4, 3, 8, 8], "max": [8, 3, 8, 8]}}
 
@@ -65,3 +68,29 @@ def test_an_onnxruntime_candidate_of_a_tensorrt_search_drops_the_gpu_options() -
     gpu = config.candidate_config({"backend": "tensorrt", "precision": "fp16", "passes": "all"})
     assert (gpu.target_gpu, gpu.ort_intra_op_threads) == ("9.0", None)
     assert gpu.profiles is not None and gpu.profiles["x"].opt == [4, 3, 8, 8]
+
+
+def test_a_cpu_search_naming_no_backends_tries_every_cpu_backend_its_worker_runs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    patch_stand_in(monkeypatch)
+    config = JobConfig.model_validate({"search": {"threads": [1]}})
+    # Validated without a worker: its own backend only.
+    assert config.searched_backends() == [Backend.ONNXRUNTIME]
+    # On a worker with the stand-in's library: both, its own first; without it: its own.
+    assert config.searched_backends(HostWithStandIn()) == [Backend.ONNXRUNTIME, STAND_IN_CPU]
+    assert config.searched_backends(HostWithStandIn(has_stand_in=False)) == [
+        Backend.ONNXRUNTIME]
+    own, other = config.search_spaces(has_calibration=True, capabilities=HostWithStandIn())
+    assert (other.backend, other.threads, other.has_calibration) == (STAND_IN_CPU, (1,), True)
+    assert own.backend is Backend.ONNXRUNTIME
+
+
+def test_search_backends_still_narrows_a_cpu_search_and_a_gpu_search_races_only_its_own(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    patch_stand_in(monkeypatch)
+    host = HostWithStandIn(gpus=(GpuInfo(0, "NVIDIA H100", "9.0", 81559),),
+                           tensorrt_version="10.0")
+    narrowed = JobConfig.model_validate({"search": {"backends": ["onnxruntime"]}})
+    assert narrowed.searched_backends(host) == [Backend.ONNXRUNTIME]
+    gpu = JobConfig.model_validate({"backend": "tensorrt", "search": {}})
+    assert gpu.searched_backends(host) == [Backend.TENSORRT]

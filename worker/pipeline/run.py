@@ -8,7 +8,8 @@ the pipeline loops over more conservative attempts (worker/pipeline/backends/fal
 validates (engine_attempts.py). Where none does, or the benchmark measures the engine slower
 than the original, a backend that can ships the original unchanged (ship_original.py). A
 search job first builds, judges and races its candidates (search_stage.py), then runs the rest
-of the pipeline as its winner's config, never-slower rule included.
+of the pipeline as its winner's config, never-slower rule included; where no candidate beat
+the original (the original races in every search), the original ships, saying why.
 
 Stages hand typed results to the next (worker/pipeline/results.py); every database write
 goes through the run's `JobRecorder`, each in a short transaction of its own. It runs in the
@@ -181,17 +182,24 @@ def _run_stages(run: JobRun, backend: JobBackend[Any], runtime: WorkerRuntime,
     loaded = load_model(run)
     for warning in loaded.warnings:
         progress.note(f"warning: {warning}")
+    original: str | None = None  # why a search ships the original
     if run.config.search is not None:
         searched = search_configurations(
             run, loaded, lambda each, its: backend_for(each, runtime, recorder, its),
-            recorder, progress)
+            recorder, progress, capabilities=runtime.capabilities)
         outcome.reports.search_report = searched.report
-        if searched.winner is None:
+        original = searched.original if backend.ships_original else None
+        if searched.winner is None and original is None:
             raise SearchFoundNothing(f"No candidate of the search won: {searched.report.why}. "
                                      "search_report lists each candidate and why it lost.")
-        run = replace(run, config=searched.winner)
-        backend = backend_for(run, runtime, recorder, progress)
-    optimized, engine = validated_engine(run, backend, loaded, outcome, progress)
+        if searched.winner is not None:
+            run = replace(run, config=searched.winner)
+            backend = backend_for(run, runtime, recorder, progress)
+    if original is not None:
+        optimized = None
+        engine = ship_original(run, backend, loaded, outcome, original, progress.note)
+    else:
+        optimized, engine = validated_engine(run, backend, loaded, outcome, progress)
     span = progress.enter(BENCHMARK)
     timed = benchmark_engine(run, backend, loaded, engine, span, progress.note)
     outcome.benchmarks, outcome.sweep = timed.comparison, timed.sweep
@@ -208,6 +216,7 @@ def _run_stages(run: JobRun, backend: JobBackend[Any], runtime: WorkerRuntime,
             skipped=f"the original model ships unchanged ({outcome.original_shipped}): no "
                     "engine of the job's to profile")
     else:
+        assert optimized is not None, "an engine of the job's is optimized before it is built"
         outcome.reports.profile_report = ProfileReport.model_validate(profile_engine_nodes(
             run, backend, loaded, optimized, engine, outcome.reports.accuracy().quantization))
     if run.config.ablation:

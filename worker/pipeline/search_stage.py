@@ -7,7 +7,14 @@ so a candidate's engine is exactly the engine its recipe would build. Each is re
 `search_candidates` table as it starts ("building") and as it is judged: a search whose process
 died resumes with what was recorded, and a candidate whose build killed the process is failed
 with that reason instead of being built again. The race runs under the backend's timing lock,
-against the job's original at ONNX Runtime's default level (or TensorRT's reference engine).
+against the job's original at ONNX Runtime's default level (or TensorRT's reference engine),
+at each thread count the candidates run at (search_originals.py): a candidate is judged
+against the original at its own. Where the job's backend can ship the original, the original
+competes: when no candidate beats it, the search's decision is the original, and the pipeline
+ships it (run.py).
+
+A CPU job's search that names no `search.backends` tries every CPU backend this worker runs
+(`JobConfig.searched_backends` with the worker's capabilities), each precision each builds.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import onnx
 from core.db.models import JobStatus
 from core.job_config import JobConfig, SearchConfig
 from core.reports import SearchReport
+from optimizer.capabilities import HostCapabilities
 from optimizer.errors import AccuracyMismatchError, OptimizerError
 from optimizer.measure.environment import host_cores
 from optimizer.registries.backends import BACKENDS
@@ -43,6 +51,7 @@ from worker.pipeline.engine_attempts import validated_engine
 from worker.pipeline.progress import StageProgress
 from worker.pipeline.records.recorder import JobRecorder
 from worker.pipeline.results import BuiltEngine, JobOutcome, JobRun, LoadedModel
+from worker.pipeline.search_originals import original_key, original_label, search_originals
 from worker.pipeline.stages import BENCHMARK, OPTIMIZE, SEARCH, ProgressSpan, span_of
 from worker.pipeline.steps.benchmark import benchmark_setup
 
@@ -62,6 +71,7 @@ _DIED_BUILDING = ("the job's process died while this candidate was built (a cras
 class SearchStageResult:
     report: SearchReport
     winner: JobConfig | None  # the one-configuration job that rebuilds the winner
+    original: str | None = None  # why the original ships instead (no candidate beat it)
 
 
 class _CandidateProgress(StageProgress):
@@ -84,8 +94,10 @@ class _CandidateProgress(StageProgress):
 
 
 def search_configurations(run: JobRun, loaded: LoadedModel, backend_for: BackendFor,
-                          recorder: JobRecorder, progress: StageProgress) -> SearchStageResult:
-    """Search the configurations of `run` (a job with `search`) and decide.
+                          recorder: JobRecorder, progress: StageProgress,
+                          capabilities: HostCapabilities | None = None) -> SearchStageResult:
+    """Search the configurations of `run` (a job with `search`) on a worker of
+    `capabilities` (None: its own backend only, unless `search.backends` says) and decide.
 
     Raises:
         JobStopped: the job was cancelled meanwhile.
@@ -94,9 +106,12 @@ def search_configurations(run: JobRun, loaded: LoadedModel, backend_for: Backend
     search = run.config.search
     assert search is not None, "only a search job has a search stage"
     span = progress.enter(SEARCH, f"search of up to {search.time_budget_s:g} s")
-    plan = _plan(run, loaded)
+    plan = _plan(run, loaded, capabilities)
     recorded = _recorded(recorder, plan)
+    backends = run.config.searched_backends(capabilities)
     progress.note(f"{len(plan.candidates)} candidates, {len(plan.refused)} refused"
+                  + (f", on backends {', '.join(map(str, backends))}" if len(backends) > 1
+                     else "")
                   + (f"; {len(recorded)} recorded before, resuming" if recorded else ""))
     reference_backend = backend_for(run, progress)
     _, feed = benchmark_setup(run, loaded)
@@ -164,28 +179,36 @@ def search_configurations(run: JobRun, loaded: LoadedModel, backend_for: Backend
              + (f" ({outcome.reason})" if outcome.reason else "")],
             builds.part(0.0, judged / max(len(plan.candidates), 1)).end)
 
+    originals = search_originals(
+        run, plan, loaded, feed, span.part(_BUILDS_SHARE, 1.0), job_backend=reference_backend,
+        backend_for=lambda at: backend_for(at, progress), requests=requests)
     started = time.monotonic()
     result = run_search(
         plan, evaluate=evaluate, reopen=reopen, recorded=recorded, on_finished=finished,
-        reference=_reference_opener(reference_backend, loaded, feed,
-                                    span.part(_BUILDS_SHARE, 1.0)),
+        reference=originals.openers, original_of=original_key,
+        original_requests=originals.requests,
         stopped=lambda: recorder.status() is not JobStatus.RUNNING, requests=requests,
         options=SearchOptions(time_budget_s=search.time_budget_s, race=RaceOptions(
             batch_size=loaded.batch_size, latency_budget_ms=search.latency_budget_ms,
-            seed=run.config.validation.seed)))
+            seed=run.config.validation.seed,
+            original_competes=reference_backend.ships_original)))
     decision = result.decision
     winner = next((c for c in plan.candidates if c.name == decision.winner), None)
     winner_config = None if winner is None else run.config.candidate_config(winner.overrides())
     race = None if result.race is None else {
-        "rounds": result.race.rounds, "stopped": result.race.stopped}
+        "rounds": result.race.rounds, "stopped": result.race.stopped,
+        "originals_ms_p50": {original_label(key): round(ms, 4)
+                             for key, ms in result.race.originals_ms_p50.items()}}
     report = SearchReport(
         strategy=str(search.strategy), winner=decision.winner, why=decision.why,
+        original=decision.original, backends=decision.backends or None,
         recipe=None if winner_config is None else _recipe(winner_config),
         rows=_ordered(decision.rows, search), race=race, resumed=list(result.resumed),
         time_budget_s=search.time_budget_s, elapsed_s=round(time.monotonic() - started, 3))
-    progress.note(f"search: {decision.winner or 'no winner'}: {decision.why}")
+    shipped = decision.winner or ("the original" if decision.original else "no winner")
+    progress.note(f"search: {shipped}: {decision.why}")
     shutil.rmtree(run.scratch_dir / _SEARCH_DIR, ignore_errors=True)
-    return SearchStageResult(report, winner_config)
+    return SearchStageResult(report, winner_config, decision.original)
 
 
 def _step_share(stage: str) -> tuple[float, float]:
@@ -208,16 +231,24 @@ class _QuantizedNotShipped(Exception):
 
     @classmethod
     def fp32_ships(cls, quantization: Mapping[str, Any]) -> _QuantizedNotShipped:
-        within_budget = any(tried.get("passed") for tried in quantization.get("tried") or ())
-        return cls(Outcome.SLOWER if within_budget else Outcome.OUT_OF_ACCURACY_BUDGET,
+        """Slower where a form was within budget, or every form timed was no faster than fp32
+        (the int8 search stopped early on speed); else out of the accuracy budget."""
+        tried = quantization.get("tried") or ()
+        within_budget = any(form.get("passed") for form in tried)
+        ratios = [form["speed"]["ratio"] for form in tried if form.get("speed")]
+        not_faster = bool(ratios) and min(ratios) >= 1.0
+        return cls(Outcome.SLOWER if within_budget or not_faster
+                   else Outcome.OUT_OF_ACCURACY_BUDGET,
                    f"the fp32 model would ship: {quantization.get('why', 'int8 did not')}")
 
 
 _SEARCH_DIR = "search"
 
 
-def _plan(run: JobRun, loaded: LoadedModel) -> CandidatePlan:
-    spaces = run.config.search_spaces(has_calibration=loaded.calibration is not None)
+def _plan(run: JobRun, loaded: LoadedModel,
+          capabilities: HostCapabilities | None) -> CandidatePlan:
+    spaces = run.config.search_spaces(has_calibration=loaded.calibration is not None,
+                                      capabilities=capabilities)
     narrowed = spaces_for_model(onnx.load(loaded.fusion_source), spaces)
     return plan_search([space for space, _ in narrowed])
 
@@ -262,9 +293,9 @@ def _requests(config: JobConfig, candidate: Candidate) -> int:
     search = config.search
     backend = candidate.backend or config.backend
     if search is None or search.strategy is not Strategy.MAX_THROUGHPUT \
-            or "ort_intra_op_threads" not in BACKENDS[backend].options:
+            or "intra_op_threads" not in BACKENDS[backend].options:
         return 1
-    return requests_per_host(host_cores(), candidate.threads or config.ort_intra_op_threads)
+    return requests_per_host(host_cores(), candidate.threads or config.cpu_threads)
 
 
 def _opener(backend: JobBackend[Any], engine: BuiltEngine[Any], feed: dict[str, np.ndarray],
@@ -274,18 +305,6 @@ def _opener(backend: JobBackend[Any], engine: BuiltEngine[Any], feed: dict[str, 
         with backend.open_runner(engine) as runner, \
                 concurrent_calls(lambda: runner.infer(feed), requests) as call:
             yield call
-    return opened
-
-
-def _reference_opener(backend: JobBackend[Any], loaded: LoadedModel,
-                      feed: dict[str, np.ndarray], span: ProgressSpan) -> Opener:
-    """The original, as the job's benchmark times it; opened first and closed last by the
-    race, so the timing lock it takes covers every round."""
-    @contextmanager
-    def opened() -> Iterator[Callable[[], object]]:
-        reference = backend.benchmark_reference(loaded, span)
-        with backend.timing_lock(), reference.open() as runner:
-            yield lambda: runner.infer(feed)
     return opened
 
 

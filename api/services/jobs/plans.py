@@ -62,7 +62,7 @@ def _plan(model: onnx.ModelProto, config: JobConfig) -> dict[str, Any]:
         mode = quantization_of(config).mode if precision.quantizes else None
         passes = config.passes if isinstance(config.passes, str) else tuple(config.passes)
         job = Candidate("the job", config.precision, passes, mode, config.ort_optimization_level,
-                        config.ort_intra_op_threads)
+                        config.cpu_threads)
         return job_plan(model, job, str(config.backend))
     return search_plan(model, config.search_spaces(
         has_calibration=quantization_of(config).calibration is not None))

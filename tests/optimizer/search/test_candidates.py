@@ -1,16 +1,18 @@
 """The search's candidates come from the registries, likeliest winner first, and what cannot
-run is refused with its reason."""
+run is refused with its reason; a default CPU search plans every CPU backend its worker runs."""
 
 from dataclasses import replace
 from types import MappingProxyType
 
 import pytest
 
+from core.job_config import JobConfig
 from optimizer.passes import DEFAULT_PASSES
 from optimizer.registries.backends import BACKENDS, Backend
 from optimizer.registries.precisions import Precision
 from optimizer.registries.quantization import QuantizationMode
 from optimizer.search.candidates import SearchSpace, plan_candidates, plan_search
+from tests.support.race_stand_in import STAND_IN_CPU, HostWithStandIn, patch_stand_in
 
 
 def _names(space: SearchSpace) -> list[str]:
@@ -81,8 +83,8 @@ def test_thread_counts_asked_vary_each_precision_with_all_passes_only() -> None:
                      "fp32/all", "fp32/all@1t", "fp32/all@2t", "fp32/without-fold_batch_norm",
                      "fp32/none"]
     one = next(c for c in plan.candidates if c.name == "fp32/all@1t")
-    assert one.overrides()["ort_intra_op_threads"] == 1
-    assert "ort_intra_op_threads" not in plan.candidates[0].overrides()
+    assert one.overrides()["intra_op_threads"] == 1
+    assert "intra_op_threads" not in plan.candidates[0].overrides()
 
 
 def test_a_search_of_two_backends_names_each_candidate_after_its_backend() -> None:
@@ -145,3 +147,20 @@ def test_cpu_flags_refuse_nothing_on_a_gpu_backend() -> None:
     plan = plan_candidates(SearchSpace(backend=Backend.TENSORRT, pass_sets=False,
                                        cpu_flags=frozenset()))
     assert "bf16" not in {r.name for r in plan.refused}
+
+
+def test_a_default_cpu_search_on_a_worker_with_a_third_cpu_backend_plans_both(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    patch_stand_in(monkeypatch)
+    config = JobConfig.model_validate({"search": {"pass_sets": False, "threads": [1]}})
+    plan = plan_search(config.search_spaces(has_calibration=False,
+                                            capabilities=HostWithStandIn()))
+    by_backend = {str(c.backend) for c in plan.candidates}
+    assert by_backend == {"onnxruntime", "stand-in-cpu"}
+    # the job's own first; each candidate named after its backend, its recipe building there
+    assert plan.candidates[0].name.startswith("onnxruntime:")
+    for candidate in plan.candidates:
+        assert candidate.name.startswith(f"{candidate.backend}:")
+        assert candidate.overrides()["backend"] == str(candidate.backend)
+    at_one = next(c for c in plan.candidates if c.name == "stand-in-cpu:fp32/all@1t")
+    assert at_one.backend == STAND_IN_CPU and at_one.overrides()["intra_op_threads"] == 1

@@ -1,10 +1,12 @@
 """The search driver: a resumed search judges only what was not recorded, a spent time budget
-leaves candidates "not tried", a cancel stops it with what was recorded kept, and an int8
-candidate out of the accuracy budget leaves fp32 the winner."""
+leaves candidates "not tried", a cancel stops it with what was recorded kept, an int8
+candidate out of the accuracy budget leaves fp32 the winner, and one its own step found slower
+leaves the rest of its family untried."""
 
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 
 import pytest
 
@@ -103,3 +105,31 @@ def test_int8_out_of_the_accuracy_budget_leaves_fp32_the_winner() -> None:
     rows = {row["name"]: row for row in result.decision.rows}
     assert rows[INT8.name]["outcome"] == "out_of_accuracy_budget"
     assert rows[NONE.name]["outcome"] == "slower"
+
+
+def test_a_candidate_its_own_step_found_slower_takes_its_family_at_its_threads_with_it() -> None:
+    dynamic = Candidate("int8-dynamic/all", Precision.INT8, "all", QuantizationMode.DYNAMIC,
+                        "all")
+    at_one = replace(INT8, name="int8-static/all@1t", threads=1)
+    judged: list[str] = []
+
+    def evaluate(candidate: Candidate) -> Evaluated:
+        judged.append(candidate.name)
+        if candidate is INT8:
+            return Evaluated(CandidateOutcome(candidate, Outcome.SLOWER, reason=(
+                "the fp32 model would ship: int8 ran at 1.2x the fp32 model's time")))
+        return Evaluated(CandidateOutcome(candidate, Outcome.TIMED),
+                         _sleeping(seconds[candidate.name]))
+
+    seconds = {**SECONDS, at_one.name: 0.002}
+    result = run_search(CandidatePlan((INT8, at_one, dynamic, FP32)), evaluate=evaluate,
+                        reference={"": _sleeping(0.003), "@1t": _sleeping(0.003)},
+                        original_of=lambda c: "" if c.threads is None else f"@{c.threads}t",
+                        reopen=lambda c: _sleeping(seconds[c.name]), options=QUICK)
+    # Another thread count is another race: tried; int8 dynamic at the same threads is not.
+    assert judged == [INT8.name, at_one.name, FP32.name]
+    outcome = next(o for o in result.outcomes if o.candidate is dynamic)
+    assert outcome.outcome is Outcome.NOT_TRIED
+    assert outcome.reason is not None and outcome.reason.startswith(
+        "not tried: int8-static/all, the likeliest winner of its family")
+    assert result.race is not None and set(result.race.originals_ms_p50) == {"", "@1t"}

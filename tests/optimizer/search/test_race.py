@@ -1,7 +1,10 @@
 """The race drops a candidate once it is surely slower and stops when one is left; ties stay
-in to the end; a p99 over the latency budget drops a candidate."""
+in to the end; a p99 over the latency budget drops a candidate. Each candidate is timed
+against the original at its own thread count, and with the original competing, a candidate
+surely slower than it is out and a last one tied with it races on."""
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -9,7 +12,13 @@ import onnx
 import pytest
 
 from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
-from optimizer.search.race import STOPPED_ONE_LEFT, STOPPED_ROUNDS, RaceOptions, race
+from optimizer.search.race import (
+    STOPPED_NONE_LEFT,
+    STOPPED_ONE_LEFT,
+    STOPPED_ROUNDS,
+    RaceOptions,
+    race,
+)
 from optimizer.testing.models import small_cnn
 
 
@@ -86,3 +95,40 @@ def test_a_call_serving_two_requests_is_compared_per_request_and_keeps_its_laten
 def test_a_request_count_below_one_is_refused() -> None:
     with pytest.raises(ValueError, match="request counts must be 1 or more"):
         race({"a": _sleeper(0.001)}, _sleeper(0.001), requests={"a": 0})
+
+
+def test_each_candidate_is_timed_against_the_original_at_its_own_thread_count() -> None:
+    # The original at "1 thread" is twice as slow as at the default: a 1-thread candidate
+    # as slow as it is no slower than its original, and the default one ties its own.
+    result = race({"default": _sleeper(0.004), "one@1t": _sleeper(0.008)},
+                  {"": _sleeper(0.004), "@1t": _sleeper(0.008)},
+                  RaceOptions(min_rounds=5, max_rounds=8, calls=2),
+                  original_of={"one@1t": "@1t"})
+    assert set(result.originals_ms_p50) == {"", "@1t"}
+    assert result.originals_ms_p50["@1t"] > 1.5 * result.originals_ms_p50[""]
+    for standing in result.standings.values():
+        assert 0.8 < standing.speedup < 1.25, standing
+
+
+def test_a_candidate_with_an_unknown_original_is_refused() -> None:
+    with pytest.raises(ValueError, match="no original"):
+        race({"a": _sleeper(0.001)}, {"": _sleeper(0.001)}, original_of={"a": "@3t"})
+
+
+def test_with_the_original_competing_candidates_surely_slower_than_it_are_out() -> None:
+    result = race({"slow": _sleeper(0.012), "slower": _sleeper(0.02)}, _sleeper(0.003),
+                  RaceOptions(min_rounds=5, max_rounds=30, calls=2, original_competes=True))
+    assert result.stopped == STOPPED_NONE_LEFT and result.rounds < 30
+    assert result.survivors == []
+    for standing in result.standings.values():
+        assert standing.out is not None
+        assert standing.out.startswith("slower than the original beyond its interval")
+
+
+def test_a_last_candidate_tied_with_the_competing_original_races_to_the_last_round() -> None:
+    options = RaceOptions(min_rounds=5, max_rounds=10, calls=2)
+    runs = {"tied": _sleeper(0.003), "slow": _sleeper(0.02)}
+    assert race(runs, _sleeper(0.003), options).stopped == STOPPED_ONE_LEFT
+    result = race(runs, _sleeper(0.003), replace(options, original_competes=True))
+    assert result.stopped == STOPPED_ROUNDS and result.rounds == 10
+    assert result.survivors == ["tied"]
