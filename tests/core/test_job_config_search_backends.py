@@ -62,7 +62,7 @@ def test_an_onnxruntime_candidate_of_a_tensorrt_search_drops_the_gpu_options() -
     cpu = config.candidate_config({"backend": "onnxruntime", "precision": "fp32",
                                    "passes": "all", "ort_optimization_level": "all"})
     assert cpu.backend is Backend.ONNXRUNTIME and cpu.search is None
-    assert (cpu.target_gpu, cpu.profiles, cpu.ort_intra_op_threads) == (None, None, 1)
+    assert (cpu.target_gpu, cpu.profiles, cpu.cpu_threads) == (None, None, 1)
     # the profile's opt shape is the shape the search validates and times at
     assert cpu.input_shapes == {"x": [4, 3, 8, 8]}
     gpu = config.candidate_config({"backend": "tensorrt", "precision": "fp16", "passes": "all"})
