@@ -21,7 +21,7 @@ from typing import Any
 
 from optimizer.registries.ort_levels import DEFAULT_ORT_LEVEL, OrtLevel
 from optimizer.registries.precisions import PRECISIONS, Precision
-from optimizer.registries.quantization import QuantFlavour
+from optimizer.registries.quantization import FLAVOURS, QuantFlavour
 
 __all__ = ["BACKENDS", "DEFAULT_BACKEND", "Backend", "BackendSpec", "QueueKind", "backends_for",
            "load_dotted", "register_backend", "unregister_backend"]
@@ -123,6 +123,12 @@ class BackendSpec:
         """Whether a job at `precision` on this backend has its graph converted to the
         precision's ONNX type (else the engine computes at it from the fp32 graph)."""
         return PRECISIONS[precision].converts and precision not in self.runtime_precisions
+
+    def has_dynamic_form(self, precision: Precision) -> bool:
+        """Whether its engines run `precision` dynamically quantized (activation scales at run
+        time): the precision has such a form and every flavour it is written in here runs it."""
+        return PRECISIONS[precision].has_dynamic_form and all(
+            FLAVOURS[flavour].runs_dynamic_form for flavour in self.quant_flavours.get(precision, ()))
 
     @property
     def quantized_precisions(self) -> tuple[Precision, ...]:

@@ -168,7 +168,7 @@ def _quantized(space: SearchSpace, precision: Precision, candidates: list[Candid
     forms = [(QuantizationMode.STATIC, space.has_calibration,
               "static quantization needs a calibration dataset (quantization.calibration); "
               "FuseForge never calibrates on random inputs")]
-    if PRECISIONS[precision].has_dynamic_form:
+    if BACKENDS[space.backend].has_dynamic_form(precision):
         forms.append((QuantizationMode.DYNAMIC, space.has_matrix_products,
                       "dynamic quantization quantizes MatMul/Gemm only, and this model has "
                       "none (dynamic convolutions run several times slower than fp32 on CPU)"))

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from api.deps import get_api_settings
 from api.schemas.jobs import JobCreate
 from core.settings import Settings, WebhookSettings
+from optimizer.registries.backends import BACKENDS
 from optimizer.search.decision import Strategy
 from optimizer.testing.models import model_bytes, small_cnn
 from tests.dashboard.html_tree import Element, parse
@@ -383,14 +384,14 @@ def test_a_gpu_search_may_also_race_onnxruntime_and_run_again_keeps_that(
 
 def test_a_backend_and_precision_registered_by_a_plug_in_are_offered(
         signed_in_site: TestClient, tokens: dict[str, Any]) -> None:
+    declared = [str(name) for name in BACKENDS]
     with registered():
         form = _form(signed_in_site, tokens["id"]).by_id("new-job")
 
     backend = form.one("select", name="backend")
-    assert [o.attrs["value"] for o in backend.find_all("option")] == [
-        "onnxruntime", "tensorrt", "stand-in"]
+    assert [o.attrs["value"] for o in backend.find_all("option")] == [*declared, "stand-in"]
     precision = form.one("select", name="precision")
     offered = {o.attrs["value"]: o.text.strip() for o in precision.find_all("option")}
     assert list(offered) == ["fp32", "fp16", "bf16", "int8", "fp8", "half"]
     assert offered["half"] == "half (Stand-in only)"
-    assert offered["bf16"] == "bf16 (TensorRT only)"
+    assert offered["bf16"] == "bf16 (TensorRT, OpenVINO only)"

@@ -59,7 +59,8 @@ def test_a_search_config_that_asks_for_two_things_is_refused_naming_the_field(
 def test_a_search_job_races_its_candidates_and_ships_what_beat_the_original(
         embedded: EmbeddedWorker) -> None:
     model_id = embedded.upload(model_bytes(_convnet(2)), "convnet.onnx")
-    job = embedded.wait(embedded.submit(model_id, search={"time_budget_s": 120}, **FAST))
+    job = embedded.wait(embedded.submit(model_id, search={"backends": ["onnxruntime"],
+                                                          "time_budget_s": 120}, **FAST))
 
     assert job["status"] == "succeeded", job.get("error")
     report = job["search_report"]
@@ -119,7 +120,7 @@ def test_a_search_whose_candidates_all_lose_ships_the_original_and_int8_stops_ea
     model = conv_stack(seed=12, channels=16, size=16, blocks=4)
     model_id = embedded.upload(model_bytes(model), "convnet.onnx")
     job = embedded.wait(embedded.submit(
-        model_id, search={"precisions": ["int8"], "time_budget_s": 120},
+        model_id, search={"backends": ["onnxruntime"], "precisions": ["int8"], "time_budget_s": 120},
         accuracy_budget={"min_cosine": 0.99999999},
         quantization={"calibration": _calibration(embedded, model)}, **FAST))
 
@@ -149,7 +150,8 @@ def test_a_search_whose_candidates_all_lose_ships_the_original_and_int8_stops_ea
 def test_cancel_stops_a_search_between_candidates_and_keeps_what_it_recorded(
         embedded: EmbeddedWorker) -> None:
     model_id = embedded.upload(model_bytes(_convnet(3)), "convnet.onnx")
-    job_id = embedded.submit(model_id, search={"precisions": ["fp32"], "time_budget_s": 300},
+    job_id = embedded.submit(model_id, search={"backends": ["onnxruntime"], "precisions": ["fp32"],
+                                               "time_budget_s": 300},
                              validation={"samples": 128})
     deadline = time.monotonic() + 120
     while not any(e["message"].startswith("candidate fp32/all: timed")
@@ -172,7 +174,7 @@ def test_cancel_stops_a_search_between_candidates_and_keeps_what_it_recorded(
 def test_a_search_with_no_candidate_within_the_latency_budget_fails_keeping_its_table(
         embedded: EmbeddedWorker) -> None:
     model_id = embedded.upload(model_bytes(_convnet(4)), "convnet.onnx")
-    job = embedded.wait(embedded.submit(model_id, search={
+    job = embedded.wait(embedded.submit(model_id, search={"backends": ["onnxruntime"],
         "strategy": "min_latency_under_budget", "latency_budget_ms": 1e-6,
         "precisions": ["fp32"], "pass_sets": False, "time_budget_s": 60}, **FAST))
 
@@ -197,7 +199,7 @@ def test_int8_out_of_the_accuracy_budget_loses_the_search_saying_so(
     model = _convnet(5)
     model_id = embedded.upload(model_bytes(model), "convnet.onnx")
     job = embedded.wait(embedded.submit(
-        model_id, search={"precisions": ["int8", "fp32"], "pass_sets": False,
+        model_id, search={"backends": ["onnxruntime"], "precisions": ["int8", "fp32"], "pass_sets": False,
                           "time_budget_s": 120},
         quantization={"calibration": _calibration(embedded, model), "max_kept_nodes": 0},
         accuracy_budget={"min_cosine": 0.999999}, **FAST))
@@ -227,7 +229,8 @@ def test_an_int8_candidate_faster_than_the_original_at_its_threads_ships_with_it
     model = conv_stack(seed=13)
     model_id = embedded.upload(model_bytes(model), "convnet.onnx")
     job = embedded.wait(embedded.submit(
-        model_id, search={"precisions": ["int8"], "threads": [1], "time_budget_s": 300},
+        model_id, search={"backends": ["onnxruntime"], "precisions": ["int8"], "threads": [1],
+                          "time_budget_s": 300},
         quantization={"calibration": _calibration(embedded, model)}, **FAST), timeout_s=300)
 
     assert job["status"] == "succeeded", job["error"]
@@ -249,7 +252,7 @@ def test_the_time_budget_leaves_the_last_candidates_untried_and_says_so(
     model_id = embedded.upload(model_bytes(conv_stack(seed=6, channels=64, size=56, blocks=4)),
                                "convnet.onnx")
     job = embedded.wait(embedded.submit(
-        model_id, search={"precisions": ["fp32"], "time_budget_s": 10},
+        model_id, search={"backends": ["onnxruntime"], "precisions": ["fp32"], "time_budget_s": 10},
         validation={"samples": 128}), timeout_s=120)
 
     assert job["status"] == "succeeded", job["error"]
@@ -263,7 +266,7 @@ def test_the_time_budget_leaves_the_last_candidates_untried_and_says_so(
 def test_thread_counts_asked_race_and_the_winners_count_is_in_its_engine(
         embedded: EmbeddedWorker) -> None:
     model_id = embedded.upload(model_bytes(_convnet(7)), "convnet.onnx")
-    job = embedded.wait(embedded.submit(model_id, search={
+    job = embedded.wait(embedded.submit(model_id, search={"backends": ["onnxruntime"],
         "precisions": ["fp32"], "pass_sets": False, "threads": [1], "time_budget_s": 60},
         **FAST))
 
@@ -298,7 +301,8 @@ def test_a_tensorrt_search_races_on_the_gpu_worker_and_int8_losing_to_fp16_says_
     model_id = embedded.upload(model_bytes(model), "convnet.onnx")
     job = embedded.wait(embedded.submit(
         model_id, backend="tensorrt", quantization={"calibration": _calibration(embedded, model)},
-        search={"precisions": ["int8", "fp16"], "pass_sets": False, "time_budget_s": 120},
+        search={"backends": ["onnxruntime"], "precisions": ["int8", "fp16"], "pass_sets": False,
+                "time_budget_s": 120},
         **FAST))
 
     assert job["status"] == "succeeded", job["error"]
@@ -346,7 +350,7 @@ def test_a_throughput_search_races_one_thread_candidates_a_request_per_core_at_o
         embedded: EmbeddedWorker) -> None:
     cores = len(os.sched_getaffinity(0))
     model_id = embedded.upload(model_bytes(_convnet(11)), "convnet.onnx")
-    job = embedded.wait(embedded.submit(model_id, search={
+    job = embedded.wait(embedded.submit(model_id, search={"backends": ["onnxruntime"],
         "strategy": "max_throughput", "precisions": ["fp32"], "pass_sets": False,
         "time_budget_s": 60}, **FAST))
 

@@ -77,7 +77,7 @@ def test_a_search_job_on_the_stand_in_races_its_precision_and_ships_the_winner(
 
     job = stand_in.wait(stand_in.submit(
         model_id, backend="stand-in", validation={"samples": 2},
-        search={"time_budget_s": 120, "pass_sets": False,
+        search={"backends": ["stand-in"], "time_budget_s": 120, "pass_sets": False,
                 "precisions": ["fp32", "half", "int8"]}, **FAST))
 
     assert job["status"] == "succeeded", job.get("error")
@@ -91,6 +91,9 @@ def test_a_search_job_on_the_stand_in_races_its_precision_and_ships_the_winner(
     assert "calibration" in rows["int8-static"]["reason"]
     # int8 has a dynamic form (its spec says): the convnet's classifier head takes it.
     assert rows["int8-dynamic/all"]["outcome"] in {"won", "slower", "out_of_accuracy_budget"}
-    assert report["winner"] in rows and rows[report["winner"]]["outcome"] == "won"
-    assert report["recipe"]["backend"] == "stand-in"
+    if report["winner"] is None:  # no candidate beat the original: it ships, saying why
+        assert job["outcome"]["shipped"]["what"] == "original", job["outcome"]
+    else:
+        assert rows[report["winner"]]["outcome"] == "won"
+        assert report["recipe"]["backend"] == "stand-in"
     assert any(a["kind"] == "engine" for a in job["artifacts"])
