@@ -319,6 +319,10 @@ JOB: dict[str, Any] = {
              "pareto": False},
         ],
         "race": {"rounds": 30, "stopped": "rounds done"},
+        # null: a candidate beat the original (else why the original shipped instead)
+        "original": None,
+        # null: one backend searched (else each backend's fastest raced candidate)
+        "backends": None,
         "resumed": [],
         "time_budget_s": 120.0,
         "elapsed_s": 3.2,

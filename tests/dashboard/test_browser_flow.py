@@ -194,10 +194,12 @@ def test_a_search_job_started_from_the_form_ships_the_winner_of_its_race(
     job = fresh_project.wait_for_job(job_id, timeout=JOB_TIMEOUT_MS / 1000)
     assert job["status"] == "succeeded", job["error"]
     report = job["search_report"]
-    assert report["winner"], report
-    assert report["winner"] in {row["name"] for row in report["rows"]}
+    # A candidate won, or none beat the original and it shipped, saying why.
+    assert report["winner"] or report["original"], report
+    winner = report["winner"] or "your original model"
+    assert winner in {row["name"] for row in report["rows"]} or not report["winner"]
     # The job page reloads itself when the job ends (job_detail.js): wait for the reloaded page.
-    expect(page.locator("#search-winner")).to_contain_text(report["winner"], timeout=30_000)
+    expect(page.locator("#search-winner")).to_contain_text(winner, timeout=30_000)
     rows = page.locator("#search-table tbody tr")
     expect(rows).to_have_count(len(report["rows"]))
     raced = sum("latency_ms_p50" in row for row in report["rows"])

@@ -210,7 +210,8 @@ def _events(stack: Stack, job_id: str) -> list[str]:
 
 def _search_past_its_first_candidate(stack: Stack, seed: int) -> str:
     """A search job of several fp32 candidates, once its first is judged and recorded."""
-    job_id = _job(stack, _cnn(stack, seed), search={"precisions": ["fp32"], "time_budget_s": 300},
+    job_id = _job(stack, _cnn(stack, seed), search={"backends": ["onnxruntime"], "precisions": ["fp32"],
+                                                    "time_budget_s": 300},
                   validation={"samples": 64})
     wait_until(lambda: any(m.startswith("candidate fp32/all: timed")
                            for m in _events(stack, job_id)), 120,

@@ -63,7 +63,8 @@ def test_model_is_uploaded_optimized_and_its_artifacts_downloaded(
 
     seen: list[Job] = []
     job = client.submit_job(model.id, FAST, precision="fp16")
-    assert job.status == "queued" and job.data["config"]["precision"] == "fp16"
+    # queued, or already claimed where the worker was quicker than the answer
+    assert job.status in ("queued", "running") and job.data["config"]["precision"] == "fp16"
     done = client.wait(job.id, timeout_s=180, on_progress=seen.append)
 
     assert done.status == "succeeded" and done.validation_passed is True

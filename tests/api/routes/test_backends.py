@@ -25,7 +25,7 @@ def test_backends_are_listed_from_the_registry(client: TestClient) -> None:
         "options": ["intra_op_threads", "ort_flush_denormals", "ort_intra_op_threads",
                     "ort_optimization_level"]}
     assert unavailable is None or "no online worker consumes queue 'cpu'" in unavailable
-    assert listed["openvino"]["precisions"] == ["fp32", "bf16"]
+    assert listed["openvino"]["precisions"] == ["fp32", "bf16", "int8"]
     assert listed["openvino"]["queue"] == "cpu" and listed["openvino"]["queue_name"] == "openvino"
     assert listed["tensorrt"]["precisions"] == ["fp32", "fp16", "bf16", "int8", "fp8"]
     assert listed["tensorrt"]["queue"] == "gpu" and listed["tensorrt"]["needs_gpu"] is True

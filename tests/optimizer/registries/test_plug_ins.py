@@ -33,7 +33,7 @@ def test_a_plug_in_name_is_its_string_and_pickles_by_value() -> None:
     assert HALF == "half" and hash(HALF) == hash("half") and str(HALF) == "half"
     assert isinstance(HALF, Precision) and HALF.name == "HALF" and HALF.value == "half"
     assert STAND_IN.name == "STAND_IN"
-    assert list(Backend) == [Backend.ONNXRUNTIME, Backend.TENSORRT]  # the declared ones only
+    assert list(Backend) == [Backend.ONNXRUNTIME, Backend.TENSORRT, Backend.OPENVINO]  # declared only
     with registered():
         assert Precision("half") is HALF and Backend("stand-in") is STAND_IN
         assert pickle.loads(pickle.dumps(HALF)) is HALF
