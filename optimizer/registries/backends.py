@@ -13,6 +13,7 @@ Importing this module loads no backend library (the CLI's --help reads it).
 from __future__ import annotations
 
 import importlib
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -20,6 +21,7 @@ from types import MappingProxyType
 from typing import Any
 
 from optimizer.registries.ort_levels import DEFAULT_ORT_LEVEL, OrtLevel
+from optimizer.registries.plug_ins import add_registered, remove_registered
 from optimizer.registries.precisions import PRECISIONS, Precision
 from optimizer.registries.quantization import FLAVOURS, QuantFlavour
 
@@ -258,10 +260,7 @@ def register_backend(spec: BackendSpec) -> None:
     Raises:
         ValueError: another spec has that name.
     """
-    known = _REGISTERED.get(spec.name)
-    if known is not None and known != spec:
-        raise ValueError(f"backend {str(spec.name)!r} is registered already, with another spec")
-    _REGISTERED[spec.name] = spec
+    add_registered(_REGISTERED, spec.name, spec, "backend", same=operator.eq)
 
 
 def unregister_backend(name: Backend) -> None:
@@ -270,9 +269,7 @@ def unregister_backend(name: Backend) -> None:
     Raises:
         ValueError: `name` is one of `Backend`'s own members, or was not registered.
     """
-    if name in Backend.__members__.values() or name not in _REGISTERED:
-        raise ValueError(f"backend {str(name)!r} was not registered by register_backend")
-    del _REGISTERED[name]
+    remove_registered(_REGISTERED, name, "backend")
 
 
 def backends_for(option_or_precision: str) -> tuple[Backend, ...]:

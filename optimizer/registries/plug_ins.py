@@ -9,12 +9,14 @@ job's process carry it as they carry the declared ones.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import StrEnum
 from typing import TypeVar
 
-__all__ = ["plug_in_member"]
+__all__ = ["add_registered", "plug_in_member", "remove_registered"]
 
 E = TypeVar("E", bound=StrEnum)
+V = TypeVar("V")
 
 
 def plug_in_member(enum: type[E], value: str) -> E:
@@ -32,3 +34,29 @@ def plug_in_member(enum: type[E], value: str) -> E:
     member._name_ = value.upper().replace("-", "_")
     member._value_ = value
     return member
+
+
+def add_registered(registered: dict[E, V], name: E, value: V, what: str, *,
+                   same: Callable[[V, V], bool]) -> None:
+    """Put `value` in the live registry `registered` under `name`; again with the `same`
+    value does nothing.
+
+    Raises:
+        ValueError: another value is registered under `name` (`what` names it in the message).
+    """
+    known = registered.get(name)
+    if known is not None and not same(known, value):
+        raise ValueError(f"{what} {str(name)!r} is registered already, with another one")
+    registered[name] = value
+
+
+def remove_registered(registered: dict[E, V], name: E, what: str) -> None:
+    """Take out of `registered` what `add_registered` put there (a test's stand-in, when the
+    test ends); the enum's declared members stay.
+
+    Raises:
+        ValueError: `name` is declared by its enum, or was not registered.
+    """
+    if name in type(name).__members__.values() or name not in registered:
+        raise ValueError(f"{what} {str(name)!r} was not registered at run time")
+    del registered[name]

@@ -12,10 +12,13 @@ Importing this module loads neither numpy nor onnx (the CLI's --help reads it).
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
+
+from optimizer.registries.plug_ins import add_registered, remove_registered
 
 __all__ = ["PRECISIONS", "REFERENCE_PRECISION", "Precision", "PrecisionSpec", "is_quantized",
            "reduced_precisions", "register_precision", "unregister_precision"]
@@ -148,10 +151,7 @@ def register_precision(spec: PrecisionSpec) -> None:
     Raises:
         ValueError: another spec has that name.
     """
-    known = _REGISTERED.get(spec.name)
-    if known is not None and known != spec:
-        raise ValueError(f"precision {str(spec.name)!r} is registered already, with another spec")
-    _REGISTERED[spec.name] = spec
+    add_registered(_REGISTERED, spec.name, spec, "precision", same=operator.eq)
 
 
 def unregister_precision(name: Precision) -> None:
@@ -160,9 +160,7 @@ def unregister_precision(name: Precision) -> None:
     Raises:
         ValueError: `name` is one of `Precision`'s own members, or was not registered.
     """
-    if name in Precision.__members__.values() or name not in _REGISTERED:
-        raise ValueError(f"precision {str(name)!r} was not registered by register_precision")
-    del _REGISTERED[name]
+    remove_registered(_REGISTERED, name, "precision")
 
 
 def _cc_key(compute_capability: str) -> tuple[int, ...]:

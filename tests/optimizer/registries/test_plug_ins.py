@@ -54,7 +54,7 @@ def test_registering_an_equal_spec_again_does_nothing_and_another_is_refused() -
     with registered():
         register_precision(HALF_SPEC)
         register_backend(stand_in_spec())
-        with pytest.raises(ValueError, match="'half' is registered already, with another spec"):
+        with pytest.raises(ValueError, match="precision 'half' is registered already, with another one"):
             register_precision(replace(HALF_SPEC, fidelity=10))
         with pytest.raises(ValueError, match="'stand-in' is registered already"):
             register_backend(replace(stand_in_spec(), label="Other"))
@@ -63,9 +63,9 @@ def test_registering_an_equal_spec_again_does_nothing_and_another_is_refused() -
 def test_a_declared_name_cannot_be_made_again_or_unregistered() -> None:
     with pytest.raises(ValueError, match="'fp16' is already a Precision"):
         plug_in_member(Precision, "fp16")
-    with pytest.raises(ValueError, match="was not registered by register_backend"):
+    with pytest.raises(ValueError, match="backend 'tensorrt' was not registered at run time"):
         unregister_backend(Backend.TENSORRT)
-    with pytest.raises(ValueError, match="was not registered by register_precision"):
+    with pytest.raises(ValueError, match="was not registered at run time"):
         unregister_precision(Precision.FP8)
     with pytest.raises(ValueError, match="was not registered"):
         unregister_backend(STAND_IN)

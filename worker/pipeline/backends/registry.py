@@ -5,11 +5,13 @@ a job runs on it here. A new backend adds its strategy module and one entry belo
 registers its factory at start-up (`register_job_backend`, from core/plugins.py's call).
 """
 
+import operator
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
 from optimizer.registries.backends import Backend
+from optimizer.registries.plug_ins import add_registered, remove_registered
 from worker.pipeline.backends.base import JobBackend
 from worker.pipeline.backends.onnxruntime import OnnxRuntimeBackend
 from worker.pipeline.backends.tensorrt import TensorRTBackend
@@ -60,10 +62,7 @@ def register_job_backend(name: Backend, factory: JobBackendFactory) -> None:
     Raises:
         ValueError: another factory is registered for `name`.
     """
-    known = _REGISTERED.get(name)
-    if known is not None and known is not factory:
-        raise ValueError(f"backend {str(name)!r} has a job strategy registered already")
-    _REGISTERED[name] = factory
+    add_registered(_REGISTERED, name, factory, "job strategy of backend", same=operator.is_)
 
 
 def unregister_job_backend(name: Backend) -> None:
@@ -72,6 +71,4 @@ def unregister_job_backend(name: Backend) -> None:
     Raises:
         ValueError: `name` is one of `Backend`'s own members, or was not registered.
     """
-    if name in Backend.__members__.values() or name not in _REGISTERED:
-        raise ValueError(f"backend {str(name)!r} has no job strategy registered at run time")
-    del _REGISTERED[name]
+    remove_registered(_REGISTERED, name, "job strategy of backend")
