@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import zip_longest
 from typing import Any
 
 from optimizer.passes import DEFAULT_PASSES, FusionPass, PassStage
@@ -102,20 +103,25 @@ class CandidatePlan:
 
 
 def plan_search(spaces: Sequence[SearchSpace]) -> CandidatePlan:
-    """The candidates of a search over one backend or several, each backend's in the order of
-    `spaces` (the job's own first: its workers run the search). With several, each candidate
+    """The candidates of a search over one backend or several. With several, each candidate
     and refusal is named after its backend ("onnxruntime:int8-dynamic/all") and its recipe
-    sets the backend."""
+    sets the backend, and the backends take turns, in the order of `spaces` (the job's own
+    first: its workers run the search): each one's likeliest winner comes before any one's
+    second, so a search its time budget cuts short has raced every backend's best bet (a
+    backend planned after another's pass-family variants went untried on PP-OCRv4's
+    recognizer)."""
     if len(spaces) == 1:
         return plan_candidates(spaces[0])
-    candidates: list[Candidate] = []
+    planned: list[list[Candidate]] = []
     refused: list[Refusal] = []
     for space in spaces:
         plan = plan_candidates(space)
-        candidates.extend(replace(c, name=f"{space.backend}:{c.name}", backend=space.backend)
-                          for c in plan.candidates)
+        planned.append([replace(c, name=f"{space.backend}:{c.name}", backend=space.backend)
+                        for c in plan.candidates])
         refused.extend(Refusal(f"{space.backend}:{r.name}", r.reason) for r in plan.refused)
-    return CandidatePlan(tuple(candidates), tuple(refused))
+    turns = zip_longest(*planned)
+    return CandidatePlan(tuple(c for turn in turns for c in turn if c is not None),
+                         tuple(refused))
 
 
 def plan_candidates(space: SearchSpace) -> CandidatePlan:

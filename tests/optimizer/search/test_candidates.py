@@ -92,12 +92,12 @@ def test_a_search_of_two_backends_names_each_candidate_after_its_backend() -> No
                                     pass_sets=False),
                         SearchSpace(Backend.ONNXRUNTIME, precisions=(Precision.FP16,
                                     Precision.BF16), pass_sets=False)])
-    # the job's own backend (first) is tried first; a precision one backend lacks is refused
-    # for that backend only
+    # the backends take turns, the job's own (first) first: each one's likeliest winner before
+    # any one's second; a precision one backend lacks is refused for that backend only
     assert [c.name for c in plan.candidates] == [
-        "tensorrt:fp16/all", "tensorrt:bf16/all", "onnxruntime:fp16/all"]
+        "tensorrt:fp16/all", "onnxruntime:fp16/all", "tensorrt:bf16/all"]
     assert "bf16 kernels" in {r.name: r.reason for r in plan.refused}["onnxruntime:bf16"]
-    assert plan.candidates[2].overrides() == {"backend": "onnxruntime", "precision": "fp16",
+    assert plan.candidates[1].overrides() == {"backend": "onnxruntime", "precision": "fp16",
                                               "passes": "all", "ort_optimization_level": "all"}
     # one backend: names and recipes as before, no backend in them
     alone = plan_search([SearchSpace(Backend.ONNXRUNTIME, precisions=(Precision.FP32,),
