@@ -121,6 +121,11 @@ def test_int8_out_of_budget_and_not_faster_stops_before_keeping_nodes_in_float()
         calibration_feeds=calibration, tables=tables, progress=progress.append)
 
     assert result.shipped == "fp32" and result.model is None
+    first = [c for c in result.tried if c["label"].endswith(" minmax")]
+    if any((c["speed"] or {}).get("ratio", 1.0) < 1.0 for c in first):
+        # A loaded machine timed int8 faster at the median: the rule rightly did not fire.
+        assert result.stopped_early is None and len(methods) > 1
+        return
     # Only the first calibration's forms were tried, and no node was kept in float.
     assert methods == [CalibrationMethod.MINMAX] and result.kept_nodes == []
     assert {c["label"] for c in result.tried} == {
