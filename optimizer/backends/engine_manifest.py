@@ -12,9 +12,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from optimizer.errors import InternalError
+import onnx
+from google.protobuf.message import DecodeError
 
-__all__ = ["MANIFEST_FILE", "engine_runner_options"]
+from optimizer.errors import EngineBuildError, InternalError
+from optimizer.model.graphs import op_histogram
+
+__all__ = ["MANIFEST_FILE", "engine_runner_options", "graph_stats", "load_graph"]
 
 MANIFEST_FILE = "manifest.json"
 
@@ -42,3 +46,22 @@ def engine_runner_options(engine_dir_or_manifest: Path, backend: str,
         raise InternalError(f"Engine manifest {str(manifest_path)!r} is for backend "
                             f"{written_by!r}, not {str(backend)!r}.")
     return manifest_path.parent / engine_file, runner_options
+
+
+def load_graph(path: Path) -> onnx.ModelProto:
+    """The graph of the ONNX file an engine is built from, its weights left on disk (a
+    manifest records the graph, not the weights).
+
+    Raises:
+        EngineBuildError: the file cannot be read as an ONNX model.
+    """
+    try:
+        return onnx.load(path, format="protobuf", load_external_data=False)
+    except (OSError, DecodeError) as err:
+        raise EngineBuildError(f"Could not read model {str(path)!r}: {err}") from err
+
+
+def graph_stats(model: onnx.ModelProto) -> dict[str, Any]:
+    """A manifest's summary of a graph: its node count and op histogram."""
+    histogram = op_histogram(model)
+    return {"node_count": sum(histogram.values()), "op_histogram": histogram}

@@ -19,9 +19,8 @@ from typing import Any
 
 import onnx
 import onnxruntime as ort
-from google.protobuf.message import DecodeError
 
-from optimizer.backends.engine_manifest import MANIFEST_FILE
+from optimizer.backends.engine_manifest import MANIFEST_FILE, graph_stats, load_graph
 from optimizer.backends.engine_manifest import engine_runner_options as read_options
 from optimizer.backends.onnxruntime.denormals import flushing_supported
 from optimizer.backends.onnxruntime.runner import (
@@ -34,7 +33,6 @@ from optimizer.backends.onnxruntime.runner import (
 from optimizer.errors import EngineBuildError, InternalError
 from optimizer.model.data_file import MIN_EXTERNAL_BYTES
 from optimizer.model.external_data import external_tensors
-from optimizer.model.graphs import op_histogram
 from optimizer.model.shapes import fix_input_shapes, resolve_input_shapes
 from optimizer.model.tensor_specs import summarize_model
 
@@ -128,7 +126,7 @@ def build_ort_engine(
     if requested not in _SAVED_LEVEL:
         raise InternalError(f"Unknown ONNX Runtime optimization level {requested!r}; expected "
                             f"one of {', '.join(_SAVED_LEVEL)}.")
-    original = _load(model_path)
+    original = load_graph(model_path)
     shapes = resolve_input_shapes(summarize_model(original).inputs, input_shapes)
     static = original if keep_inputs_dynamic else fix_input_shapes(original, shapes)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -150,8 +148,8 @@ def build_ort_engine(
         raise EngineBuildError(
             f"The engine built from model {model_path.name!r} does not load at level "
             f"{requested!r}: {err}") from err
-    engine_model = _load(engine_path)
-    engine_stats = _graph_stats(engine_model)
+    engine_model = load_graph(engine_path)
+    engine_stats = graph_stats(engine_model)
     flush, why_flush = _flush_denormals(options.flush_denormals, engine_model)
     manifest = {
         **manifest_head(external=external),
@@ -168,7 +166,7 @@ def build_ort_engine(
         },
         "input_shapes": {name: list(shape) for name, shape in shapes.items()},
         "inputs_left_dynamic": keep_inputs_dynamic,
-        "source_model": _graph_stats(original),
+        "source_model": graph_stats(original),
         "engine_model": engine_stats,
     }
     manifest_path = out_dir / MANIFEST_FILE
@@ -282,18 +280,6 @@ def engine_session_options(engine_dir_or_manifest: Path) -> tuple[Path, dict[str
         "intra_op_threads": manifest.get("intra_op_threads"),
         "disabled_optimizers": list(manifest.get("disabled_optimizers", {})),
         "flush_denormals": bool(manifest.get("flush_denormals", False))})
-
-
-def _load(path: Path) -> onnx.ModelProto:
-    try:
-        return onnx.load(path, format="protobuf", load_external_data=False)
-    except (OSError, DecodeError) as err:
-        raise EngineBuildError(f"Could not read model {str(path)!r}: {err}") from err
-
-
-def _graph_stats(model: onnx.ModelProto) -> dict[str, Any]:
-    histogram = op_histogram(model)
-    return {"node_count": sum(histogram.values()), "op_histogram": histogram}
 
 
 def manifest_head(*, external: bool) -> dict[str, Any]:

@@ -18,11 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import onnx
 import openvino as ov
-from google.protobuf.message import DecodeError
 
-from optimizer.backends.engine_manifest import MANIFEST_FILE
+from optimizer.backends.engine_manifest import MANIFEST_FILE, graph_stats, load_graph
 from optimizer.backends.engine_manifest import engine_runner_options as read_options
 from optimizer.backends.openvino.runner import (
     BACKEND,
@@ -31,7 +29,6 @@ from optimizer.backends.openvino.runner import (
     inference_precision_of,
 )
 from optimizer.errors import EngineBuildError, InputShapeError
-from optimizer.model.graphs import op_histogram
 from optimizer.model.shapes import resolve_input_shapes
 from optimizer.model.tensor_specs import summarize_model
 from optimizer.registries.precisions import Precision
@@ -94,7 +91,7 @@ def build_ov_engine(
     """
     model_path, out_dir = Path(model_path), Path(out_dir)
     inference_precision = inference_precision_of(options.precision)
-    original = _load(model_path)
+    original = load_graph(model_path)
     shapes = resolve_input_shapes(summarize_model(original).inputs, input_shapes)
     ranges = dict(input_ranges or {})
     declared = _declared_inputs(keep_inputs_dynamic, shapes, ranges)
@@ -140,7 +137,7 @@ def build_ov_engine(
         "input_shapes": {name: list(shape) for name, shape in shapes.items()},
         "input_ranges": {name: [list(dim) for dim in dims] for name, dims in ranges.items()},
         "inputs_left_dynamic": keep_inputs_dynamic,
-        "source_model": _onnx_stats(original),
+        "source_model": graph_stats(original),
         "engine_model": _ir_stats(converted),
         # How many of the compiled graph's executed layers run at each precision ("bf16": 40,
         # "f32": 3): the hint is a preference; the plugin keeps some layers in f32.
@@ -215,18 +212,6 @@ def _runtime_precisions(compiled: ov.CompiledModel) -> dict[str, int]:
         precision = info["runtimePrecision"].astype(str)
         counts[precision] = counts.get(precision, 0) + 1
     return dict(sorted(counts.items()))
-
-
-def _load(path: Path) -> onnx.ModelProto:
-    try:
-        return onnx.load(path, format="protobuf", load_external_data=False)
-    except (OSError, DecodeError) as err:
-        raise EngineBuildError(f"Could not read model {str(path)!r}: {err}") from err
-
-
-def _onnx_stats(model: onnx.ModelProto) -> dict[str, Any]:
-    histogram = op_histogram(model)
-    return {"node_count": sum(histogram.values()), "op_histogram": histogram}
 
 
 def _ir_stats(model: ov.Model) -> dict[str, Any]:
