@@ -136,7 +136,8 @@ def job_outcome(*, config: Mapping[str, Any], status: str,
                 engine_record: Mapping[str, Any] | None = None,
                 validation: Mapping[str, Any] | None = None,
                 error: tuple[str, str] | None = None,
-                original_shipped: str | None = None) -> Outcome:
+                original_shipped: str | None = None,
+                original_backend: str | None = None) -> Outcome:
     """The outcome of a job that ended in `status` ("succeeded", "failed" or "cancelled").
 
     `config`: the job's config as stored; `reports`: its report columns as stored
@@ -145,7 +146,9 @@ def job_outcome(*, config: Mapping[str, Any], status: str,
     comparison benchmark's engine record (speedup_vs_reference, speedup_ci_low/high,
     speedup_verdict); `validation`: `ValidationReport.to_dict()` ("passed", "tolerances",
     "outputs", "failures"); `error`: (code, message) of a failed job; `original_shipped`: why the
-    user's own model ships instead of an engine (worker/pipeline/results.py's JobOutcome).
+    user's own model ships instead of an engine (worker/pipeline/results.py's JobOutcome), and
+    `original_backend` the backend it ships on (ONNX Runtime at its default level, whatever
+    backend the job asked for: what its user runs today).
     """
     reports = reports or {}
     asked = _asked(config)
@@ -162,8 +165,8 @@ def job_outcome(*, config: Mapping[str, Any], status: str,
     if quantization.get("shipped"):
         precision = str(quantization["shipped"])
     if original_shipped is not None:
-        shipped = Shipped(what="original", backend=backend, precision="fp32", passes=[],
-                          label="original model")
+        shipped = Shipped(what="original", backend=original_backend or backend, precision="fp32",
+                          passes=[], label="original model")
         reason = _sentence(original_shipped)
         headline = f"Shipped your original model unchanged ({_asked_words(asked)} asked): {reason}"
         return Outcome(asked=asked, shipped=shipped, why=reason, headline=headline)

@@ -117,6 +117,20 @@ def test_the_original_shipped_when_nothing_beat_it() -> None:
         "validated was faster than the original (the fastest ran at 0.82x).")
 
 
+def test_the_original_ships_on_the_backend_its_user_runs_it_on() -> None:
+    # An OpenVINO job whose IR lost: what ships is the upload at ONNX Runtime's default level.
+    outcome = job_outcome(
+        config={"backend": "openvino", "precision": "bf16"}, status="succeeded",
+        reports={"fusion_report": _FUSED}, validation=_validation(),
+        original_shipped="the engine measured 0.91x the original's speed",
+        original_backend="onnxruntime")
+
+    assert outcome.shipped is not None and outcome.shipped.what == "original"
+    assert (outcome.shipped.backend, outcome.shipped.precision) == ("onnxruntime", "fp32")
+    assert outcome.headline.startswith(
+        "Shipped your original model unchanged (openvino bf16 asked): ")
+
+
 def test_a_fallback_engine_says_why_it_differs() -> None:
     outcome = job_outcome(
         config={"backend": "onnxruntime", "precision": "fp32"}, status="succeeded",

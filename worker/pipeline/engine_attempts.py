@@ -92,7 +92,7 @@ def validated_engine(run: JobRun, backend: JobBackend[Any], loaded: LoadedModel,
             fallbacks = backend.fallback_attempts(diagnosis.blamed_rules)
             first_failure = validation
         if not fallbacks:
-            if not backend.ships_original:
+            if backend.original_backend is None:
                 backend.raise_no_attempt_passed(validation)
             why = f"every attempt failed validation ({'; '.join(tried)})"
             accuracy.fallback = fallback_record(Attempt.the_original(), first_failure or validation,

@@ -174,7 +174,7 @@ class Attempt:
     @classmethod
     def the_original(cls) -> "Attempt":
         """The user's model unchanged at ONNX Runtime's default level: what ships when nothing
-        beats it, on a backend that can ship it (`JobBackend.ships_original`)."""
+        beats it, on a backend that can ship it (`JobBackend.original_backend`)."""
         return cls(kept=ORIGINAL_KEPT, passes="none", ort_level=DEFAULT_ORT_LEVEL)
 
     def optimize_options(self, backend: str) -> OptimizeOptions:
@@ -272,6 +272,7 @@ class JobOutcome:
     # where the benchmarks ran and what they moved, for every record (pipeline/benchmark_context)
     benchmark_context: BenchmarkContext | None = None
     original_shipped: str | None = None  # why the original ships instead of an engine (one sentence)
+    original_backend: str | None = None  # the backend the original ships on
 
     def add_artifacts(self, artifacts: tuple[PendingArtifact, ...]) -> None:
         self.artifacts.update((artifact.name, artifact) for artifact in artifacts)

@@ -188,7 +188,7 @@ def _run_stages(run: JobRun, backend: JobBackend[Any], runtime: WorkerRuntime,
             run, loaded, lambda each, its: backend_for(each, runtime, recorder, its),
             recorder, progress, capabilities=runtime.capabilities)
         outcome.reports.search_report = searched.report
-        original = searched.original if backend.ships_original else None
+        original = searched.original if backend.original_backend else None
         if searched.winner is None and original is None:
             raise SearchFoundNothing(f"No candidate of the search won: {searched.report.why}. "
                                      "search_report lists each candidate and why it lost.")
@@ -207,7 +207,7 @@ def _run_stages(run: JobRun, backend: JobBackend[Any], runtime: WorkerRuntime,
         outcome.reports.engine_report.reference_engine = timed.reference_engine
     # Never ship an engine slower than what the user runs today (a search's winner included):
     # the benchmark's records stay as measured, saying why.
-    slower = slower_than_original(timed.comparison) if backend.ships_original else None
+    slower = slower_than_original(timed.comparison) if backend.original_backend else None
     if slower is not None and outcome.original_shipped is None:
         ship_original(run, backend, loaded, outcome, slower, progress.note)
     progress.enter(PROFILE)

@@ -191,7 +191,7 @@ def search_configurations(run: JobRun, loaded: LoadedModel, backend_for: Backend
         options=SearchOptions(time_budget_s=search.time_budget_s, race=RaceOptions(
             batch_size=loaded.batch_size, latency_budget_ms=search.latency_budget_ms,
             seed=run.config.validation.seed,
-            original_competes=reference_backend.ships_original)))
+            original_competes=reference_backend.original_backend is not None)))
     decision = result.decision
     winner = next((c for c in plan.candidates if c.name == decision.winner), None)
     winner_config = None if winner is None else run.config.candidate_config(winner.overrides())

@@ -1,5 +1,5 @@
 """Ship the user's model unchanged when no engine beats it, on a backend that can
-(`JobBackend.ships_original`): every attempt failed validation (engine_attempts.py), or the
+(`JobBackend.original_backend`): every attempt failed validation (engine_attempts.py), or the
 benchmark measured the engine slower than the original (run.py). A job never ships an engine
 slower than what its user already runs.
 
@@ -49,7 +49,7 @@ def ship_original(run: JobRun, backend: JobBackend[Any], loaded: LoadedModel,
     engine's, and `why` (one sentence) is recorded; `note` tells the job's events.
 
     Raises:
-        InternalError: the backend cannot ship the original (`ships_original` is False).
+        InternalError: the backend cannot ship the original (its `original_backend` is None).
         EngineBuildError: the original cannot be read or loaded at the default level.
     """
     engine = backend.original_engine(loaded)
@@ -61,6 +61,7 @@ def ship_original(run: JobRun, backend: JobBackend[Any], loaded: LoadedModel,
     validation = validate_original(run, backend, loaded, engine)
     outcome.validation = validation.report
     outcome.original_shipped = why
+    outcome.original_backend = str(backend.original_backend)
     outcome.reports.accuracy().original_shipped = why
     note(f"the original model ships unchanged: {why}")
     return engine

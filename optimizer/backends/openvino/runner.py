@@ -106,7 +106,7 @@ class OpenVinoRunner(ClosesOnExit, LoadedIO):
             if self.input_shapes:
                 model.reshape({name: ov.PartialShape(shape)
                                for name, shape in self.input_shapes.items()})
-            self._compiled: ov.CompiledModel | None = core.compile_model(model, DEVICE, options)
+            compiled = core.compile_model(model, DEVICE, options)
         # OpenVINO's errors are RuntimeError subclasses and its frontends' own types.
         except Exception as err:
             raise EngineBuildError(
@@ -114,9 +114,19 @@ class OpenVinoRunner(ClosesOnExit, LoadedIO):
                 f"inference precision {inference_precision!r}"
                 f"{'' if not self.input_shapes else f' at input shapes {self.input_shapes}'}: "
                 f"{err}") from err
-        self._request: ov.InferRequest | None = self._compiled.create_infer_request()
-        self._inputs = tuple(_tensor_spec(port) for port in self._compiled.inputs)
-        self._output_names = tuple(port.get_any_name() for port in self._compiled.outputs)
+        # OpenVINO falls back to f32 silently where the CPU lacks a lower precision's
+        # instructions: an engine called bf16 must compute in bf16, or not exist.
+        compiled_at = compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()
+        if compiled_at != inference_precision:
+            raise EngineBuildError(
+                f"OpenVINO compiled model {self.model_path.name!r} at inference precision "
+                f"{compiled_at!r}, not the {inference_precision!r} asked for: this CPU has no "
+                f"{inference_precision} instructions (its optimization capabilities: "
+                f"{', '.join(core.get_property(DEVICE, 'OPTIMIZATION_CAPABILITIES'))}).")
+        self._compiled: ov.CompiledModel | None = compiled
+        self._request: ov.InferRequest | None = compiled.create_infer_request()
+        self._inputs = tuple(_tensor_spec(port) for port in compiled.inputs)
+        self._output_names = tuple(port.get_any_name() for port in compiled.outputs)
 
     @property
     def compiled(self) -> ov.CompiledModel:

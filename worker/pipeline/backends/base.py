@@ -66,11 +66,11 @@ class NodeProfiles:
 class JobBackend(Protocol[EngineT]):
     name: Backend
     own_optimizations: str  # what the backend does to any engine itself, for blame messages
-    # Whether the user's model, unchanged, can ship as this backend's engine when nothing beats
-    # it (every attempt fails validation, or the engine measures slower than the original):
-    # ONNX Runtime, whose original is what its user already runs; not TensorRT, whose engines
-    # are all built (its report then says the engine is slower, as measured).
-    ships_original: bool
+    # The backend the user's model ships on, unchanged, when nothing beats it (every attempt
+    # fails validation, or the engine measures slower than the original): ONNX Runtime at its
+    # default level, what its user already runs, for the CPU backends; None for TensorRT, whose
+    # engines are all built (its report then says the engine is slower, as measured).
+    original_backend: Backend | None
 
     def build_engine(self, loaded: LoadedModel, optimized: OptimizedModel, attempt: Attempt,
                      span: ProgressSpan) -> BuiltEngine[EngineT]:
@@ -112,7 +112,7 @@ class JobBackend(Protocol[EngineT]):
 
     def original_engine(self, loaded: LoadedModel) -> BuiltEngine[EngineT]:
         """The user's model unchanged, as this backend's engine (replacing an earlier
-        attempt's); only where `ships_original`."""
+        attempt's); only where `original_backend` is set."""
         ...
 
     def fallback_attempts(self, blamed: tuple[str, ...]) -> list[Attempt]:

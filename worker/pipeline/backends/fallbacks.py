@@ -5,7 +5,7 @@ The pipeline (worker/pipeline/engine_attempts.py) loops optimize → build → v
 until one validates, and keeps that one:
 1. the job's passes without the rules bisection blamed (when it blamed some);
 2. no fusion passes, at the job's ONNX Runtime level.
-When both fail, a backend that can ship the original (`JobBackend.ships_original`: ONNX
+When both fail, a backend that can ship the original (`JobBackend.original_backend`: ONNX
 Runtime) ships the user's model unchanged at ONNX Runtime's default level: what they already
 run, never slower than it. (The last resort used to be the unfused model with ONNX Runtime's
 optimizations off: valid by construction, but 0.82x the original's speed on PP-OCRv5's

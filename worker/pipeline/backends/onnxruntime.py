@@ -41,7 +41,8 @@ __all__ = ["OnnxRuntimeBackend"]
 
 class OnnxRuntimeBackend:
     name = Backend.ONNXRUNTIME
-    ships_original = True  # the upload at ORT's default level: what its user runs today
+    # The upload at ORT's default level: what its user runs today.
+    original_backend: Backend | None = Backend.ONNXRUNTIME
 
     def __init__(self, run: JobRun) -> None:
         self._run = run
@@ -113,7 +114,7 @@ class OnnxRuntimeBackend:
         return onnxruntime_fallbacks(self._run.config, blamed)
 
     def raise_no_attempt_passed(self, last: Validation) -> NoReturn:
-        # Never reached: with ships_original the pipeline ships the original instead.
+        # Never reached: with an original_backend the pipeline ships the original instead.
         raise InternalError("an onnxruntime job ran out of fallback attempts without shipping "
                             "the original")
 

@@ -54,7 +54,8 @@ Engine = OvEngine | OrtEngine
 class OpenVinoBackend:
     name = Backend.OPENVINO
     own_optimizations = "OpenVINO's own graph transformations"
-    ships_original = True  # the upload at ORT's default level: what its user runs today
+    # The upload at ORT's default level, what its user runs today (`original_engine`).
+    original_backend: Backend | None = OnnxRuntimeBackend.original_backend
 
     def __init__(self, run: JobRun, *, capabilities: HostCapabilities) -> None:
         """Raises EngineBuildError when this host cannot run the job: no OpenVINO (or NNCF),
@@ -162,7 +163,7 @@ class OpenVinoBackend:
                                  unfused="no fusion passes: OpenVINO's engine of the unfused model")
 
     def raise_no_attempt_passed(self, last: Validation) -> NoReturn:
-        # Never reached: with ships_original the pipeline ships the original instead.
+        # Never reached: with an original_backend the pipeline ships the original instead.
         raise InternalError("an openvino job ran out of fallback attempts without shipping the "
                             "original")
 

@@ -61,7 +61,8 @@ def refusal_for(capabilities: HostCapabilities) -> str | None:
 class TensorRTBackend:
     name = Backend.TENSORRT
     own_optimizations = "TensorRT's own optimizations"
-    ships_original = False  # an ONNX file is no TensorRT engine: the report says slower instead
+    # An ONNX file is no TensorRT engine: the report says slower instead.
+    original_backend: Backend | None = None
 
     def __init__(self, run: JobRun, *, toolkit: TensorRTToolkit, capabilities: HostCapabilities,
                  recorder: JobRecorder, on_gpu_wait: Callable[[bool], None]) -> None:
@@ -210,7 +211,7 @@ class TensorRTBackend:
 
     def original_engine(self, loaded: LoadedModel) -> BuiltEngine[TrtEngine]:
         raise InternalError("TensorRT cannot ship the original model as its engine "
-                            "(ships_original is False)")
+                            "(its original_backend is None)")
 
     def fallback_attempts(self, blamed: tuple[str, ...]) -> list[Attempt]:
         return tensorrt_fallbacks(self._run.config, blamed)

@@ -86,7 +86,8 @@ def outcome_column(config: dict[str, Any], outcome: JobOutcome,
     validation = None if outcome.validation is None else outcome.validation.to_dict()
     return job_outcome(config=config, status=JobStatus.SUCCEEDED.value, reports=columns,
                        engine_record=engine[-1] if engine else None, validation=validation,
-                       original_shipped=outcome.original_shipped).model_dump(mode="json")
+                       original_shipped=outcome.original_shipped,
+                       original_backend=outcome.original_backend).model_dump(mode="json")
 
 
 def failed_outcome_column(config: dict[str, Any], code: str, message: str,

@@ -21,6 +21,7 @@ from optimizer.model.inputs import random_feeds
 from optimizer.model.tensor_specs import TensorSpec
 from optimizer.registries.precisions import Precision
 from optimizer.validation import default_tolerances, validate
+from tests.support.host_cpu import needs_cpu_for, needs_cpu_without
 
 SHAPES = {"input": [2, 3, 32, 32]}
 
@@ -29,7 +30,8 @@ def _feeds(batch: int = 2) -> list[dict[str, np.ndarray]]:
     return random_feeds([TensorSpec("input", "float32", (batch, 3, 32, 32))], count=2, seed=0)
 
 
-@pytest.mark.parametrize("precision", [Precision.FP32, Precision.BF16])
+@pytest.mark.parametrize("precision", [
+    Precision.FP32, pytest.param(Precision.BF16, marks=needs_cpu_for(Precision.BF16))])
 def test_build_ov_engine_writes_the_ir_and_a_manifest_that_compiles_it(
         cnn_path: Path, tmp_path: Path, precision: Precision) -> None:
     engine = build_ov_engine(cnn_path, tmp_path / "engine", input_shapes=SHAPES,
@@ -64,6 +66,7 @@ def test_fp32_engine_computes_in_fp32_even_where_the_cpu_has_bf16(cnn_path: Path
     assert report.passed, report.to_dict()
 
 
+@needs_cpu_for(Precision.BF16)
 def test_bf16_engine_stays_within_bf16_tolerances(cnn_path: Path, tmp_path: Path) -> None:
     engine = build_ov_engine(cnn_path, tmp_path / "engine", input_shapes=SHAPES,
                              options=OvBuildOptions(precision=Precision.BF16))
@@ -76,6 +79,19 @@ def test_bf16_engine_stays_within_bf16_tolerances(cnn_path: Path, tmp_path: Path
     assert not strict.passed  # it really computed in bf16: fp32's limits catch it
     if "bf16" not in engine.manifest["runtime_precisions"]:
         pytest.fail(f"no layer ran in bf16: {engine.manifest['runtime_precisions']}")
+
+
+@needs_cpu_without(Precision.BF16)
+def test_bf16_is_refused_where_the_cpu_would_compute_it_in_f32(cnn_path: Path,
+                                                                tmp_path: Path) -> None:
+    # OpenVINO compiles a bf16 hint at f32 on such a CPU without a word: an engine called bf16
+    # that computes in f32 must not be built.
+    with pytest.raises(EngineBuildError) as caught:
+        build_ov_engine(cnn_path, tmp_path / "engine", input_shapes=SHAPES,
+                        options=OvBuildOptions(precision=Precision.BF16))
+
+    assert "'f32', not the 'bf16' asked for" in str(caught.value)
+    assert "no bf16 instructions" in str(caught.value)
 
 
 def test_engine_keeps_the_models_dynamic_dims_when_asked(cnn_path: Path, tmp_path: Path) -> None:

@@ -169,7 +169,9 @@ def test_the_search_ships_nncf_int8_judged_and_timed_in_openvino() -> None:
 def test_a_node_int8_ruins_is_kept_in_float_through_nncfs_ignored_scope() -> None:
     strict = Tolerances(atol=math.inf, rtol=0.0, min_cosine=0.999)
 
-    result = _search(outlier_channel(seed=5), tolerances=strict)
+    # Untimed: on a CPU without VNNI int8 may time slower and stop the search before it keeps
+    # anything (the early stop has its own test); this one is of the ignored scope.
+    result = _search(outlier_channel(seed=5), tolerances=strict, time_candidates=False)
 
     assert result.tried[0]["passed"] is False and result.tried[0]["worst_cosine"] < 0.999
     assert result.kept_nodes and result.kept_nodes[-1].worst_cosine_after >= 0.999

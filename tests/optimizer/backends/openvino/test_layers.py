@@ -18,6 +18,7 @@ from optimizer.backends.openvino.layers import (
 )
 from optimizer.errors import InternalError
 from optimizer.registries.precisions import Precision
+from tests.support.host_cpu import needs_cpu_for
 
 FEED = {"input": np.random.default_rng(0).standard_normal((2, 3, 32, 32), np.float32)}
 
@@ -27,8 +28,8 @@ def _engine(cnn_path: Path, tmp_path: Path, precision: Precision = Precision.FP3
                            options=OvBuildOptions(precision=precision)).manifest_path
 
 
-@pytest.mark.parametrize(("precision", "computed_at"), [(Precision.FP32, "f32"),
-                                                         (Precision.BF16, "bf16")])
+@pytest.mark.parametrize(("precision", "computed_at"), [
+    (Precision.FP32, "f32"), pytest.param(Precision.BF16, "bf16", marks=needs_cpu_for(Precision.BF16))])
 def test_each_compute_layer_reports_the_precision_it_runs_at(
         cnn_path: Path, tmp_path: Path, precision: Precision, computed_at: str) -> None:
     with runner_for_engine(_engine(cnn_path, tmp_path, precision)) as runner:

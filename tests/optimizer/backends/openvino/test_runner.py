@@ -11,6 +11,8 @@ from optimizer.backends.onnxruntime.runner import OnnxRuntimeRunner
 from optimizer.backends.openvino.runner import OpenVinoRunner, compile_options
 from optimizer.backends.runner import Runner, runner_from_spec
 from optimizer.errors import EngineBuildError, InternalError
+from optimizer.registries.precisions import Precision
+from tests.support.host_cpu import needs_cpu_for
 
 
 def _feed() -> dict[str, np.ndarray]:
@@ -33,14 +35,16 @@ def test_runner_outputs_are_copies_a_later_run_does_not_overwrite(cnn_path: Path
     np.testing.assert_array_equal(first, kept)
 
 
-def test_runner_spec_recreates_the_same_runner(cnn_path: Path) -> None:
-    with OpenVinoRunner(cnn_path, inference_precision="bf16", threads=2) as runner:
+@pytest.mark.parametrize("precision", [
+    "f32", pytest.param("bf16", marks=needs_cpu_for(Precision.BF16))])
+def test_runner_spec_recreates_the_same_runner(cnn_path: Path, precision: str) -> None:
+    with OpenVinoRunner(cnn_path, inference_precision=precision, threads=2) as runner:
         spec = runner.spec()
         expected = runner.infer(_feed())["logits"]
     assert spec.backend == "openvino"
     with runner_from_spec(spec) as again:
         assert isinstance(again, OpenVinoRunner)
-        assert (again.inference_precision, again.threads) == ("bf16", 2)
+        assert (again.inference_precision, again.threads) == (precision, 2)
         np.testing.assert_array_equal(again.infer(_feed())["logits"], expected)
 
 
