@@ -101,11 +101,12 @@ def test_a_search_plans_the_stand_in_precision_and_int8_from_their_specs() -> No
     plan = plan_search(config.search_spaces(has_calibration=True))
 
     names = [c.name for c in plan.candidates]
-    # Its spec's precision order (int8 first, half last) and both int8 forms (int8 has a
-    # dynamic form); the ONNX Runtime options it took (threads) from its spec's options.
+    # A float contender first, then its spec's precision order (int8 first, half last) with
+    # both int8 forms (int8 has a dynamic form); the ONNX Runtime options it took (threads)
+    # from its spec's options.
     own = [name for name in names if name.startswith("stand-in:")]
-    assert own[:3] == ["stand-in:int8-static/all", "stand-in:int8-dynamic/all",
-                       "stand-in:fp32/all"]
+    assert own[:3] == ["stand-in:fp32/all", "stand-in:int8-static/all",
+                       "stand-in:int8-dynamic/all"]
     assert names[0] == own[0]  # the job's own backend takes the first turn
     assert "stand-in:half/all" in names
     assert {c.backend for c in plan.candidates if c.name.startswith("stand-in:")} == {STAND_IN}
