@@ -178,8 +178,9 @@ class SearchConfig(BaseModel):
         "a candidate must stay within")
     time_budget_s: float = Field(
         default=600, ge=10, le=3 * 3600, description="the most the search may take: no candidate "
-        "starts building after 75% of it (those left are listed as not tried), and the race "
-        "stops at its end; it stops earlier once no remaining candidate can win")
+        "starts building after 75% of it, one still building then stops at its next step (the "
+        "first excepted; those left are listed as not tried), and the race stops at its end; "
+        "it stops earlier once no remaining candidate can win")
     precisions: list[Precision] | None = Field(
         default=None, description="the precisions to try; unset: every one the backend builds "
         "(int8 static needs quantization.calibration)")

@@ -74,20 +74,34 @@ class SearchStageResult:
     original: str | None = None  # why the original ships instead (no candidate beat it)
 
 
+class _BudgetSpent(Exception):
+    """The search's building time ran out while a candidate was still being built."""
+
+
 class _CandidateProgress(StageProgress):
     """A candidate's stages, recorded as events of stage `search`, each moving the job's
     progress through the candidate's `share` of the search as the stage would through a job
-    (each step still restarts the stage clock the supervisor holds to limits)."""
+    (each step still restarts the stage clock the supervisor holds to limits). Past
+    `deadline` (monotonic seconds) its next step raises _BudgetSpent: an int8 accuracy search
+    takes many steps, and one begun near the budget's end would overrun it by minutes."""
 
-    def __init__(self, job: StageProgress, candidate: str, share: ProgressSpan) -> None:
+    def __init__(self, job: StageProgress, candidate: str, share: ProgressSpan,
+                 deadline: float | None = None) -> None:
         self._job, self._candidate, self._share = job, candidate, share
+        self._deadline = deadline
 
     def enter(self, stage: str, note: str | None = None) -> ProgressSpan:
         detail = f"candidate {self._candidate}: {stage}" + (f" ({note})" if note else "")
+        self._within_budget(detail)
         return self._job.enter_part(SEARCH, self._share.part(*_step_share(stage)), detail)
 
     def note(self, message: str) -> None:
+        self._within_budget(message)
         self._job.note(f"candidate {self._candidate}: {message}")
+
+    def _within_budget(self, step: str) -> None:
+        if self._deadline is not None and time.monotonic() > self._deadline:
+            raise _BudgetSpent(step.removeprefix(f"candidate {self._candidate}: "))
 
     def waiting(self, waiting: bool) -> None:
         self._job.waiting(waiting)
@@ -119,13 +133,18 @@ def search_configurations(run: JobRun, loaded: LoadedModel, backend_for: Backend
 
     builds = span.part(0.0, _BUILDS_SHARE)
 
-    def build(candidate: Candidate) -> tuple[JobBackend[Any], BuiltEngine[Any],
-                                             ValidationReport | None, float]:
+    options = SearchOptions(time_budget_s=search.time_budget_s, race=RaceOptions(
+        batch_size=loaded.batch_size, latency_budget_ms=search.latency_budget_ms,
+        seed=run.config.validation.seed,
+        original_competes=reference_backend.original_backend is not None))
+
+    def build(candidate: Candidate, deadline: float | None = None
+              ) -> tuple[JobBackend[Any], BuiltEngine[Any], ValidationReport | None, float]:
         candidate_run = _candidate_run(run, candidate)
         count = max(len(plan.candidates), 1)
         at = min(judged, count - 1)  # a rebuild for the race: its last part
         its_progress = _CandidateProgress(progress, candidate.name,
-                                          builds.part(at / count, (at + 1) / count))
+                                          builds.part(at / count, (at + 1) / count), deadline)
         backend = backend_for(candidate_run, its_progress)
         outcome = JobOutcome()
         started = time.monotonic()
@@ -144,7 +163,14 @@ def search_configurations(run: JobRun, loaded: LoadedModel, backend_for: Backend
         recorder.record_search_candidate(candidate.name, outcome=BUILDING,
                                          recipe=candidate.overrides())
         try:  # JobStopped (a cancel) is no OptimizerError: it goes through
-            backend, engine, validation, build_s = build(candidate)
+            # The first candidate always gets its chance: a search has something to race.
+            deadline = (None if judged == 0 else
+                        search_started + options.time_budget_s * options.build_share)
+            backend, engine, validation, build_s = build(candidate, deadline)
+        except _BudgetSpent as err:
+            return Evaluated(CandidateOutcome(candidate, Outcome.NOT_TRIED, reason=(
+                f"not finished: the search's time budget ({options.time_budget_s:g} s) ran out "
+                f"while it was built (at step: {err}); a larger time_budget_s tries it")))
         except _QuantizedNotShipped as err:
             return Evaluated(CandidateOutcome(candidate, err.outcome, reason=err.reason))
         except AccuracyMismatchError as err:
@@ -182,16 +208,13 @@ def search_configurations(run: JobRun, loaded: LoadedModel, backend_for: Backend
     originals = search_originals(
         run, plan, loaded, feed, span.part(_BUILDS_SHARE, 1.0), job_backend=reference_backend,
         backend_for=lambda at: backend_for(at, progress), requests=requests)
-    started = time.monotonic()
+    search_started = time.monotonic()
     result = run_search(
         plan, evaluate=evaluate, reopen=reopen, recorded=recorded, on_finished=finished,
         reference=originals.openers, original_of=original_key,
         original_requests=originals.requests,
         stopped=lambda: recorder.status() is not JobStatus.RUNNING, requests=requests,
-        options=SearchOptions(time_budget_s=search.time_budget_s, race=RaceOptions(
-            batch_size=loaded.batch_size, latency_budget_ms=search.latency_budget_ms,
-            seed=run.config.validation.seed,
-            original_competes=reference_backend.original_backend is not None)))
+        options=options)
     decision = result.decision
     winner = next((c for c in plan.candidates if c.name == decision.winner), None)
     winner_config = None if winner is None else run.config.candidate_config(winner.overrides())
@@ -204,7 +227,7 @@ def search_configurations(run: JobRun, loaded: LoadedModel, backend_for: Backend
         original=decision.original, backends=decision.backends or None,
         recipe=None if winner_config is None else _recipe(winner_config),
         rows=_ordered(decision.rows, search), race=race, resumed=list(result.resumed),
-        time_budget_s=search.time_budget_s, elapsed_s=round(time.monotonic() - started, 3))
+        time_budget_s=search.time_budget_s, elapsed_s=round(time.monotonic() - search_started, 3))
     shipped = decision.winner or ("the original" if decision.original else "no winner")
     progress.note(f"search: {shipped}: {decision.why}")
     shutil.rmtree(run.scratch_dir / _SEARCH_DIR, ignore_errors=True)
