@@ -27,8 +27,8 @@ Accuracy: each variant's outputs on held-apart inputs (another seed than the tim
 against the original's at ORT_ENABLE_ALL: the worst output cosine (each output's values over all
 samples as one vector) and the largest absolute error over all outputs and samples, beside the
 outputs' largest |value| (the error's scale). The inputs are synthetic text images by default
-(--inputs text: light noisy paper, dark glyph-like blocks in lines, normalized as PP-OCR's
-pre-processing does: ImageNet mean/std for det, (x/255-0.5)/0.5 for rec/cls): on
+(--inputs text: lines of pixel-font letters on noisy paper, bench/text_pages.py, normalized as
+PP-OCR's pre-processing does: ImageNet mean/std for det, (x/255-0.5)/0.5 for rec/cls): on
 standard-normal noise (--inputs random) a detector's probability map is ~0 everywhere (max
 0.006) and its cosine measures rounding noise, not the model.
 
@@ -67,14 +67,15 @@ import onnxruntime as ort
 
 from bench.corpus.cache import build_model
 from bench.corpus.catalog import CorpusModel, WheelSpec
+from bench.text_pages import text_page
 from optimizer.backends.onnxruntime.runner import PROVIDERS, session_options
 from optimizer.measure.interleaved import LatencyRatio, interleaved_call_ratios
 from optimizer.model.inputs import random_feeds
 from optimizer.model.shapes import fix_input_shapes, resolve_input_shapes
 from optimizer.model.tensor_specs import summarize_model
 
-__all__ = ["MODELS", "fixed_model", "main", "output_accuracy", "ov_compile", "ov_outputs",
-           "runtime_precision", "text_images"]
+__all__ = ["MODELS", "fixed_model", "main", "ort_run", "output_accuracy", "ov_compile",
+           "ov_outputs", "runtime_precision", "text_images"]
 
 Feed = dict[str, np.ndarray]
 
@@ -132,34 +133,21 @@ def fixed_model(name: str, spec: WheelSpec, shape: tuple[int, ...], cache: Path,
 
 
 def text_images(name: str, shape: Sequence[int], count: int, seed: int) -> list[Feed]:
-    """`count` synthetic text images [1, 3, H, W], normalized as PP-OCR's pre-processing does.
-
-    Light noisy paper with dark glyph-like blocks (random widths, gaps and greys) in lines: a
-    page of several lines for a detector (H = W), one line filling the height otherwise.
-    """
+    """`count` synthetic text images [1, 3, H, W], normalized as PP-OCR's pre-processing does:
+    a page of several lines for a detector (H = W), one line filling the height otherwise
+    (bench/text_pages.py)."""
     rng = np.random.default_rng(seed)
     _, _, height, width = shape
     detector = height == width
     feeds = []
     for _ in range(count):
-        page = rng.uniform(200, 255, size=(height, width, 3))
-        line_h = max(8, height // 10) if detector else int(height * 0.7)
-        tops = (range(int(rng.integers(4, 12)), height - line_h, line_h * 2) if detector
-                else [(height - line_h) // 2])
-        for top in tops:
-            x = int(rng.integers(2, width // 8))
-            end = int(rng.integers(width // 2, width - 2))
-            while x < end:
-                glyph = int(rng.integers(line_h // 3, line_h))
-                page[top:top + line_h, x:x + glyph] = rng.uniform(0, 80, size=3)
-                x += glyph + int(rng.integers(1, max(2, line_h // 3)))
-        scaled = page / 255.0
+        scaled = text_page(rng, height, width, lines=detector) / 255.0
         normalized = (scaled - _DET_MEAN) / _DET_STD if detector else (scaled - 0.5) / 0.5
         feeds.append({name: normalized.transpose(2, 0, 1)[None].astype(np.float32)})
     return feeds
 
 
-def _ort_run(path: Path, feed: Feed, threads: int | None) -> tuple[Callable[[], object],
+def ort_run(path: Path, feed: Feed, threads: int | None) -> tuple[Callable[[], object],
                                                                    ort.InferenceSession]:
     options = session_options("all", threads)
     options.log_severity_level = 3
@@ -245,7 +233,7 @@ def _measure(name: str, path: Path, model: onnx.ModelProto,
         variants.append(Variant(INT8))
         compiles.append((variants[-1], quantized, False))
     for setting, count in threads:
-        run, session = _ort_run(path, dict(timing_feed), count)
+        run, session = ort_run(path, dict(timing_feed), count)
         original.runs[setting] = run
         for variant, source, force_f32 in compiles:
             compiled = ov_compile(core, source, count, force_f32)

@@ -46,7 +46,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from bench.openvino_baseline import MODELS, _accuracy, _fixed_model, _ort_run, _text_images
+from bench.openvino_baseline import MODELS, fixed_model, ort_run, output_accuracy, text_images
 from optimizer.measure.interleaved import LatencyRatio, interleaved_call_ratios
 from optimizer.optimize import OptimizeOptions, optimize_model
 from optimizer.precision import run_outputs
@@ -91,9 +91,9 @@ def _model(name: str, cache: Path, work: Path) -> tuple[Path, onnx.ModelProto,
         return path, model, lambda count, seed: [
             {"input": x} for x in calibration_images(model, count, seed=seed)]
     spec, shape = RECOGNIZERS[name]
-    path, model = _fixed_model(name, spec, shape, cache, work)
+    path, model = fixed_model(name, spec, shape, cache, work)
     input_name = model.graph.input[0].name
-    return path, model, lambda count, seed: _text_images(input_name, shape, count, seed)
+    return path, model, lambda count, seed: text_images(input_name, shape, count, seed)
 
 
 def _search(graph: onnx.ModelProto, model: onnx.ModelProto, calibration: list[Feed],
@@ -154,13 +154,13 @@ def _measure(name: str, path: Path, model: onnx.ModelProto,
             "fuseforge int8": core.compile_model(str(shipped_path), "CPU",
                                                  {**base, "INFERENCE_PRECISION_HINT": "f32"}),
             "nncf by hand": core.compile_model(by_hand, "CPU", base)}
-        runs = [_ort_run(path, dict(timing), count)[0]]
+        runs = [ort_run(path, dict(timing), count)[0]]
         for label, model_compiled in compiled.items():
             request = model_compiled.create_infer_request()
             outputs = [request.infer(dict(feed)) for feed in held_apart]
             got = [np.stack([np.asarray(out[model_compiled.output(n)]) for out in outputs])
                    for n in names]
-            row.cosine[label], _ = _accuracy(got, want)
+            row.cosine[label], _ = output_accuracy(got, want)
             runs.append(partial(request.infer, dict(timing)))
         print(f"  {name}: timing at {count} thread(s) ...", file=sys.stderr, flush=True)
         ratios = interleaved_call_ratios(runs, rounds=args.rounds)

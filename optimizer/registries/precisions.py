@@ -112,8 +112,12 @@ PRECISIONS: Mapping[Precision, PrecisionSpec] = MappingProxyType({
         Precision.FP16, "float16", {"atol": 1e-2, "rtol": 1e-2, "min_cosine": 0.999},
         onnx_type="FLOAT16", hardware="NVIDIA GPUs (tensor cores from compute capability 7.0); "
         "CPUs run it emulated or slowly", fidelity=70),
+    # Elementwise limits do not bind: after dozens of layers at 8 significant bits a value
+    # on a sigmoid's slope moves by up to 0.6 (PP-OCR's detectors, at cosine 0.9998 on text
+    # pages); the cosine, tighter than int8's, and the top-1 agreement of class scores judge it.
     Precision.BF16: PrecisionSpec(
-        Precision.BF16, "bfloat16", {"atol": 5e-2, "rtol": 5e-2, "min_cosine": 0.995},
+        Precision.BF16, "bfloat16",
+        {"atol": math.inf, "rtol": 0.0, "min_cosine": 0.995, "min_top1_agreement": 0.99},
         onnx_type="BFLOAT16", hardware="NVIDIA GPUs of compute capability 8.0 or later; "
         "CPUs with AVX512_BF16 or AMX (OpenVINO)",
         min_compute_capability="8.0", fidelity=80,

@@ -83,7 +83,7 @@ def test_default_conversion_stays_within_default_tolerances(name: str, precision
 def test_bf16_written_out_bert_is_within_the_cosine_floor() -> None:
     # bfloat16 keeps 8 significant bits: the written-out LayerNorm's last Mul and Add round its
     # output (values up to ~4, spacing 2**-5) twice more than LayerNormalization does, which
-    # puts the worst element at the edge of bf16's atol of 0.05 (1.03x at seed 1).
+    # moves the worst element by about 0.05: within the cosine floor, and a small error still.
     for seed, form in ((0, "bert_encoder"), (1, "bert_encoder"), (0, "bert_encoder_torchscript")):
         result = evaluate(SMALL_MODELS[form](seed), "bf16", DEFAULT_KEEP, seed=seed)
         (output,) = result.validation.outputs

@@ -125,6 +125,23 @@ def test_an_infinite_atol_leaves_the_cosine_judged_on_any_scale():
     assert [f.metric for f in report.failures] == ["cosine_similarity"]
 
 
+def test_bf16_is_judged_by_cosine_not_by_its_worst_element():
+    # A detector's probability map: bf16's rounding tips a few values on the sigmoid's slope
+    # far (here 0.6) while the map as a whole agrees (cosine >= 0.999).
+    probabilities = np.random.default_rng(0).uniform(0, 1, (1, 1, 64, 64)).astype(np.float32)
+    tipped = probabilities.copy()
+    tipped[0, 0, 10, 10:13] = np.clip(tipped[0, 0, 10, 10:13] + 0.6, 0, 1)
+    bf16 = default_tolerances("bf16")
+
+    assert compare_outputs([{"map": probabilities}], [{"map": tipped}], bf16).passed
+    # ...but a map that moved everywhere fails, by the cosine it is judged by.
+    moved = np.clip(probabilities + np.random.default_rng(1).normal(0, 0.1, probabilities.shape),
+                    0, 1).astype(np.float32)
+    report = compare_outputs([{"map": probabilities}], [{"map": moved}], bf16)
+    assert not report.passed
+    assert [f.metric for f in report.failures] == ["cosine_similarity"]
+
+
 def test_compare_outputs_fails_a_nan_the_reference_does_not_have():
     ref = _logits()
     cand = ref.copy()
