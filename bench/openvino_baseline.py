@@ -27,8 +27,8 @@ Accuracy: each variant's outputs on held-apart inputs (another seed than the tim
 against the original's at ORT_ENABLE_ALL: the worst output cosine (each output's values over all
 samples as one vector) and the largest absolute error over all outputs and samples, beside the
 outputs' largest |value| (the error's scale). The inputs are synthetic text images by default
-(--inputs text: lines of pixel-font letters on noisy paper, bench/text_pages.py, normalized as
-PP-OCR's pre-processing does: ImageNet mean/std for det, (x/255-0.5)/0.5 for rec/cls): on
+(--inputs text: lines of pixel-font letters on noisy paper, optimizer/testing/text_pages.py,
+normalized as PP-OCR's pre-processing does: ImageNet mean/std for det, (x/255-0.5)/0.5 for rec/cls): on
 standard-normal noise (--inputs random) a detector's probability map is ~0 everywhere (max
 0.006) and its cosine measures rounding noise, not the model.
 
@@ -67,12 +67,12 @@ import onnxruntime as ort
 
 from bench.corpus.cache import build_model
 from bench.corpus.catalog import CorpusModel, WheelSpec
-from bench.text_pages import text_page
 from optimizer.backends.onnxruntime.runner import PROVIDERS, session_options
 from optimizer.measure.interleaved import LatencyRatio, interleaved_call_ratios
 from optimizer.model.inputs import random_feeds
 from optimizer.model.shapes import fix_input_shapes, resolve_input_shapes
 from optimizer.model.tensor_specs import summarize_model
+from optimizer.testing.text_pages import ocr_feed, text_page
 
 __all__ = ["MODELS", "fixed_model", "main", "ort_run", "output_accuracy", "ov_compile",
            "ov_outputs", "runtime_precision", "text_images"]
@@ -99,7 +99,6 @@ MODELS: tuple[tuple[str, WheelSpec, tuple[int, ...]], ...] = (
 VARIANTS = ("ort original", "ov f32", "ov default")
 INT8 = "ov nncf int8"
 TIMING_SEED, VALIDATION_SEED, CALIBRATION_SEED = 0, 1, 2
-_DET_MEAN, _DET_STD = np.array([0.485, 0.456, 0.406]), np.array([0.229, 0.224, 0.225])
 # Layer types that move or hold data rather than compute: left out of the bf16 layer count.
 _DATA_LAYERS = frozenset({"Const", "Input", "Output", "Reorder", "Reshape", "Transpose"})
 
@@ -135,16 +134,12 @@ def fixed_model(name: str, spec: WheelSpec, shape: tuple[int, ...], cache: Path,
 def text_images(name: str, shape: Sequence[int], count: int, seed: int) -> list[Feed]:
     """`count` synthetic text images [1, 3, H, W], normalized as PP-OCR's pre-processing does:
     a page of several lines for a detector (H = W), one line filling the height otherwise
-    (bench/text_pages.py)."""
+    (optimizer/testing/text_pages.py)."""
     rng = np.random.default_rng(seed)
     _, _, height, width = shape
     detector = height == width
-    feeds = []
-    for _ in range(count):
-        scaled = text_page(rng, height, width, lines=detector) / 255.0
-        normalized = (scaled - _DET_MEAN) / _DET_STD if detector else (scaled - 0.5) / 0.5
-        feeds.append({name: normalized.transpose(2, 0, 1)[None].astype(np.float32)})
-    return feeds
+    return [{name: ocr_feed(text_page(rng, height, width, lines=detector), detector=detector)}
+            for _ in range(count)]
 
 
 def ort_run(path: Path, feed: Feed, threads: int | None) -> tuple[Callable[[], object],

@@ -1,17 +1,21 @@
-"""Synthetic text for PP-OCR models: lines of glyphs from a 5x7 pixel font, on noisy paper.
+"""Synthetic text for OCR models: lines of glyphs from a 5x7 pixel font, on noisy paper.
 
 A detector's probability map is its output; blocks of ink that are not letters leave it blank
 (PP-OCRv4's detector gave a map whose largest value was 7.7e-7 on them), and an output cosine of
 a blank map measures noise, not precision. Letters from a pixel font, scaled and softened, make
 both PP-OCR detectors mark 11-17% of the page as text and the recognizers read characters at
-confidence near 1, with no font file or drawing package needed.
+confidence near 1, with no font file or drawing package needed. `text_page` draws one image;
+`ocr_feed` normalizes it as PP-OCR's pre-processing does.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["text_page"]
+__all__ = ["ocr_feed", "text_page"]
+
+# ImageNet mean and std: PP-OCR detectors' normalization (recognizers and classifiers use 0.5).
+_DET_MEAN, _DET_STD = np.array([0.485, 0.456, 0.406]), np.array([0.229, 0.224, 0.225])
 
 _ROWS = {
     "0": "01110 10001 10011 10101 11001 10001 01110",
@@ -78,3 +82,11 @@ def _soften(ink: np.ndarray) -> np.ndarray:
     padded = np.pad(ink, 1, mode="edge")
     rows, cols = ink.shape
     return sum(padded[i:i + rows, j:j + cols] for i in range(3) for j in range(3)) / 9
+
+
+def ocr_feed(page: np.ndarray, *, detector: bool) -> np.ndarray:
+    """`page` (from `text_page`) as a [1, 3, H, W] float32 input: ImageNet mean/std for a
+    detector, (x/255 - 0.5) / 0.5 for a recognizer or classifier, as PP-OCR normalizes."""
+    scaled = page / 255.0
+    normalized = (scaled - _DET_MEAN) / _DET_STD if detector else (scaled - 0.5) / 0.5
+    return normalized.transpose(2, 0, 1)[None].astype(np.float32)
