@@ -13,7 +13,10 @@
    (the full int8 graphs: the fastest int8 can be, since other methods change only scales and
    each node kept in float adds float work) finds none faster than fp32 at the median, int8
    cannot win: no other method, dynamic form or kept node is tried, and `why` says so;
-4. none within budget: the nodes of the most accurate static candidate are ranked by the error
+4. none within budget: where the backend's own runtime runs the most accurate static
+   candidate out of budget while ONNX Runtime runs the same Q/DQ graph within it, the nodes
+   that runtime mishandles are found by bisection and given float inputs (mishandled.py);
+   then the candidate's nodes are ranked by the error
    each adds (sensitivity.py) and kept in float one at a time, most harmful first, until the
    budget is met or `max_kept_nodes` are kept, or the cosine's pace over the last few nodes
    shows the nodes left cannot reach the budget (a stop early, said in `why`); each kept node
@@ -45,6 +48,7 @@ from optimizer.backends.runner import Runner
 from optimizer.errors import QuantizationError
 from optimizer.jsonable import json_safe
 from optimizer.quantization.calibration import CalibrationTable
+from optimizer.quantization.mishandled import find_mishandled, float_inputs, quantized_nodes
 from optimizer.quantization.node_precision import CONVERSIONS, INTEGER_KERNELS
 from optimizer.quantization.qdq_opset import at_qdq_opset
 from optimizer.quantization.quantize import (
@@ -326,6 +330,14 @@ class _Judge:
                         "model"),))
         return _Candidate(label, mode, flavour, method, model, kept, report)
 
+    def in_onnx_runtime(self, model: onnx.ModelProto) -> ValidationReport:
+        """`model` judged as ONNX Runtime runs it: the Q/DQ graph as its operators define it,
+        whatever runtime the candidates run in."""
+        with runner_for_model(model, optimization_level=self.request.level,
+                              intra_op_threads=self.request.threads) as runner:
+            outputs = [runner.infer(dict(feed)) for feed in self.feeds]
+        return compare_outputs(self.reference, outputs, self.tolerances, labels=self.labels)
+
     def outputs(self, model: onnx.ModelProto) -> list[dict[str, np.ndarray]]:
         """`model`'s outputs on the validation samples, in the runtime candidates run in."""
         if self.request.candidate_runner is None:
@@ -442,19 +454,29 @@ def _keep_in_float(graph: onnx.ModelProto, base: _Candidate, request: Quantizati
                    ) -> list[_Candidate]:
     """Steps keeping one more node in float each, most harmful first, until within budget."""
     assert base.flavour is not None
-    progress(f"{request.precision}: ranking nodes by the error they add")
-    ranked = rank_nodes(graph, base.model, judge.feeds[:_SENSITIVITY_SAMPLES])
     if base.method is not None:  # one table for every step
         table = tables(base.method, graph)
         tables = lambda method, graph: table  # noqa: E731
     steps = [base]
+    # Nodes the backend's runtime mishandles: every later step gives them float inputs too.
+    mishandled = _mishandled_in_runtime(base, request, judge, result, progress)
+    found = list(mishandled.kept) if mishandled is not None else []
+    if mishandled is not None:
+        steps.append(mishandled)
+        if mishandled.validation.passed:
+            return steps
+    progress(f"{request.precision}: ranking nodes by the error they add")
+    ranked = [node for node in rank_nodes(graph, base.model, judge.feeds[:_SENSITIVITY_SAMPLES])
+              if node.name not in found]
     kept: list[str] = []
-    for node in ranked[:request.max_kept_nodes]:
+    for node in ranked[:max(0, request.max_kept_nodes - len(found))]:
         kept.append(node.name)
-        progress(f"{request.precision}: keeping {len(kept)} node(s) in float ({node.name})")
-        model = _write(graph, request, base.flavour, base.method, tables, feeds, kept)
-        step = judge.candidate(f"{base.label}, {len(kept)} kept in float", base.mode,
-                               base.flavour, base.method, model, tuple(kept))
+        progress(f"{request.precision}: keeping {len(found) + len(kept)} node(s) in float "
+                 f"({node.name})")
+        model = float_inputs(_write(graph, request, base.flavour, base.method, tables, feeds,
+                                    kept), found)
+        step = judge.candidate(f"{base.label}, {len(found) + len(kept)} kept in float",
+                               base.mode, base.flavour, base.method, model, (*found, *kept))
         steps.append(step)
         result.kept_nodes.append(KeptFloatNode(node.name, node.op_type, node.added_error,
                                                step.worst_cosine, None))
@@ -470,6 +492,40 @@ def _keep_in_float(graph: onnx.ModelProto, base: _Candidate, request: Quantizati
             progress(f"{request.precision}: stopped early: {result.stopped_early}")
             break
     return steps
+
+
+def _mishandled_in_runtime(base: _Candidate, request: QuantizationRequest, judge: _Judge,
+                           result: QuantizationResult, progress: Callable[[str], None]
+                           ) -> _Candidate | None:
+    """Where the backend's runtime runs `base` out of budget but ONNX Runtime runs the same
+    Q/DQ graph within it, `base` with float inputs for the nodes that runtime mishandles, found
+    by bisection (mishandled.py); None elsewhere, or where no few nodes explain it. The graph
+    is not quantized again: NNCF's ignored scope can leave the pattern the runtime mishandles
+    in place (it did on PP-OCRv4's detector)."""
+    if request.candidate_runner is None or not judge.in_onnx_runtime(base.model).passed:
+        return None
+    progress(f"{request.precision}: within budget as ONNX Runtime runs the Q/DQ graph, out of "
+             "it in the backend's runtime: finding the nodes that runtime mishandles")
+    found = find_mishandled(quantized_nodes(base.model), lambda names: judge.candidate(
+        "bisection", base.mode, base.flavour, base.method, float_inputs(base.model, names),
+        tuple(names)).validation.passed)
+    if not found:
+        return None
+    step = judge.candidate(f"{base.label}, {len(found)} kept in float (mishandled by its "
+                           "runtime)", base.mode, base.flavour, base.method,
+                           float_inputs(base.model, found), tuple(found))
+    op_types = {node.name: node.op_type for node in base.model.graph.node}
+    for name in found:
+        result.kept_nodes.append(KeptFloatNode(name, op_types.get(name, ""), math.nan,
+                                               step.worst_cosine, None))
+        result.kept_reasons[name] = (
+            "kept in float: the backend's runtime computes its quantized form wrongly (found "
+            f"by bisection: the worst output cosine is {base.worst_cosine:.5f} with it "
+            "quantized there, within budget in ONNX Runtime, and "
+            f"{step.worst_cosine:.5f} with its inputs in float)")
+    progress(f"{request.precision}: kept in float, mishandled by the backend's runtime: "
+             f"{', '.join(found)}")
+    return step
 
 
 def _cannot_reach(steps: list[_Candidate], min_cosine: float, left: int) -> str | None:
