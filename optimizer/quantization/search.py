@@ -45,7 +45,7 @@ import onnx
 
 from optimizer.backends.onnxruntime.runner import OptimizationLevel, runner_for_model
 from optimizer.backends.runner import Runner
-from optimizer.errors import QuantizationError
+from optimizer.errors import EngineBuildError, InferenceError, QuantizationError
 from optimizer.jsonable import json_safe
 from optimizer.quantization.calibration import CalibrationTable
 from optimizer.quantization.mishandled import find_mishandled, float_inputs, quantized_nodes
@@ -506,9 +506,15 @@ def _mishandled_in_runtime(base: _Candidate, request: QuantizationRequest, judge
         return None
     progress(f"{request.precision}: within budget as ONNX Runtime runs the Q/DQ graph, out of "
              "it in the backend's runtime: finding the nodes that runtime mishandles")
-    found = find_mishandled(quantized_nodes(base.model), lambda names: judge.candidate(
-        "bisection", base.mode, base.flavour, base.method, float_inputs(base.model, names),
-        tuple(names)).validation.passed)
+    def within_budget(names: Sequence[str]) -> bool:
+        try:
+            return judge.candidate("bisection", base.mode, base.flavour, base.method,
+                                   float_inputs(base.model, names), tuple(names)
+                                   ).validation.passed
+        except (EngineBuildError, InferenceError):  # a form the runtime refuses: not this one
+            return False
+
+    found = find_mishandled(quantized_nodes(base.model), within_budget)
     if not found:
         return None
     step = judge.candidate(f"{base.label}, {len(found)} kept in float (mishandled by its "
