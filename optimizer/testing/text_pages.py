@@ -81,7 +81,9 @@ def _soften(ink: np.ndarray) -> np.ndarray:
     """A 3x3 box blur: antialiased edges, as a scan or a rendered font has."""
     padded = np.pad(ink, 1, mode="edge")
     rows, cols = ink.shape
-    return sum(padded[i:i + rows, j:j + cols] for i in range(3) for j in range(3)) / 9
+    shifted = [padded[i:i + rows, j:j + cols] for i in range(3) for j in range(3)]
+    softened: np.ndarray = np.mean(shifted, axis=0)
+    return softened
 
 
 def ocr_feed(page: np.ndarray, *, detector: bool) -> np.ndarray:
