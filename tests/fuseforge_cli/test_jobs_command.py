@@ -232,12 +232,20 @@ def test_wait_exits_by_how_the_job_ended(api: ApiServer, finished: str, cnn: Pat
     assert f"job {queued} cancelled" in cancelled.stderr
 
 
+# The CLI as a terminal starts it, Ctrl-C live: a suite run in the background (`make test &`)
+# starts with SIGINT ignored, and every process it starts inherits that.
+_AS_FROM_A_TERMINAL = (
+    "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT}); sys.argv[0] = 'fuseforge'; "
+    "runpy.run_module('fuseforge_cli.main', run_name='__main__')")
+
+
 def test_submit_links_the_dashboard_page_and_ctrl_c_leaves_the_job_running(
         api: ApiServer, database: Engine, cnn: Path) -> None:
     sessions = sessionmaker(database)
     with sessions() as session:
         before = set(session.scalars(select(JobRow.id)))
-    cli = subprocess.Popen([sys.executable, "-m", "fuseforge_cli.main", "submit", str(cnn),
+    cli = subprocess.Popen([sys.executable, "-c", _AS_FROM_A_TERMINAL, "submit", str(cnn),
                             "--wait"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True, env=_env(api), cwd=REPO)
     try:
