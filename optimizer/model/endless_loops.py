@@ -16,6 +16,8 @@ from collections.abc import Iterator
 import onnx
 from onnx import numpy_helper
 
+from optimizer.model.graphs import constant_tensors
+
 __all__ = ["ENDLESS_TRIPS", "endless_loops"]
 
 ENDLESS_TRIPS = 2**32  # iterations from which a loop whose condition stays true counts as endless
@@ -26,7 +28,7 @@ def endless_loops(model: onnx.ModelProto) -> Iterator[str]:
     pending: list[tuple[onnx.GraphProto, str]] = [(model.graph, "the main graph")]
     while pending:
         graph, where = pending.pop()
-        constants = _constants(graph)
+        constants = constant_tensors(graph)
         for index, node in enumerate(graph.node):
             for attribute in node.attribute:
                 inner = [attribute.g] if attribute.HasField("g") else list(attribute.graphs)
@@ -59,7 +61,7 @@ def _why_endless(node: onnx.NodeProto, constants: dict[str, onnx.TensorProto]) -
 def _stays_true(body: onnx.GraphProto, cond_in: str, cond_out: str) -> bool:
     """Whether the body's cond_out is its cond_in (through Identity nodes) or a constant true."""
     producers = {output: node for node in body.node for output in node.output}
-    constants = _constants(body)
+    constants = constant_tensors(body)
     name = cond_out
     for _ in range(len(body.node) + 1):
         if name == cond_in:
@@ -71,17 +73,6 @@ def _stays_true(body: onnx.GraphProto, cond_in: str, cond_out: str) -> bool:
             return False
         name = node.input[0]
     return False
-
-
-def _constants(graph: onnx.GraphProto) -> dict[str, onnx.TensorProto]:
-    """The graph's initializers and Constant nodes' values, by name."""
-    found = {tensor.name: tensor for tensor in graph.initializer}
-    for node in graph.node:
-        if node.op_type == "Constant" and node.output:
-            value = next((a.t for a in node.attribute if a.name == "value"), None)
-            if value is not None:
-                found[node.output[0]] = value
-    return found
 
 
 def _scalar(tensor: onnx.TensorProto | None) -> int | None:

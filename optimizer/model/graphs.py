@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator
 
 import onnx
 
-__all__ = ["fresh_name", "iter_nodes", "iter_tensors", "op_histogram"]
+__all__ = ["constant_tensors", "fresh_name", "iter_nodes", "iter_tensors", "op_histogram"]
 
 
 def iter_nodes(model: onnx.ModelProto) -> Iterator[onnx.NodeProto]:
@@ -36,6 +36,17 @@ def iter_tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
 def graph_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
     """Every stored tensor of one graph, as `iter_tensors` finds them, subgraphs included."""
     return _graph_tensors(graph)
+
+
+def constant_tensors(graph: onnx.GraphProto) -> dict[str, onnx.TensorProto]:
+    """The graph's initializers and Constant nodes' values, by name (this graph only)."""
+    found = {tensor.name: tensor for tensor in graph.initializer}
+    for node in graph.node:
+        if node.op_type == "Constant" and node.output:
+            value = next((a.t for a in node.attribute if a.name == "value"), None)
+            if value is not None:
+                found[node.output[0]] = value
+    return found
 
 
 def op_histogram(model: onnx.ModelProto) -> dict[str, int]:

@@ -21,6 +21,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from optimizer.model.graphs import constant_tensors
+
 __all__ = ["MAX_MISHANDLED", "find_mishandled", "float_inputs", "quantized_nodes"]
 
 MAX_MISHANDLED = 3  # nodes sought; each costs about log2(quantized nodes) + 1 judgements
@@ -47,7 +49,8 @@ def float_inputs(model: onnx.ModelProto, names: Collection[str]) -> onnx.ModelPr
         return result
     graph = result.graph
     producers = {out: node for node in graph.node for out in node.output}
-    constants = _constants(graph)
+    constants = {name: numpy_helper.to_array(tensor)
+                 for name, tensor in constant_tensors(graph).items()}
     floats: dict[str, str] = {}  # a DequantizeLinear's output -> its float source
     clips: dict[str, onnx.NodeProto] = {}  # a QuantizeLinear's output -> the Clip that stands in
     for node in graph.node:
@@ -170,14 +173,3 @@ def _scale_and_zero(node: onnx.NodeProto, constants: dict[str, np.ndarray]
     has_zero = len(node.input) > 2 and node.input[2]
     zero = constants[node.input[2]].astype(np.float32) if has_zero else np.zeros((), np.float32)
     return scale, zero
-
-
-def _constants(graph: onnx.GraphProto) -> dict[str, np.ndarray]:
-    """Every constant tensor of `graph` by name: its initializers and Constant nodes' values."""
-    values = {init.name: numpy_helper.to_array(init) for init in graph.initializer}
-    for node in graph.node:
-        if node.op_type == "Constant":
-            value = next((a.t for a in node.attribute if a.name == "value"), None)
-            if value is not None:
-                values[node.output[0]] = numpy_helper.to_array(value)
-    return values

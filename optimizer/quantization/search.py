@@ -333,17 +333,13 @@ class _Judge:
     def in_onnx_runtime(self, model: onnx.ModelProto) -> ValidationReport:
         """`model` judged as ONNX Runtime runs it: the Q/DQ graph as its operators define it,
         whatever runtime the candidates run in."""
-        with runner_for_model(model, optimization_level=self.request.level,
-                              intra_op_threads=self.request.threads) as runner:
-            outputs = [runner.infer(dict(feed)) for feed in self.feeds]
-        return compare_outputs(self.reference, outputs, self.tolerances, labels=self.labels)
+        return compare_outputs(self.reference, self._onnx_runtime_outputs(model),
+                               self.tolerances, labels=self.labels)
 
     def outputs(self, model: onnx.ModelProto) -> list[dict[str, np.ndarray]]:
         """`model`'s outputs on the validation samples, in the runtime candidates run in."""
         if self.request.candidate_runner is None:
-            with runner_for_model(model, optimization_level=self.request.level,
-                                  intra_op_threads=self.request.threads) as runner:
-                return [runner.infer(dict(feed)) for feed in self.feeds]
+            return self._onnx_runtime_outputs(model)
         opened: CandidateRunner = load_dotted(self.request.candidate_runner)
         with tempfile.TemporaryDirectory(prefix="fuseforge-int8-candidate-") as tmp:
             path = Path(tmp) / "candidate.onnx"
@@ -351,6 +347,10 @@ class _Judge:
             with opened(path, self.request.threads) as runner:
                 return [runner.infer(dict(feed)) for feed in self.feeds]
 
+    def _onnx_runtime_outputs(self, model: onnx.ModelProto) -> list[dict[str, np.ndarray]]:
+        with runner_for_model(model, optimization_level=self.request.level,
+                              intra_op_threads=self.request.threads) as runner:
+            return [runner.infer(dict(feed)) for feed in self.feeds]
 
 def _static_candidates(graph: onnx.ModelProto, request: QuantizationRequest, tables: TableSource,
                        feeds: Sequence[Feed], judge: _Judge, result: QuantizationResult,
@@ -506,20 +506,22 @@ def _mishandled_in_runtime(base: _Candidate, request: QuantizationRequest, judge
         return None
     progress(f"{request.precision}: within budget as ONNX Runtime runs the Q/DQ graph, out of "
              "it in the backend's runtime: finding the nodes that runtime mishandles")
+    judged: dict[tuple[str, ...], _Candidate] = {}  # the last, for the nodes found, ships
+
     def within_budget(names: Sequence[str]) -> bool:
+        label = f"{base.label}, {len(names)} kept in float (mishandled by its runtime)"
         try:
-            return judge.candidate("bisection", base.mode, base.flavour, base.method,
-                                   float_inputs(base.model, names), tuple(names)
-                                   ).validation.passed
+            step = judge.candidate(label, base.mode, base.flavour, base.method,
+                                   float_inputs(base.model, names), tuple(names))
         except (EngineBuildError, InferenceError):  # a form the runtime refuses: not this one
             return False
+        judged[tuple(names)] = step
+        return step.validation.passed
 
     found = find_mishandled(quantized_nodes(base.model), within_budget)
     if not found:
         return None
-    step = judge.candidate(f"{base.label}, {len(found)} kept in float (mishandled by its "
-                           "runtime)", base.mode, base.flavour, base.method,
-                           float_inputs(base.model, found), tuple(found))
+    step = judged[tuple(found)]
     op_types = {node.name: node.op_type for node in base.model.graph.node}
     for name in found:
         result.kept_nodes.append(KeptFloatNode(name, op_types.get(name, ""), math.nan,
